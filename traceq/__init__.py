@@ -1,0 +1,35 @@
+"""traceq: why did mixed precision make training slower? Evidence from profiler traces.
+
+The library does the work and returns polars frames; the ``traceq`` command only renders them.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+import polars as pl  # noqa: E402
+
+from traceq.errors import InputError, QueryError, StoreError, TraceqError  # noqa: E402
+from traceq.ingest import ingest  # noqa: E402
+from traceq.readers import read_trace  # noqa: E402
+from traceq.sql import sql  # noqa: E402
+from traceq.store import Store  # noqa: E402
+
+
+def runs(store: Store | str | None = None) -> pl.DataFrame:
+    """The run catalog (the ``runs`` table) of ``store``."""
+    return (store if isinstance(store, Store) else Store(store)).catalog()
+
+
+__all__ = [
+    "InputError",
+    "QueryError",
+    "Store",
+    "StoreError",
+    "TraceqError",
+    "__version__",
+    "ingest",
+    "read_trace",
+    "runs",
+    "sql",
+]

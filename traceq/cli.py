@@ -1,0 +1,188 @@
+"""The ``traceq`` command: parses arguments, calls the library, renders the frames it returns."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import polars as pl
+import typer
+
+import traceq
+from traceq.errors import TraceqError
+from traceq.render import Format, render
+from traceq.store import STORE_ENV, Store
+
+app = typer.Typer(
+    name="traceq",
+    help="Why did mixed precision (AMP) make training slower? Evidence from profiler traces.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+StoreOpt = Annotated[
+    Path | None,
+    typer.Option("--store", envvar=STORE_ENV, help="Store directory [default: ./.traceq, or $TRACEQ_STORE]."),
+]
+FormatOpt = Annotated[Format, typer.Option("--format", help="Output format.")]
+_PROGRESS_MIN_BYTES = 4 << 20
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Trace files, or directories of them.", show_default=False)],
+    store: StoreOpt = None,
+    name: Annotated[str | None, typer.Option("--name", help="Run name [default: the file name].")] = None,
+    fmt: FormatOpt = Format.table,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Read trace files into the store (one run per file).
+
+    Example: traceq ingest sample_traces/kineto_conformer_fp16_b4_2steps.json.gz --name amp
+    """
+    failed: list[str] = []
+
+    def on_error(e: TraceqError) -> None:
+        failed.append(str(e))
+        _error(str(e))
+
+    with _progress(quiet) as progress:
+        result = traceq.ingest(paths, store=_store(store), name=name, progress=progress, on_error=on_error)
+    if fmt is Format.table:
+        for row in result.filter(pl.col("status") != "failed").iter_rows(named=True):
+            verb = "ingested" if row["status"] == "ingested" else "duplicate"
+            typer.echo(f"{verb} {row['name']} ({row['run_id']}): {row['summary']}")
+            for w in json.loads(row["warnings"] or "[]"):
+                typer.echo(f"  warning: {w}", err=True)
+    else:
+        render(result, fmt)
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def runs(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
+    """List the runs in the store.
+
+    Example: traceq runs --format json
+    """
+    cat = traceq.runs(_store(store))
+    if fmt is Format.table:
+        cat = cat.select("run_id", "name", "flavour", "profiler_version", "n_events", "n_steps", "ingested_at")
+    render(cat, fmt)
+
+
+@app.command()
+def sql(
+    query: Annotated[str | None, typer.Argument(help="A SELECT statement.", show_default=False)] = None,
+    file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the query from a .sql file.")] = None,
+    store: StoreOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Run a read-only SQL query (DuckDB dialect) over every stored run.
+
+    Tables: runs, events, steps, threads; see `traceq schema`.
+
+    Example: traceq sql "select kind, count(*) n, sum(dur_ns) d from events group by kind" --format json
+    """
+    if (query is None) == (file is None):
+        raise TraceqError("give a query or --file, not both or neither")
+    if file is not None:
+        try:
+            query = file.read_text()
+        except OSError as e:
+            raise TraceqError(f"{file}: {e.strerror or e}") from None
+    render(traceq.sql(query or "", _store(store)), fmt)
+
+
+@app.command()
+def schema() -> None:
+    """Print the canonical tables and columns (Markdown)."""
+    from traceq.schema import markdown_reference
+
+    typer.echo(markdown_reference(), nl=False)
+
+
+@app.command()
+def version() -> None:
+    """Print traceq's version."""
+    typer.echo(traceq.__version__)
+
+
+def _store(path: Path | None) -> Store:
+    return Store(path)
+
+
+class _progress:
+    """A byte-level progress bar on stderr for large inputs (only on a terminal)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.enabled = not quiet and sys.stderr.isatty()
+        self.bar = None
+
+    def __enter__(self) -> Callable[[Path, int], Callable[[int], None] | None]:
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self.bar.start()
+        return self.factory
+
+    def factory(self, path: Path, size: int) -> Callable[[int], None] | None:
+        if self.bar is None or size < _PROGRESS_MIN_BYTES:
+            return None
+        task = self.bar.add_task(f"reading {path.name}", total=size)
+        bar = self.bar
+        return lambda n: bar.advance(task, n)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _error(message: str) -> None:
+    typer.echo(f"traceq: error: {message}", err=True)
+
+
+def main() -> None:
+    """Entry point: library errors become one line on stderr and exit code 1, never a traceback."""
+    try:
+        app(standalone_mode=False)
+    except TraceqError as e:
+        _error(str(e))
+        sys.exit(1)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        _error("aborted")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        _error("interrupted; nothing partial was stored")
+        sys.exit(130)
+    except Exception as e:  # click usage errors and anything unexpected
+        import click
+
+        if isinstance(e, click.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        if os.environ.get("TRACEQ_DEBUG"):
+            raise
+        _error(f"internal error: {type(e).__name__}: {e} (set TRACEQ_DEBUG=1 for details)")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

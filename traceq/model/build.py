@@ -1,0 +1,72 @@
+"""Assemble a run's canonical tables from a reader's events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceq.model.links import link_launches
+from traceq.model.nesting import nest_host_events
+from traceq.model.steps import assign_steps, steps_table
+from traceq.schema import EVENTS, GPU_WORK_KINDS, STEPS, THREADS
+
+
+@dataclass
+class RunTables:
+    """The per-rank tables of one run, conforming to :mod:`traceq.schema`."""
+
+    events: pl.DataFrame
+    steps: pl.DataFrame
+    threads: pl.DataFrame
+
+
+def build_run_tables(
+    events: pl.DataFrame,
+    threads: pl.DataFrame | None = None,
+    *,
+    tolerance_ns: int = 0,
+    launch_keys: tuple[str, ...] = (),
+) -> RunTables:
+    """Order events in time, give them ids, and fill steps, nesting and launch links.
+
+    ``events`` holds the reader's columns (a subset of ``events`` without the derived ones), plus
+    any ``launch_keys`` helper columns.
+    """
+    events = events.sort(["ts_ns", pl.col("dur_ns").neg()], nulls_last=True, maintain_order=True)
+    events = events.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
+
+    nested = nest_host_events(events, tolerance_ns)
+    events = events.drop([c for c in nested.columns if c != "event_id" and c in events.columns])
+    events = events.join(nested, on="event_id", how="left")
+
+    launches = link_launches(events, launch_keys)
+    events = events.join(launches, on="event_id", how="left")
+
+    steps = steps_table(events)
+    events = events.with_columns(assign_steps(events, steps).alias("step"))
+
+    # GPU work inherits op, top op and step from the call that launched it.
+    from_launch = events.select(
+        pl.col("event_id").alias("launch_id"),
+        pl.col("op_id").alias("_l_op"),
+        pl.col("top_op_id").alias("_l_top"),
+        pl.col("step").alias("_l_step"),
+    )
+    is_gpu = pl.col("kind").is_in(GPU_WORK_KINDS)
+    events = (
+        events.join(from_launch, on="launch_id", how="left")
+        .with_columns(
+            pl.when(is_gpu).then(pl.col("_l_op")).otherwise(pl.col("op_id")).alias("op_id"),
+            pl.when(is_gpu).then(pl.col("_l_top")).otherwise(pl.col("top_op_id")).alias("top_op_id"),
+            pl.when(is_gpu & pl.col("launch_id").is_not_null())
+            .then(pl.col("_l_step"))
+            .otherwise(pl.col("step"))
+            .alias("step"),
+        )
+        .sort("event_id")
+    )
+    if threads is None:
+        threads = THREADS.empty()
+    threads = THREADS.conform(threads).unique(["pid", "tid"], keep="last").sort(["pid", "tid"])
+    return RunTables(EVENTS.conform(events), STEPS.conform(steps), threads)

@@ -1,0 +1,70 @@
+"""Readers: one module per input format; each translates a file into the canonical tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from traceq.errors import InputError
+from traceq.model.build import RunTables, build_run_tables
+from traceq.readers import chrome_common, kineto, paddle
+from traceq.readers.chrome_json import read_chrome_trace
+from traceq.readers.source import Progress, check_readable, head_bytes
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass
+class ReadResult:
+    """A file read into the canonical model, with what the catalog records about it."""
+
+    tables: RunTables
+    source_format: str
+    flavour: str
+    profiler_version: str
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    distributed: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def sniff_format(path: Path) -> str:
+    """The input format of ``path`` judged by its content: ``chrome_json`` (so far)."""
+    check_readable(path)
+    head = head_bytes(path, 4096)
+    if head.startswith(SQLITE_MAGIC):
+        raise InputError(path, "an SQLite file: Nsight Systems exports are not supported by this version")
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not text:
+        raise InputError(path, "empty file" if not head else "only whitespace")
+    if text[:1] in (b"{", b"["):
+        return "chrome_json"
+    raise InputError(path, "not a trace (expected chrome-trace JSON)")
+
+
+def read_trace(path: Path, progress: Progress | None = None) -> ReadResult:
+    """Read one trace file of any supported format into the canonical tables."""
+    fmt = sniff_format(path)
+    assert fmt == "chrome_json"
+    trace = read_chrome_trace(path, progress)
+    flavour = paddle if paddle.looks_like(trace) else kineto
+    events = flavour.events(trace)
+    if events.is_empty():
+        raise InputError(path, "a chrome trace with no timed events")
+    coarse = flavour is paddle and not paddle.uses_relative_times(trace)
+    tolerance = chrome_common.TICK_NS if coarse or chrome_common.whole_microseconds(trace.events) else 0
+    tables = build_run_tables(events, flavour.threads(trace), tolerance_ns=tolerance)
+    warnings = list(trace.warnings)
+    unsupported = {k: v for k, v in trace.skipped.items() if k not in chrome_common.LINK_PHASES}
+    if unsupported:
+        kinds = ", ".join(f"{k}: {v}" for k, v in sorted(unsupported.items()))
+        warnings.append(f"events of unsupported phases skipped ({kinds})")
+    return ReadResult(
+        tables=tables,
+        source_format=fmt,
+        flavour=flavour.FLAVOUR,
+        profiler_version=flavour.version(trace),
+        devices=chrome_common.devices(trace.meta),
+        distributed=flavour.distributed(trace),
+        warnings=warnings,
+    )

@@ -1,0 +1,112 @@
+"""What Kineto and Paddle chrome traces share: category -> kind, id and time conversions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from traceq.model.steps import STEP_NAME
+
+#: Chrome-trace category (lower-cased) -> event kind. Kineto and Paddle spellings, old and new.
+CATEGORY_KIND: dict[str, str] = {
+    # framework ops and their stages
+    "cpu_op": "op",
+    "operator": "op",
+    "operatorinner": "op_inner",
+    "dygraphkernellaunch": "op_inner",
+    "statickernellaunch": "op_inner",
+    "python_function": "python",
+    # host ranges
+    "user_annotation": "annotation",
+    "userdefined": "annotation",
+    "pythonuserdefined": "annotation",
+    "pythonop": "annotation",
+    "forward": "annotation",
+    "backward": "annotation",
+    "optimization": "annotation",
+    "dataloader": "annotation",
+    "communication": "annotation",
+    "profilestep": "step",
+    "gpu_user_annotation": "gpu_annotation",
+    # API calls
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "runtime": "runtime",
+    "cudaruntime": "runtime",
+    "mluruntime": "runtime",
+    # GPU work
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "cuda_sync": "sync",
+    # allocator instants
+    "allocate": "memory",
+    "free": "memory",
+    "reservedallocate": "memory",
+    "reservedfree": "memory",
+}
+
+
+#: Phases that only link or label events (flows, metadata, Paddle's closing ``{}``): skipped silently.
+LINK_PHASES = {"ph=s", "ph=f", "ph=t", "ph=M", "empty"}
+#: One microsecond: the nesting tolerance for sources that round times to whole microseconds.
+TICK_NS = 1000
+
+
+def whole_microseconds(raw: pl.DataFrame) -> bool:
+    """Whether every start and duration is a whole number of microseconds (older Kineto, Paddle ts)."""
+    ts = raw.get_column("ts_us").drop_nulls()
+    dur = raw.get_column("dur_us").drop_nulls()
+    return bool(((ts % 1) == 0).all() and ((dur % 1) == 0).all())
+
+
+def kind_expr() -> pl.Expr:
+    """Kind of each raw chrome event (columns ``ph``, ``cat``, ``name``)."""
+    by_cat = pl.col("cat").str.to_lowercase().replace_strict(CATEGORY_KIND, default=None)
+    instant = pl.col("ph") == "i"
+    return (
+        pl.when(instant & ((by_cat == "memory") | (pl.col("name") == "[memory]")))
+        .then(pl.lit("memory"))
+        .when(instant)
+        .then(pl.lit("marker"))
+        .when(by_cat.is_in(["annotation", "step"]) & pl.col("name").str.contains(STEP_NAME))
+        .then(pl.lit("step"))
+        .when(by_cat == "step")
+        .then(pl.lit("annotation"))
+        .otherwise(by_cat.fill_null("other"))
+    )
+
+
+def leading_int(col: str) -> pl.Expr:
+    """The integer at the start of a raw id (``"3698(C++)"`` -> 3698; ``"Spans"`` -> null)."""
+    return pl.col(col).str.extract(r"^\s*(-?\d+)", 1).cast(pl.Int64)
+
+
+def us_to_ns(col: str | pl.Expr, base_us: float) -> pl.Expr:
+    """Microseconds (float) to int64 ns, exact to the ns near ``base_us`` (large values lose bits)."""
+    e = pl.col(col) if isinstance(col, str) else col
+    base = float(int(base_us))
+    return ((e - base) * 1000.0).round().cast(pl.Int64) + int(base) * 1000
+
+
+def base_us(frame: pl.DataFrame) -> float:
+    """A reference time near the trace's events, for :func:`us_to_ns`."""
+    t = frame.get_column("ts_us").drop_nulls()
+    return float(t.min()) if len(t) else 0.0
+
+
+def gpu_device_stream(is_gpu: pl.Expr) -> list[pl.Expr]:
+    """``device`` and ``stream`` of GPU events: from args, else the pid/tid the trace gave them."""
+    return [
+        pl.when(is_gpu).then(pl.coalesce("device", "pid")).cast(pl.Int32).alias("device"),
+        pl.when(is_gpu).then(pl.coalesce("stream", "tid")).alias("stream"),
+    ]
+
+
+def devices(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """GPU properties from the trace header (``deviceProperties``; absent in CPU-only traces)."""
+    d = meta.get("deviceProperties")
+    return [x for x in d if isinstance(x, dict)] if isinstance(d, list) else []

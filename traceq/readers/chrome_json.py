@@ -1,0 +1,425 @@
+"""Chrome trace JSON, decoded in bounded chunks into Arrow columns.
+
+Handles both top-level forms (``{"traceEvents": [...], ...}`` and a bare array), gzip, a missing end
+(a profiler killed mid-write: everything up to the last complete event is kept, with a warning),
+Paddle's trailing ``{}`` and its names written without JSON escaping. Producer-specific meaning
+(categories, arg names) is left to the flavour modules; this module only decodes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import polars as pl
+
+from traceq.errors import InputError
+from traceq.readers.source import Progress, TruncatedInput, iter_content
+
+CHUNK = 16 << 20
+_HEAD_LIMIT = 64 << 20
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{)")
+_LAST_BOUNDARY_WINDOW = 1 << 20
+#: Paddle writes names with printf, unescaped: ``"name": "a "quoted" op[1.2 us]", "pid": ...``.
+_PADDLE_NAME = re.compile(rb'^(\s*"name": ")(.*)(", "pid": )', re.M)
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+#: Phases kept as events: complete ranges and instants. Others are counted as skipped.
+_KEPT_PHASES = {"X": "X", "i": "i", "I": "i"}
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str | None = None
+    name: str | None = None
+    pid: int | float | str | None = None
+    tid: int | float | str | None = None
+    ts: float | None = None
+    dur: float | None = None
+    args: msgspec.Raw = msgspec.Raw()
+
+
+class KnownArgs(msgspec.Struct, gc=False):
+    """The arg keys the readers give columns to (Kineto and Paddle spellings). Others stay in ``args``."""
+
+    external_id: int | None = msgspec.field(default=None, name="External id")
+    correlation: int | None = None
+    correlation_id: int | None = msgspec.field(default=None, name="correlation id")
+    device: int | None = None
+    stream: int | None = None
+    bytes: int | None = None
+    Bytes: int | None = None
+    input_type: list[Any] | None = msgspec.field(default=None, name="Input type")
+    input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
+    input_dtypes: msgspec.Raw = msgspec.Raw()
+    input_shapes: msgspec.Raw = msgspec.Raw()
+    start_time: str | None = None
+    end_time: str | None = None
+    name_arg: str | None = msgspec.field(default=None, name="name")
+
+
+_EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
+_ONE_EVENT = msgspec.json.Decoder(_Event)
+_ARGS_DECODER = msgspec.json.Decoder(list[KnownArgs])
+_ONE_ARGS = msgspec.json.Decoder(KnownArgs)
+_ANY = msgspec.json.Decoder()
+
+
+@dataclass
+class ChromeTrace:
+    """What a chrome-trace file holds, decoded but not yet interpreted."""
+
+    meta: dict[str, Any]
+    events: pl.DataFrame
+    metadata_events: list[dict[str, Any]]
+    skipped: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_chrome_trace(path: Path, progress: Progress | None = None, chunk: int = CHUNK) -> ChromeTrace:
+    """Decode ``path`` (JSON or gzip JSON) into raw event columns.
+
+    ``events`` has columns ``ph`` (``X`` or ``i``), ``cat``, ``name``, ``pid_raw``/``tid_raw`` (as text),
+    ``ts_us``, ``dur_us``, ``args`` (JSON text) and one column per :class:`KnownArgs` field.
+    """
+    return _Decoder(path, chunk).run(iter_content(path, progress, block=chunk))
+
+
+class _Decoder:
+    def __init__(self, path: Path, chunk: int) -> None:
+        self.path = path
+        self.chunk = chunk
+        self.meta: dict[str, Any] = {}
+        self.frames: list[pl.DataFrame] = []
+        self.metadata_events: list[dict[str, Any]] = []
+        self.skipped: Counter[str] = Counter()
+        self.warnings: list[str] = []
+        self.repaired = 0
+        self.dropped = 0
+        self.n_events = 0
+
+    # -- driving -----------------------------------------------------------------------------------
+    def run(self, blocks: Iterator[bytes]) -> ChromeTrace:
+        truncated = None
+        buf, bare = b"", True
+        try:
+            buf, bare = self._read_head(blocks)
+            for block in blocks:
+                buf += block
+                if len(buf) >= self.chunk:
+                    buf = self._consume_complete(buf)
+        except TruncatedInput as e:
+            truncated = str(e)
+        self._finish(buf, bare, truncated)
+        if self.n_events == 0 and not self.metadata_events:
+            raise InputError(self.path, "a chrome trace with no events")
+        if self.repaired:
+            self.warnings.append(f"{self.repaired} events had unescaped or invalid characters and were repaired")
+        if self.dropped:
+            self.warnings.append(f"{self.dropped} malformed events could not be decoded and were skipped")
+        events = pl.concat(self.frames, how="vertical_relaxed") if self.frames else _empty_frame()
+        return ChromeTrace(self.meta, events, self.metadata_events, self.skipped, self.warnings)
+
+    def _read_head(self, blocks: Iterator[bytes]) -> tuple[bytes, bool]:
+        """Consume bytes up to the start of the event array; return the rest and whether it is bare."""
+        buf = b""
+        for block in blocks:
+            buf += block
+            start = len(buf) - len(buf.lstrip(b"\xef\xbb\xbf \t\r\n"))
+            if start >= len(buf):
+                continue
+            first = buf[start : start + 1]
+            if first == b"[":
+                return buf[start + 1 :], True
+            if first != b"{":
+                raise InputError(self.path, "not JSON (expected a chrome trace object or array)")
+            m = _EVENTS_KEY.search(buf)
+            if m:
+                self.meta.update(_parse_object(buf[start : m.start()].rstrip().rstrip(b",") + b"}"))
+                return buf[m.end() :], False
+            if len(buf) > _HEAD_LIMIT:
+                break
+        if not buf.strip(b"\xef\xbb\xbf \t\r\n"):
+            raise InputError(self.path, "empty file")
+        if buf.lstrip()[:1] == b"{":
+            try:
+                _ANY.decode(buf)
+            except msgspec.DecodeError:
+                raise InputError(self.path, "not valid JSON") from None
+            raise InputError(self.path, "JSON without a traceEvents array (not a chrome trace)")
+        raise InputError(self.path, "not JSON (expected a chrome trace object or array)")
+
+    def _consume_complete(self, buf: bytes) -> bytes:
+        """Decode all complete events at the front of ``buf``; return the unconsumed rest."""
+        cut = _last_boundary(buf)
+        if cut is None:
+            return buf
+        self._decode_events(buf[: cut[0]])
+        return buf[cut[1] :]
+
+    def _finish(self, buf: bytes, bare: bool, truncated: str | None) -> None:
+        """Decode the last events and the metadata after the array; salvage a truncated end."""
+        buf = self._consume_complete(buf)
+        if truncated is None:
+            for close in _close_candidates(buf):
+                body, tail = buf[:close].rstrip(), buf[close + 1 :].strip()
+                tail_meta = _parse_tail(tail, bare)
+                if tail_meta is None:
+                    continue
+                body = body.rstrip(b",")
+                if body.strip() and not self._try_decode(body):
+                    continue
+                self.meta.update(tail_meta)
+                return
+        # No valid end: keep what is complete.
+        kept = self._salvage(buf)
+        lost = len(buf.strip()) - kept
+        reason = truncated or "the event array is not closed (file cut short)"
+        self.warnings.append(
+            f"truncated: {reason}; read {self.n_events} events, {lost} bytes after the last complete event lost"
+        )
+
+    def _salvage(self, buf: bytes) -> int:
+        """Decode the longest prefix of ``buf`` made of complete events; return its length."""
+        ends = [m.start() + 1 for m in re.finditer(rb"\}", buf)]
+        for end in reversed(ends[-64:]):
+            body = buf[:end]
+            if self._try_decode(body):
+                return len(body.strip())
+        return 0
+
+    # -- decoding ----------------------------------------------------------------------------------
+    def _try_decode(self, body: bytes) -> bool:
+        try:
+            events = _EVENTS_DECODER.decode(b"[" + body + b"]")
+        except msgspec.DecodeError:
+            return False
+        self._add(events)
+        return True
+
+    def _decode_events(self, body: bytes) -> None:
+        if self._try_decode(body):
+            return
+        fixed = _repair(body)
+        if fixed != body:
+            try:
+                events = _EVENTS_DECODER.decode(b"[" + fixed + b"]")
+            except msgspec.DecodeError:
+                pass
+            else:
+                self.repaired += _count_repairs(body)
+                self._add(events)
+                return
+        self._add(list(self._decode_one_by_one(fixed)))
+
+    def _decode_one_by_one(self, body: bytes) -> Iterable[_Event]:
+        """Slow path: decode event by event, joining pieces split inside nested objects."""
+        pieces = _BOUNDARY.split(body)
+        i = 0
+        while i < len(pieces):
+            text = pieces[i]
+            for j in range(i, min(i + 64, len(pieces))):
+                if j > i:
+                    text += b"}," + pieces[j]
+                candidate = text if j == len(pieces) - 1 else text + b"}"
+                try:
+                    yield _ONE_EVENT.decode(candidate)
+                except msgspec.DecodeError:
+                    continue
+                self.repaired += 1 if j > i else 0
+                i = j + 1
+                break
+            else:
+                self.dropped += 1
+                i += 1
+
+    def _add(self, events: list[_Event]) -> None:
+        kept: list[_Event] = []
+        for e in events:
+            ph = _KEPT_PHASES.get(e.ph)
+            if ph is not None:
+                e.ph = ph
+                kept.append(e)
+            elif e.ph == "M":
+                self.metadata_events.append(
+                    {"name": e.name, "pid": e.pid, "tid": e.tid, "args": _raw_to_obj(e.args)}
+                )
+            else:
+                self.skipped[f"ph={e.ph}" if e.ph else "empty"] += 1
+        if kept:
+            self.frames.append(_to_frame(kept))
+            self.n_events += len(kept)
+
+
+def _to_frame(events: list[_Event]) -> pl.DataFrame:
+    raws = [e.args if len(e.args) else b"{}" for e in events]
+    args_json = b"[" + b",".join(raws) + b"]"
+    try:
+        known = _ARGS_DECODER.decode(args_json)
+    except msgspec.DecodeError:
+        known = [_lenient_args(r) for r in raws]
+    cols: dict[str, Any] = {
+        "ph": [e.ph for e in events],
+        "cat": [e.cat for e in events],
+        "name": [e.name for e in events],
+        "pid_raw": [_id_text(e.pid) for e in events],
+        "tid_raw": [_id_text(e.tid) for e in events],
+        "ts_us": [e.ts for e in events],
+        "dur_us": [e.dur for e in events],
+        "args": [bytes(r).decode("utf-8", "replace") for r in raws],
+    }
+    for f in KnownArgs.__struct_fields__:
+        values = [getattr(k, f) for k in known]
+        if f in ("input_dims", "input_dtypes", "input_shapes"):
+            values = [bytes(v).decode("utf-8", "replace") if len(v) else None for v in values]
+        elif f == "input_type":
+            values = [None if v is None else [None if x is None else str(x) for x in v] for v in values]
+        cols[f] = values
+    return pl.DataFrame(cols, schema_overrides=_FRAME_SCHEMA, strict=False)
+
+
+_FRAME_SCHEMA = {
+    "ph": pl.String,
+    "cat": pl.String,
+    "name": pl.String,
+    "pid_raw": pl.String,
+    "tid_raw": pl.String,
+    "ts_us": pl.Float64,
+    "dur_us": pl.Float64,
+    "args": pl.String,
+    "external_id": pl.Int64,
+    "correlation": pl.Int64,
+    "correlation_id": pl.Int64,
+    "device": pl.Int64,
+    "stream": pl.Int64,
+    "bytes": pl.Int64,
+    "Bytes": pl.Int64,
+    "input_type": pl.List(pl.String),
+    "input_dims": pl.String,
+    "input_dtypes": pl.String,
+    "input_shapes": pl.String,
+    "start_time": pl.String,
+    "end_time": pl.String,
+    "name_arg": pl.String,
+}
+
+
+def _empty_frame() -> pl.DataFrame:
+    return pl.DataFrame(schema=_FRAME_SCHEMA)
+
+
+def _lenient_args(raw: Any) -> KnownArgs:
+    """Decode one event's args, dropping known keys whose values have an unexpected type."""
+    try:
+        return _ONE_ARGS.decode(raw)
+    except msgspec.DecodeError:
+        pass
+    obj = _raw_to_obj(raw)
+    good = {}
+    for key in KnownArgs.__struct_encode_fields__:
+        if key in obj:
+            try:
+                msgspec.convert({key: obj[key]}, KnownArgs)
+            except msgspec.ValidationError:
+                continue
+            good[key] = obj[key]
+    known = msgspec.convert(good, KnownArgs)
+    for f in ("input_dims", "input_dtypes", "input_shapes"):
+        v = getattr(known, f)
+        if not isinstance(v, msgspec.Raw):
+            setattr(known, f, msgspec.Raw(msgspec.json.encode(v)))
+    return known
+
+
+def _id_text(v: int | float | str | None) -> str | None:
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def _raw_to_obj(raw: Any) -> dict[str, Any]:
+    if raw is None or not len(raw):
+        return {}
+    try:
+        obj = _ANY.decode(raw)
+    except msgspec.DecodeError:
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _parse_object(text: bytes) -> dict[str, Any]:
+    try:
+        obj = _ANY.decode(text)
+    except msgspec.DecodeError:
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _parse_tail(tail: bytes, bare: bool) -> dict[str, Any] | None:
+    """Metadata after the event array, or None when ``tail`` cannot follow a closed array."""
+    if bare:
+        return {} if not tail else None
+    if tail == b"}":
+        return {}
+    if tail.startswith(b","):
+        obj = _parse_object(b"{" + tail[1:])
+        return obj if obj or tail[1:].strip() == b"}" else None
+    return None
+
+
+def _close_candidates(buf: bytes) -> Iterator[int]:
+    """Positions of ``]`` that may close the event array, last first."""
+    pos = len(buf)
+    for _ in range(256):
+        pos = buf.rfind(b"]", 0, pos)
+        if pos < 0:
+            return
+        yield pos
+
+
+def _last_boundary(buf: bytes) -> tuple[int, int] | None:
+    """(end of the last complete event, start of the next one) near the end of ``buf``."""
+    lo = max(0, len(buf) - _LAST_BOUNDARY_WINDOW)
+    while True:
+        last = None
+        for last in _BOUNDARY.finditer(buf, lo):  # noqa: B007 - we want the last match
+            pass
+        if last is not None:
+            return last.start() + 1, last.end()
+        if lo == 0:
+            return None
+        lo = max(0, lo - _LAST_BOUNDARY_WINDOW * 8)
+
+
+def _repair(body: bytes) -> bytes:
+    """Escape Paddle's unescaped names and replace invalid UTF-8 and control characters."""
+    fixed = _PADDLE_NAME.sub(_escape_name, body)
+    fixed = _CONTROL.sub(b" ", fixed)
+    return fixed.decode("utf-8", "replace").encode("utf-8")
+
+
+def _escape_name(m: re.Match[bytes]) -> bytes:
+    inner = m.group(2)
+    inner = re.sub(rb'\\(?!["\\/bfnrtu])', rb"\\\\", inner)
+    inner = re.sub(rb'(?<!\\)"', rb'\\"', inner)
+    return m.group(1) + inner + m.group(3)
+
+
+def _count_repairs(body: bytes) -> int:
+    n = 0
+    for m in _PADDLE_NAME.finditer(body):
+        if _escape_name(m) != m.group(0):
+            n += 1
+    n += len(_CONTROL.findall(body))
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        n += 1
+    return max(n, 1)

@@ -1,0 +1,108 @@
+"""PaddlePaddle profiler (``paddle.profiler``) chrome traces -> canonical events.
+
+Paddle writes ``ts`` as whole microseconds (floored) and, in ``args``, ``start_time``/``end_time`` as
+float32 microseconds relative to the profile's start. Where the profile is shorter than 2**24 us
+(16.8 s) the relative times are finer than 1 us, so they order and nest events; ``ts`` anchors them on
+the absolute clock. Longer profiles fall back to ``ts`` with a 1 us nesting tolerance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import polars as pl
+
+from traceq.readers.chrome_common import base_us, gpu_device_stream, kind_expr, leading_int, us_to_ns
+from traceq.readers.chrome_json import ChromeTrace
+from traceq.schema import GPU_WORK_KINDS
+
+FLAVOUR = "paddle"
+#: Paddle appends the duration to every name: ``conv2d dygraph[12.345 us]``, ``ProfileStep#2[31.2 ms]``.
+NAME_SUFFIX = r"\[[0-9.]+ ?(?:ms|us|ns|s)\]$"
+_REL_LIMIT_US = float(1 << 24)
+
+
+def looks_like(trace: ChromeTrace) -> bool:
+    """Paddle writes ``span_indx``/``span_index``/``ExtraInfo`` and ``"<tid>(C++)"`` thread ids."""
+    if {"span_indx", "span_index", "ExtraInfo"} & trace.meta.keys():
+        return True
+    tids = trace.events.get_column("tid_raw").head(10_000)
+    return bool(tids.str.ends_with("(C++)").any() or tids.str.ends_with("(Python)").any())
+
+
+def uses_relative_times(trace: ChromeTrace) -> bool:
+    rel = _rel_us("start_time")
+    span = trace.events.select(rel.abs().max()).item()
+    return span is not None and span < _REL_LIMIT_US
+
+
+def events(trace: ChromeTrace) -> pl.DataFrame:
+    """Canonical events (before linking) from a decoded Paddle trace."""
+    raw = trace.events
+    base = base_us(raw)
+    abs_ns = us_to_ns("ts_us", base)
+    if uses_relative_times(trace):
+        rel_ns = (_rel_us("start_time") * 1000.0).round().cast(pl.Int64)
+        origin = raw.select((abs_ns + 500 - rel_ns).median()).item()
+        ts_ns = pl.coalesce(rel_ns + int(origin), abs_ns)
+    else:
+        ts_ns = abs_ns
+    is_gpu = pl.col("kind").is_in(GPU_WORK_KINDS)
+    return (
+        raw.with_columns(pl.col("name").str.replace(NAME_SUFFIX, ""))
+        .with_columns(
+            kind_expr().alias("kind"),
+            pl.col("cat").alias("category"),
+            ts_ns.alias("ts_ns"),
+            (pl.col("dur_us").fill_null(0.0) * 1000.0).round().cast(pl.Int64).alias("dur_ns"),
+            leading_int("pid_raw").alias("pid"),
+            leading_int("tid_raw").alias("tid"),
+            pl.coalesce("correlation_id", "correlation").alias("correlation"),
+            pl.coalesce("bytes", "Bytes").alias("bytes"),
+            pl.col("input_dtypes").map_elements(_flat_dtypes, return_dtype=pl.List(pl.String)),
+            pl.when(pl.col("input_shapes") != "{}").then(pl.col("input_shapes")).alias("input_shapes"),
+        )
+        .with_columns(*gpu_device_stream(is_gpu))
+        .filter(pl.col("ts_ns").is_not_null())
+    )
+
+
+def _rel_us(col: str) -> pl.Expr:
+    return pl.col(col).str.strip_suffix(" us").str.strip_chars().cast(pl.Float64, strict=False)
+
+
+def _flat_dtypes(text: str) -> list[str] | None:
+    """``{"X": ["float16"], "Y": ["float32"]}`` -> ``["float16", "float32"]``; ``{}`` -> null."""
+    if not text or text == "{}":
+        return None
+    try:
+        obj = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    out = []
+    for v in obj.values():
+        out += [str(x) for x in v] if isinstance(v, list) else [str(v)]
+    return out or None
+
+
+def threads(trace: ChromeTrace) -> pl.DataFrame:
+    """Thread names from ``ExtraInfo`` (``"<tid>": "<name>"``), for the trace's host process."""
+    extra = trace.meta.get("ExtraInfo")
+    pids = trace.events.filter(pl.col("tid_raw").str.ends_with(")")).get_column("pid_raw").drop_nulls()
+    if not isinstance(extra, dict) or pids.is_empty():
+        return pl.DataFrame(schema={"pid": pl.Int64, "tid": pl.Int64, "name": pl.String})
+    pid = int(pids.mode()[0])
+    rows = [(pid, int(k), str(v)) for k, v in extra.items() if str(k).isdigit()]
+    return pl.DataFrame(rows, schema={"pid": pl.Int64, "tid": pl.Int64, "name": pl.String}, orient="row")
+
+
+def version(trace: ChromeTrace) -> str:
+    v = trace.meta.get("schemaVersion")
+    return f"paddle schema {v}" if v is not None else "paddle"
+
+
+def distributed(trace: ChromeTrace) -> dict[str, Any]:
+    return {}

@@ -1,0 +1,132 @@
+"""Opening input files: existence checks, gzip by content, hashing and byte-level progress."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from traceq.errors import InputError
+
+GZIP_MAGIC = b"\x1f\x8b"
+BLOCK = 8 << 20
+
+Progress = Callable[[int], None]
+"""Called with the number of *file* bytes consumed since the previous call."""
+
+
+def check_readable(path: Path) -> None:
+    """Raise :class:`InputError` unless ``path`` is a readable, non-empty regular file."""
+    if not path.exists():
+        raise InputError(path, "no such file")
+    if path.is_dir():
+        raise InputError(path, "is a directory")
+    if not path.is_file():
+        raise InputError(path, "not a regular file")
+    if not os.access(path, os.R_OK):
+        raise InputError(path, "permission denied")
+    if path.stat().st_size == 0:
+        raise InputError(path, "empty file")
+
+
+def is_gzip(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(2) == GZIP_MAGIC
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of the file's bytes, read in blocks."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(BLOCK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def head_bytes(path: Path, n: int = 1 << 16) -> bytes:
+    """The first ``n`` bytes of the (decompressed) content, for format sniffing."""
+    if not is_gzip(path):
+        with path.open("rb") as f:
+            return f.read(n)
+    d = zlib.decompressobj(wbits=31)
+    out = b""
+    with path.open("rb") as f:
+        while len(out) < n and (block := f.read(1 << 16)):
+            try:
+                out += d.decompress(block, n - len(out))
+            except zlib.error as e:
+                raise InputError(path, f"corrupt gzip data ({e})") from None
+    return out
+
+
+class _CountingReader(io.RawIOBase):
+    """Wraps a binary file and reports consumed bytes to a progress callback."""
+
+    def __init__(self, f: io.BufferedReader, progress: Progress | None) -> None:
+        self._f = f
+        self._progress = progress
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray) -> int:  # type: ignore[override]
+        n = self._f.readinto(b)
+        if self._progress and n:
+            self._progress(n)
+        return n
+
+
+class TruncatedInput(Exception):
+    """The compressed stream ended before its end marker; the content yielded so far is valid."""
+
+
+def _gunzip(f: io.BufferedReader, path: Path, block: int) -> Iterator[bytes]:
+    """Decompress (possibly multi-member) gzip from ``f`` in bounded output blocks."""
+    d = zlib.decompressobj(wbits=31)
+    pending = b""
+    while True:
+        if not pending:
+            pending = f.read(1 << 20)
+            if not pending:
+                if rest := d.flush():
+                    yield rest
+                if not d.eof:
+                    raise TruncatedInput("the gzip stream ends early (file cut short)")
+                return
+        if d.eof:  # a further gzip member follows
+            if not pending.lstrip(b"\0"):
+                return
+            d = zlib.decompressobj(wbits=31)
+        try:
+            out = d.decompress(pending, block)
+        except zlib.error as e:
+            raise InputError(path, f"corrupt gzip data ({e})") from None
+        pending = d.unconsumed_tail or d.unused_data
+        if out:
+            yield out
+
+
+def iter_content(path: Path, progress: Progress | None = None, block: int = BLOCK) -> Iterator[bytes]:
+    """Yield the decompressed content of ``path`` in blocks.
+
+    A gzip stream that ends early yields what it had and then raises :class:`TruncatedInput`; corrupt
+    gzip data raises :class:`InputError`.
+    """
+    check_readable(path)
+    raw = open(path, "rb")  # noqa: SIM115 - closed in finally
+    try:
+        counted = io.BufferedReader(_CountingReader(raw, progress), buffer_size=1 << 20)
+        if not is_gzip(path):
+            if path.name.endswith(".gz"):
+                raise InputError(path, "named .gz but is not gzip data")
+            while data := counted.read(block):
+                yield data
+            return
+        yield from _gunzip(counted, path, block)
+    finally:
+        raw.close()
+
+

@@ -1,0 +1,94 @@
+"""One output layer for every command: a polars frame rendered as a table, CSV, JSON, Markdown or Parquet."""
+
+from __future__ import annotations
+
+import io
+import sys
+from enum import Enum
+from typing import BinaryIO, TextIO
+
+import polars as pl
+
+
+class Format(str, Enum):
+    """Output formats shared by all commands."""
+
+    table = "table"
+    csv = "csv"
+    json = "json"
+    markdown = "markdown"
+    parquet = "parquet"
+
+
+def render(frame: pl.DataFrame, fmt: Format | str, out: TextIO | None = None, title: str | None = None) -> None:
+    """Write ``frame`` to ``out`` (stdout) in ``fmt``; Parquet goes to the binary stream underneath."""
+    fmt = Format(fmt)
+    out = out or sys.stdout
+    if fmt is Format.parquet:
+        buf = io.BytesIO()
+        frame.write_parquet(buf)
+        binary: BinaryIO = getattr(out, "buffer", None) or out  # type: ignore[assignment]
+        binary.write(buf.getvalue())
+        binary.flush()
+        return
+    if fmt is Format.csv:
+        out.write(_flatten(frame).write_csv())
+    elif fmt is Format.json:
+        out.write(frame.write_json() + "\n")
+    elif fmt is Format.markdown:
+        out.write(markdown(frame))
+    else:
+        table(frame, out, title)
+
+
+def _flatten(frame: pl.DataFrame) -> pl.DataFrame:
+    """Nested columns (lists, structs) as JSON text, for flat formats."""
+    nested = [c for c, t in frame.schema.items() if t.is_nested()]
+    if not nested:
+        return frame
+    return frame.with_columns(pl.col(c).map_elements(_to_json, return_dtype=pl.String) for c in nested)
+
+
+def _to_json(v: object) -> str:
+    import json
+
+    return json.dumps(v.to_list() if isinstance(v, pl.Series) else v)
+
+
+def cell(v: object) -> str:
+    """A value as shown in terminal tables and Markdown."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+    if isinstance(v, pl.Series):
+        return ", ".join(map(cell, v.to_list()))
+    if isinstance(v, list):
+        return ", ".join(map(cell, v))
+    return str(v)
+
+
+def markdown(frame: pl.DataFrame) -> str:
+    head = "| " + " | ".join(frame.columns) + " |"
+    sep = "|" + "|".join("---:" if t.is_numeric() else "---" for t in frame.dtypes) + "|"
+    rows = ["| " + " | ".join(cell(v).replace("|", "\\|") for v in r) + " |" for r in frame.iter_rows()]
+    return "\n".join([head, sep, *rows]) + "\n"
+
+
+def table(frame: pl.DataFrame, out: TextIO, title: str | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title, show_lines=False, header_style="bold", title_justify="left")
+    for name, dtype in frame.schema.items():
+        t.add_column(name, justify="right" if dtype.is_numeric() else "left", overflow="fold")
+    for r in frame.iter_rows():
+        t.add_row(*(cell(v) for v in r))
+    console = Console(file=out, width=None if out.isatty() else 240)
+    console.print(t)
+    if frame.is_empty():
+        console.print("(no rows)")

@@ -1,0 +1,171 @@
+"""The canonical trace model: every table, column and event kind, declared once.
+
+Readers emit these tables, the store writes them, the SQL layer exposes them and the README documents
+them from this module (``python -m traceq.schema`` prints the Markdown reference). Times are int64
+nanoseconds on one clock per run. ``run_id`` (and ``rank``) are not columns inside the Parquet files:
+they are hive partition keys of the store layout and appear as columns when the store is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+#: Event kinds: the enumerated vocabulary of ``events.kind``. Analyses see only these.
+KINDS: dict[str, str] = {
+    "step": "a profiler step window (`ProfilerStep#N`, `ProfileStep#N`)",
+    "op": "a framework operator on a host thread (PyTorch `cpu_op`, Paddle `Operator`)",
+    "op_inner": "a stage inside an operator (Paddle `OperatorInner`, `*KernelLaunch`: infer_shape, compute)",
+    "python": "a Python function range (PyTorch `python_function`)",
+    "annotation": "a host range set by the user or the framework (`record_function`, Paddle Forward/Backward)",
+    "gpu_annotation": "a user range projected on a GPU stream (PyTorch `gpu_user_annotation`); not GPU work",
+    "runtime": "a CUDA/HIP runtime or driver API call on a host thread (`cudaLaunchKernel`, `cuLaunchKernelEx`)",
+    "kernel": "a GPU kernel execution",
+    "memcpy": "a GPU memory copy",
+    "memset": "a GPU memory set",
+    "sync": "a GPU-side synchronisation record (PyTorch `cuda_sync`); waiting, not GPU work",
+    "memory": "an allocator instant event (allocate/free)",
+    "marker": "any other instant event",
+    "other": "any other duration event (profiler overhead, trace spans, unknown categories)",
+}
+
+#: Kinds that occupy a GPU engine: the GPU "busy" set.
+GPU_WORK_KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset")
+#: Host kinds that form the operator hierarchy (nesting, parents, depth).
+OP_TREE_KINDS: tuple[str, ...] = ("op", "op_inner")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a canonical table."""
+
+    name: str
+    dtype: pl.DataType
+    doc: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """One canonical table: its columns in storage order."""
+
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+
+    @property
+    def schema(self) -> pl.Schema:
+        return pl.Schema({c.name: c.dtype for c in self.columns})
+
+    def conform(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Return ``frame`` with exactly this table's columns, in order and types (missing ones null)."""
+        exprs = [
+            (pl.col(c.name) if c.name in frame.columns else pl.lit(None)).cast(c.dtype).alias(c.name)
+            for c in self.columns
+        ]
+        return frame.select(exprs)
+
+    def empty(self) -> pl.DataFrame:
+        return pl.DataFrame(schema=self.schema)
+
+
+_I64, _I32, _STR = pl.Int64(), pl.Int32(), pl.String()
+
+EVENTS = Table(
+    "events",
+    "One row per trace event (host ranges, API calls, GPU work, instants), sorted by `ts_ns`.",
+    (
+        Column("event_id", _I64, "row id within the run (0..n-1, in time order); other columns refer to it"),
+        Column("kind", _STR, "event kind, one of the `kind` vocabulary below"),
+        Column("category", _STR, "the source's own category (`cat`, nsys table), verbatim"),
+        Column("name", _STR, "event name (Paddle's `[12.3 us]` suffix removed)"),
+        Column("ts_ns", _I64, "start time, ns, on the run's clock"),
+        Column("dur_ns", _I64, "duration, ns (0 for instants)"),
+        Column("pid", _I64, "host process id; for GPU events the device id the source gave as pid"),
+        Column("tid", _I64, "host thread id (Paddle's `(C++)`/`(Python)` threads are one OS thread); "
+               "for GPU events the stream the source gave as tid"),
+        Column("device", _I32, "GPU index of GPU events"),
+        Column("stream", _I64, "GPU stream of GPU events"),
+        Column("correlation", _I64, "launch correlation id (runtime calls and the GPU work they launched)"),
+        Column("external_id", _I64, "PyTorch `External id` (links ops, launches and GPU work)"),
+        Column("step", _I32, "profiler step number the event belongs to (GPU work: the step of its launch)"),
+        Column("parent_id", _I64, "enclosing `op`/`op_inner` event on the same host thread"),
+        Column("depth", _I32, "number of enclosing `op`/`op_inner` events (0 = top level)"),
+        Column("op_id", _I64, "innermost `op` enclosing this event (itself for ops; GPU work: via its launch)"),
+        Column("top_op_id", _I64, "outermost `op` enclosing this event (depth-0 op; itself for top-level ops)"),
+        Column("launch_id", _I64, "GPU work: the runtime/driver call that launched it"),
+        Column("bytes", _I64, "bytes copied or set (memcpy, memset)"),
+        Column("input_dtypes", pl.List(_STR), "input dtypes of an op, where the profiler recorded them"),
+        Column("input_shapes", _STR, "input shapes of an op as JSON, where the profiler recorded them"),
+        Column("args", _STR, "all of the event's original args, as JSON"),
+    ),
+)
+
+STEPS = Table(
+    "steps",
+    "One row per profiler step: its host window.",
+    (
+        Column("step", _I32, "step number (N of `ProfilerStep#N`)"),
+        Column("name", _STR, "step event name"),
+        Column("ts_ns", _I64, "window start, ns"),
+        Column("dur_ns", _I64, "window length, ns"),
+        Column("event_id", _I64, "the step's row in `events`"),
+    ),
+)
+
+THREADS = Table(
+    "threads",
+    "Names of host threads and GPU streams, as the source labelled them.",
+    (
+        Column("pid", _I64, "process id (device id for GPU streams)"),
+        Column("tid", _I64, "thread id (stream id for GPU streams)"),
+        Column("name", _STR, "thread or stream name"),
+    ),
+)
+
+RUNS = Table(
+    "runs",
+    "The catalog: one row per ingested run.",
+    (
+        Column("name", _STR, "run name (given at ingest, else the file name)"),
+        Column("source_path", _STR, "absolute path of the ingested file"),
+        Column("source_hash", _STR, "sha256 of the file's bytes (duplicate detection)"),
+        Column("source_bytes", _I64, "size of the file, bytes"),
+        Column("source_format", _STR, "input format: `chrome_json`"),
+        Column("flavour", _STR, "producer: `kineto` (torch.profiler), `paddle` (paddle.profiler), `chrome`"),
+        Column("profiler_version", _STR, "version the file declares (schemaVersion etc.)"),
+        Column("devices", _STR, "device properties as JSON (list of objects), where recorded"),
+        Column("distributed", _STR, "distributed info as JSON (rank, world size), where recorded"),
+        Column("ingested_at", pl.Datetime("us", "UTC"), "when the run was ingested"),
+        Column("traceq_version", _STR, "traceq version that wrote the run"),
+        Column("n_events", _I64, "rows in `events`"),
+        Column("events_by_kind", _STR, "rows per kind, JSON object"),
+        Column("n_steps", _I64, "rows in `steps`"),
+        Column("start_ns", _I64, "first event start, ns"),
+        Column("end_ns", _I64, "last event end, ns"),
+        Column("warnings", _STR, "what the reader could not read or had to repair, JSON list of strings"),
+    ),
+)
+
+#: Tables stored per rank of a run, in the order they are written.
+RANK_TABLES: tuple[Table, ...] = (EVENTS, STEPS, THREADS)
+TABLES: dict[str, Table] = {t.name: t for t in (RUNS, *RANK_TABLES)}
+
+
+def markdown_reference() -> str:
+    """The model as Markdown tables (used for the README)."""
+    out = []
+    for table in TABLES.values():
+        out.append(f"#### `{table.name}`\n{table.doc}\n\n| column | type | meaning |\n|---|---|---|")
+        out.append("| `run_id` | String | run id (hive partition key of the store) |")
+        if table.name != "runs":
+            out.append("| `rank` | Int64 | rank of the trace within the run (hive partition key) |")
+        out += [f"| `{c.name}` | {c.dtype} | {c.doc} |" for c in table.columns]
+        out.append("")
+    out.append("#### `kind` vocabulary\n\n| kind | meaning |\n|---|---|")
+    out += [f"| `{k}` | {v} |" for k, v in KINDS.items()]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_reference())

@@ -1,0 +1,116 @@
+"""Ad-hoc SQL over a store, read-only, on DuckDB.
+
+DuckDB is used because trace analysis needs what Polars SQL lacks: window functions with explicit
+``ROWS``/``RANGE`` frames (interval merging), ``ASOF`` joins, ``percentile_cont`` and ``DISTINCT ON``.
+Every table of :mod:`traceq.schema` is a view over the store's Parquet files, with ``run_id`` (and
+``rank``) from the folder names. Only ``SELECT``/``EXPLAIN`` statements run, and file access is limited
+to the store, so a query cannot change or write anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from traceq.errors import QueryError
+from traceq.schema import RUNS, TABLES
+from traceq.store import Store
+
+_READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+_DUCK_TYPES = {
+    pl.Int64: "BIGINT",
+    pl.Int32: "INTEGER",
+    pl.String: "VARCHAR",
+    pl.Float64: "DOUBLE",
+    pl.Boolean: "BOOLEAN",
+}
+
+
+def connect(store: Store | str | Path | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with one view per canonical table, locked to read the store."""
+    store = store if isinstance(store, Store) else Store(store)
+    con = duckdb.connect(":memory:")
+    has_runs = bool(store.run_dirs())
+    for table in TABLES.values():
+        partition = "run_id" if table is RUNS else "run_id, rank"
+        types = "'run_id': VARCHAR" if table is RUNS else "'run_id': VARCHAR, 'rank': BIGINT"
+        if has_runs:
+            source = (
+                f"read_parquet({_quote(store.table_files(table.name))}, hive_partitioning = true, "
+                f"union_by_name = true, hive_types = {{{types}}})"
+            )
+            con.execute(f"CREATE VIEW {table.name} AS SELECT {partition}, * EXCLUDE ({partition}) FROM {source}")
+        else:
+            cols = ", ".join(f"NULL::{_duck_type(c.dtype)} AS {c.name}" for c in table.columns)
+            keys = "NULL::VARCHAR AS run_id" + ("" if table is RUNS else ", NULL::BIGINT AS rank")
+            con.execute(f"CREATE VIEW {table.name} AS SELECT {keys}, {cols} WHERE false")
+    root = str(store.root.resolve())
+    con.execute(f"SET allowed_directories = [{_quote(root + '/')}]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con
+
+
+def sql(query: str, store: Store | str | Path | None = None) -> pl.DataFrame:
+    """Run one read-only SQL query over the store and return the result as a polars frame.
+
+    Tables: ``runs``, ``events``, ``steps``, ``threads`` (see :mod:`traceq.schema`).
+
+    Examples
+    --------
+    >>> sql("select kind, count(*) n from events group by kind order by n desc")  # doctest: +SKIP
+    """
+    check_read_only(query)
+    con = connect(store)
+    try:
+        return _plain_types(con.sql(query).pl())
+    except duckdb.Error as e:
+        raise QueryError(_one_line(str(e))) from None
+    finally:
+        con.close()
+
+
+def _plain_types(frame: pl.DataFrame) -> pl.DataFrame:
+    """DuckDB's HUGEINT sums and DECIMAL averages as Int64/Float64, so JSON and CSV carry plain numbers."""
+    casts = []
+    for name, dtype in frame.schema.items():
+        whole = dtype in (pl.Int128, pl.UInt64) or (isinstance(dtype, pl.Decimal) and dtype.scale == 0)
+        if whole:
+            col = frame.get_column(name)
+            fits = col.is_null().all() or (-(2**63) <= int(col.min()) and int(col.max()) < 2**63)
+            casts.append(pl.col(name).cast(pl.Int64 if fits else pl.Float64))
+        elif isinstance(dtype, pl.Decimal):
+            casts.append(pl.col(name).cast(pl.Float64))
+    return frame.with_columns(casts) if casts else frame
+
+
+def check_read_only(query: str) -> None:
+    """Raise :class:`QueryError` unless ``query`` is exactly one SELECT or EXPLAIN statement."""
+    try:
+        statements = duckdb.extract_statements(query)
+    except duckdb.Error as e:
+        raise QueryError(_one_line(str(e))) from None
+    if len(statements) != 1:
+        raise QueryError(f"expected one SQL statement, got {len(statements)}")
+    if statements[0].type not in _READ_ONLY:
+        kind = statements[0].type.name
+        raise QueryError(f"only SELECT queries are allowed (got {kind}); the store is read-only to sql")
+
+
+def _duck_type(dtype: pl.DataType) -> str:
+    if isinstance(dtype, pl.List):
+        return _duck_type(dtype.inner) + "[]"
+    if isinstance(dtype, pl.Datetime):
+        return "TIMESTAMPTZ" if dtype.time_zone else "TIMESTAMP"
+    return _DUCK_TYPES[type(dtype)]
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " ".join(lines[:3])

@@ -1,0 +1,175 @@
+"""The store: a directory of Parquet files, one folder per run, readable by any Parquet engine.
+
+Layout (a public contract; hive-partitioned so DuckDB, polars, pyarrow.dataset or Spark read it as is)::
+
+    STORE/traceq-store.json                       store format marker
+    STORE/runs/run_id=<id>/runs.parquet           the run's catalog row
+    STORE/runs/run_id=<id>/rank=<r>/events.parquet
+    STORE/runs/run_id=<id>/rank=<r>/steps.parquet
+    STORE/runs/run_id=<id>/rank=<r>/threads.parquet
+    STORE/tmp/                                    runs being written (never read)
+
+A run is written completely under ``tmp/`` and then renamed into ``runs/`` in one step, so readers
+see it whole or not at all; an interrupted ingest leaves at most a folder in ``tmp/``, removed by the
+next write. The catalog is the union of the ``runs.parquet`` files: there is no second index to get
+out of step, and two processes can add runs concurrently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+import polars as pl
+
+from traceq.errors import StoreError
+from traceq.model.build import RunTables
+from traceq.schema import RANK_TABLES, RUNS
+
+DEFAULT_STORE = ".traceq"
+STORE_ENV = "TRACEQ_STORE"
+FORMAT_VERSION = 1
+_MARKER = "traceq-store.json"
+
+
+def default_store_path() -> Path:
+    """``$TRACEQ_STORE`` if set, else ``./.traceq``."""
+    return Path(os.environ.get(STORE_ENV) or DEFAULT_STORE)
+
+
+class Store:
+    """A traceq store directory."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_store_path()
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"{self.root}: the store path exists and is not a directory")
+        marker = self.root / _MARKER
+        if self.root.is_dir() and any(self.root.iterdir()) and not marker.exists():
+            raise StoreError(f"{self.root}: not a traceq store (no {_MARKER}); choose an empty or new directory")
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    def exists(self) -> bool:
+        return (self.root / _MARKER).exists()
+
+    # -- reading -------------------------------------------------------------------------------------
+    def run_dirs(self) -> list[Path]:
+        if not self.runs_dir.is_dir():
+            return []
+        return sorted(p for p in self.runs_dir.iterdir() if p.name.startswith("run_id=") and p.is_dir())
+
+    def catalog(self) -> pl.DataFrame:
+        """The ``runs`` table: one row per stored run, oldest first, with ``run_id``."""
+        frames = []
+        for d in self.run_dirs():
+            frames.append(pl.read_parquet(d / "runs.parquet").with_columns(run_id=pl.lit(d.name[7:])))
+        if not frames:
+            return RUNS.empty().with_columns(run_id=pl.lit(None, pl.String)).select("run_id", *RUNS.schema)
+        return pl.concat(frames, how="vertical_relaxed").select("run_id", *RUNS.schema).sort("ingested_at")
+
+    def find_hash(self, source_hash: str) -> dict[str, object] | None:
+        """The catalog row of a run with this content hash, if stored."""
+        hit = self.catalog().filter(pl.col("source_hash") == source_hash)
+        return hit.row(0, named=True) if hit.height else None
+
+    def resolve(self, ref: str) -> str:
+        """A run id from a run id, a unique run id prefix, or a run name."""
+        cat = self.catalog()
+        for candidates in (
+            cat.filter(pl.col("run_id") == ref),
+            cat.filter(pl.col("name") == ref),
+            cat.filter(pl.col("run_id").str.starts_with(ref)) if len(ref) >= 4 else cat.clear(),
+        ):
+            ids = candidates["run_id"].unique().to_list()
+            if len(ids) == 1:
+                return ids[0]
+            if len(ids) > 1:
+                raise StoreError(f"{ref}: matches {len(ids)} runs ({', '.join(sorted(ids))}); use a run id")
+        raise StoreError(f"{ref}: no such run in {self.root} (see `traceq runs`)")
+
+    def table_files(self, table: str) -> str:
+        """Glob of the Parquet files of ``table`` across runs and ranks."""
+        if table == RUNS.name:
+            return str(self.runs_dir / "*" / "runs.parquet")
+        return str(self.runs_dir / "*" / "*" / f"{table}.parquet")
+
+    # -- writing -------------------------------------------------------------------------------------
+    def _init(self) -> None:
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        (self.root / "tmp").mkdir(exist_ok=True)
+        marker = self.root / _MARKER
+        if not marker.exists():
+            tmp = self.root / f".{_MARKER}.{uuid.uuid4().hex}"
+            tmp.write_text(json.dumps({"format": FORMAT_VERSION}) + "\n")
+            os.replace(tmp, marker)
+
+    def write_run(self, run_id: str, run_row: pl.DataFrame, ranks: Mapping[int, RunTables]) -> bool:
+        """Write a run atomically. Returns False (writing nothing) if ``run_id`` is already stored."""
+        self._init()
+        self._clean_tmp()
+        final = self.runs_dir / f"run_id={run_id}"
+        if final.exists():
+            return False
+        tmp = self.root / "tmp" / f"{run_id}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        try:
+            tmp.mkdir(parents=True)
+            for rank, tables in ranks.items():
+                rank_dir = tmp / f"rank={rank}"
+                rank_dir.mkdir()
+                for table in RANK_TABLES:
+                    _write_parquet(getattr(tables, table.name), rank_dir / f"{table.name}.parquet")
+            _write_parquet(RUNS.conform(run_row), tmp / "runs.parquet")
+            _fsync_dir(tmp)
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if final.exists():  # another process stored the same content first
+                    return False
+                raise
+            _fsync_dir(self.runs_dir)
+            return True
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def _clean_tmp(self) -> None:
+        """Remove leftovers of interrupted writes (their writer process is gone)."""
+        for d in (self.root / "tmp").iterdir():
+            parts = d.name.split(".")
+            pid = int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else None
+            if pid is not None and pid != os.getpid() and _alive(pid):
+                continue
+            if pid == os.getpid():
+                continue
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _write_parquet(frame: pl.DataFrame, path: Path) -> None:
+    frame.write_parquet(path, compression="zstd", statistics=True)
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
