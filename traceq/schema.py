@@ -91,8 +91,10 @@ EVENTS = Table(
         Column("step", _I32, "profiler step number the event belongs to (GPU work: the step of its launch)"),
         Column("parent_id", _I64, "enclosing `op`/`op_inner` event on the same host thread"),
         Column("depth", _I32, "number of enclosing `op`/`op_inner` events (0 = top level)"),
-        Column("op_id", _I64, "innermost `op` enclosing this event (itself for ops; GPU work: via its launch)"),
-        Column("top_op_id", _I64, "outermost `op` enclosing this event (depth-0 op; itself for top-level ops)"),
+        Column("op_id", _I64, "innermost `op` enclosing this event (itself for ops; GPU work: via its launch); "
+               "where no op encloses it, the innermost `annotation`"),
+        Column("top_op_id", _I64, "outermost `op` enclosing this event (depth-0 op; itself for top-level ops); "
+               "where no op encloses it, the innermost `annotation`"),
         Column("launch_id", _I64, "GPU work: the runtime/driver call that launched it"),
         Column("bytes", _I64, "bytes copied or set (memcpy, memset)"),
         Column("input_dtypes", pl.List(_STR), "input dtypes of an op, where the profiler recorded them"),

@@ -1,0 +1,3 @@
+from traceq.cli import main
+
+main()
