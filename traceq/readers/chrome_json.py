@@ -27,7 +27,7 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{)")
 _LAST_BOUNDARY_WINDOW = 1 << 20
 #: Paddle writes names with printf, unescaped: ``"name": "a "quoted" op[1.2 us]", "pid": ...``.
-_PADDLE_NAME = re.compile(rb'^(\s*"name": ")(.*)(", "pid": )', re.M)
+_PADDLE_NAME = re.compile(rb'^(\s*\{?\s*"name": ")(.*)(", "pid": )', re.M)
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 #: Phases kept as events: complete ranges and instants. Others are counted as skipped.
 _KEPT_PHASES = {"X": "X", "i": "i", "I": "i"}
