@@ -43,12 +43,14 @@ def raw_trace(path: Path) -> dict:
     return doc if isinstance(doc, dict) else {"traceEvents": doc}
 
 
-def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, env: dict | None = None, cwd: Path | None = None, text: bool = True
+) -> subprocess.CompletedProcess:
     """Run the real ``traceq`` entry point in a subprocess."""
     return subprocess.run(
         [sys.executable, "-m", "traceq", *args],
         capture_output=True,
-        text=True,
+        text=text,
         env={**os.environ, **(env or {})},
         cwd=cwd,
         timeout=600,
@@ -59,9 +61,7 @@ def tree_state(root: Path) -> dict[str, tuple[int, int]]:
     """Every file under ``root`` with its size and mtime, to prove nothing changed."""
     if not root.exists():
         return {}
-    return {
-        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()
-    }
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
 
 
 @pytest.fixture

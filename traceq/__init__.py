@@ -7,13 +7,13 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-import polars as pl  # noqa: E402
+import polars as pl
 
-from traceq.errors import InputError, QueryError, StoreError, TraceqError  # noqa: E402
-from traceq.ingest import ingest  # noqa: E402
-from traceq.readers import read_trace  # noqa: E402
-from traceq.sql import sql  # noqa: E402
-from traceq.store import Store  # noqa: E402
+from traceq.errors import InputError, QueryError, StoreError, TraceqError
+from traceq.ingest import ingest
+from traceq.readers import read_trace
+from traceq.sql import sql
+from traceq.store import Store
 
 
 def runs(store: Store | str | None = None) -> pl.DataFrame:

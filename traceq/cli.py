@@ -160,7 +160,8 @@ def _error(message: str) -> None:
 def main() -> None:
     """Entry point: library errors become one line on stderr and exit code 1, never a traceback."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except TraceqError as e:
         _error(str(e))
         sys.exit(1)

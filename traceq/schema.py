@@ -82,8 +82,12 @@ EVENTS = Table(
         Column("ts_ns", _I64, "start time, ns, on the run's clock"),
         Column("dur_ns", _I64, "duration, ns (0 for instants)"),
         Column("pid", _I64, "host process id; for GPU events the device id the source gave as pid"),
-        Column("tid", _I64, "host thread id (Paddle's `(C++)`/`(Python)` threads are one OS thread); "
-               "for GPU events the stream the source gave as tid"),
+        Column(
+            "tid",
+            _I64,
+            "host thread id (Paddle's `(C++)`/`(Python)` threads are one OS thread); "
+            "for GPU events the stream the source gave as tid",
+        ),
         Column("device", _I32, "GPU index of GPU events"),
         Column("stream", _I64, "GPU stream of GPU events"),
         Column("correlation", _I64, "launch correlation id (runtime calls and the GPU work they launched)"),
@@ -91,10 +95,18 @@ EVENTS = Table(
         Column("step", _I32, "profiler step number the event belongs to (GPU work: the step of its launch)"),
         Column("parent_id", _I64, "enclosing `op`/`op_inner` event on the same host thread"),
         Column("depth", _I32, "number of enclosing `op`/`op_inner` events (0 = top level)"),
-        Column("op_id", _I64, "innermost `op` enclosing this event (itself for ops; GPU work: via its launch); "
-               "where no op encloses it, the innermost `annotation`"),
-        Column("top_op_id", _I64, "outermost `op` enclosing this event (depth-0 op; itself for top-level ops); "
-               "where no op encloses it, the innermost `annotation`"),
+        Column(
+            "op_id",
+            _I64,
+            "innermost `op` enclosing this event (itself for ops; GPU work: via its launch); "
+            "where no op encloses it, the innermost `annotation`",
+        ),
+        Column(
+            "top_op_id",
+            _I64,
+            "outermost `op` enclosing this event (depth-0 op; itself for top-level ops); "
+            "where no op encloses it, the innermost `annotation`",
+        ),
         Column("launch_id", _I64, "GPU work: the runtime/driver call that launched it"),
         Column("bytes", _I64, "bytes copied or set (memcpy, memset)"),
         Column("input_dtypes", pl.List(_STR), "input dtypes of an op, where the profiler recorded them"),

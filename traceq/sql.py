@@ -79,7 +79,7 @@ def _plain_types(frame: pl.DataFrame) -> pl.DataFrame:
         whole = dtype in (pl.Int128, pl.UInt64) or (isinstance(dtype, pl.Decimal) and dtype.scale == 0)
         if whole:
             col = frame.get_column(name)
-            fits = col.is_null().all() or (-(2**63) <= int(col.min()) and int(col.max()) < 2**63)
+            fits = col.is_null().all() or (int(col.min()) >= -(2**63) and int(col.max()) < 2**63)
             casts.append(pl.col(name).cast(pl.Int64 if fits else pl.Float64))
         elif isinstance(dtype, pl.Decimal):
             casts.append(pl.col(name).cast(pl.Float64))

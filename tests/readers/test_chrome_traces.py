@@ -149,7 +149,9 @@ def test_launches_outside_any_op_are_attributed_to_their_annotation() -> None:
             orphans += 1
     events = read_trace(path).tables.events
     owners = events.filter(pl.col("kind").is_in(GPU)).join(
-        events.select(pl.col("event_id").alias("op_id"), pl.col("kind").alias("owner_kind"), pl.col("name").alias("owner")),
+        events.select(
+            pl.col("event_id").alias("op_id"), pl.col("kind").alias("owner_kind"), pl.col("name").alias("owner")
+        ),
         on="op_id",
     )
     by_annotation = owners.filter(pl.col("owner_kind") == "annotation")

@@ -30,9 +30,7 @@ def nest_host_events(events: pl.DataFrame, tolerance_ns: int = 0) -> pl.DataFram
     events get ``parent_id``/``depth``; op-tree and runtime events get ``op_id``/``top_op_id``.
     """
     host = (
-        events.filter(
-            pl.col("kind").is_in(OP_TREE_KINDS + _FALLBACK_KINDS + _LEAF_KINDS) & pl.col("tid").is_not_null()
-        )
+        events.filter(pl.col("kind").is_in(OP_TREE_KINDS + _FALLBACK_KINDS + _LEAF_KINDS) & pl.col("tid").is_not_null())
         .select("event_id", "kind", "ts_ns", "dur_ns", "pid", "tid")
         .sort(["pid", "tid", "ts_ns", pl.col("dur_ns").neg(), "event_id"], nulls_last=True)
     )

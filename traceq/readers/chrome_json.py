@@ -246,9 +246,7 @@ class _Decoder:
                 e.ph = ph
                 kept.append(e)
             elif e.ph == "M":
-                self.metadata_events.append(
-                    {"name": e.name, "pid": e.pid, "tid": e.tid, "args": _raw_to_obj(e.args)}
-                )
+                self.metadata_events.append({"name": e.name, "pid": e.pid, "tid": e.tid, "args": _raw_to_obj(e.args)})
             else:
                 self.skipped[f"ph={e.ph}" if e.ph else "empty"] += 1
         if kept:

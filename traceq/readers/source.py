@@ -128,5 +128,3 @@ def iter_content(path: Path, progress: Progress | None = None, block: int = BLOC
         yield from _gunzip(counted, path, block)
     finally:
         raw.close()
-
-

@@ -1,0 +1,105 @@
+"""The store: atomic runs, duplicate detection, untouched inputs, readable by other engines."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import polars as pl
+import pyarrow.dataset as ds
+import pytest
+
+import traceq
+from tests.conftest import SAMPLES, tree_state
+from traceq.store import Store
+
+KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
+PADDLE = SAMPLES / "paddlefmt_conformer_fp32_b64_2steps.json.gz"
+
+
+def test_ingest_writes_one_folder_per_run_and_lists_it(store_dir: Path) -> None:
+    result = traceq.ingest([KINETO, PADDLE], store=store_dir)
+    assert result["status"].to_list() == ["ingested", "ingested"]
+    cat = traceq.runs(store_dir)
+    assert set(cat["name"]) == {"kineto_conformer_fp16_b4_2steps", "paddlefmt_conformer_fp32_b64_2steps"}
+    assert set(cat["flavour"]) == {"kineto", "paddle"}
+    for run_id in cat["run_id"]:
+        assert (store_dir / "runs" / f"run_id={run_id}" / "rank=0" / "events.parquet").is_file()
+    assert not list((store_dir / "tmp").iterdir())
+
+
+def test_same_content_is_reported_not_duplicated(store_dir: Path, tmp_path: Path) -> None:
+    traceq.ingest([KINETO], store=store_dir)
+    copy = tmp_path / "renamed_copy.json.gz"
+    copy.write_bytes(KINETO.read_bytes())
+    before = tree_state(store_dir)
+    again = traceq.ingest([copy], store=store_dir, name="other")
+    assert again["status"].to_list() == ["duplicate"]
+    assert again["name"].to_list() == ["kineto_conformer_fp16_b4_2steps"]
+    assert tree_state(store_dir) == before
+    assert traceq.runs(store_dir).height == 1
+
+
+def test_inputs_are_never_modified(store_dir: Path) -> None:
+    digest = hashlib.sha256(KINETO.read_bytes()).hexdigest()
+    stat = KINETO.stat()
+    traceq.ingest([KINETO], store=store_dir)
+    assert hashlib.sha256(KINETO.read_bytes()).hexdigest() == digest
+    assert KINETO.stat().st_mtime_ns == stat.st_mtime_ns
+
+
+def test_a_failed_write_leaves_no_partial_run(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    traceq.ingest([PADDLE], store=store_dir)
+    before = tree_state(store_dir)
+    calls = []
+
+    def failing_write(frame: pl.DataFrame, path: Path) -> None:
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        frame.write_parquet(path)
+
+    monkeypatch.setattr("traceq.store._write_parquet", failing_write)
+    with pytest.raises(OSError):
+        traceq.ingest([KINETO], store=store_dir)
+    assert tree_state(store_dir) == before
+    assert traceq.runs(store_dir)["name"].to_list() == ["paddlefmt_conformer_fp32_b64_2steps"]
+
+
+def test_leftovers_of_a_killed_ingest_are_ignored_and_cleaned(store_dir: Path) -> None:
+    traceq.ingest([PADDLE], store=store_dir)
+    stale = store_dir / "tmp" / "rdeadbeef0000.999999999.abcd1234" / "rank=0"
+    stale.mkdir(parents=True)
+    (stale / "events.parquet").write_bytes(b"partial")
+    assert traceq.sql("select count(distinct run_id) n from events", store_dir)["n"][0] == 1
+    traceq.ingest([KINETO], store=store_dir)
+    assert not stale.parent.exists()
+
+
+def test_store_is_readable_by_pyarrow_dataset_alone(store_dir: Path) -> None:
+    traceq.ingest([KINETO, PADDLE], store=store_dir)
+    files = sorted(str(p) for p in (store_dir / "runs").glob("*/*/events.parquet"))
+    table = ds.dataset(files, format="parquet", partitioning="hive", partition_base_dir=str(store_dir / "runs"))
+    frame = pl.from_arrow(table.to_table(columns=["run_id", "kind"]))
+    counts = frame.group_by("run_id", "kind").len().sort("run_id", "kind")
+    via_sql = traceq.sql(
+        "select run_id, kind, count(*)::UINTEGER len from events group by all order by run_id, kind", store_dir
+    )
+    assert counts.equals(via_sql)
+
+
+def test_runs_resolve_by_id_prefix_and_name(store_dir: Path) -> None:
+    traceq.ingest([KINETO], store=store_dir, name="amp")
+    store = Store(store_dir)
+    run_id = traceq.runs(store)["run_id"][0]
+    assert store.resolve("amp") == run_id
+    assert store.resolve(run_id[:6]) == run_id
+    with pytest.raises(traceq.StoreError):
+        store.resolve("nope")
+
+
+def test_a_non_store_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "somefile.txt").write_text("mine")
+    with pytest.raises(traceq.StoreError):
+        traceq.ingest([KINETO], store=tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["somefile.txt"]
