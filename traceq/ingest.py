@@ -156,6 +156,7 @@ def catalog_row(path: Path, digest: str, size: int, name: str, result: ReadResul
             "profiler_version": [result.profiler_version],
             "devices": [json.dumps(result.devices)],
             "distributed": [json.dumps(result.distributed)],
+            "clock_offset_ns": [result.clock_offset_ns],
             "ingested_at": [datetime.now(UTC)],
             "traceq_version": [__version__],
             "n_events": [ev.height],

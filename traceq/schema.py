@@ -150,6 +150,12 @@ RUNS = Table(
         Column("profiler_version", _STR, "version the file declares (schemaVersion etc.)"),
         Column("devices", _STR, "device properties as JSON (list of objects), where recorded"),
         Column("distributed", _STR, "distributed info as JSON (rank, world size), where recorded"),
+        Column(
+            "clock_offset_ns",
+            _I64,
+            "add to `ts_ns` for Unix-epoch ns, where the source says (Kineto "
+            "`baseTimeNanoseconds`; Paddle times are epoch already: 0)",
+        ),
         Column("ingested_at", pl.Datetime("us", "UTC"), "when the run was ingested"),
         Column("traceq_version", _STR, "traceq version that wrote the run"),
         Column("n_events", _I64, "rows in `events`"),

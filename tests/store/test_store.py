@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import polars as pl
@@ -10,7 +11,7 @@ import pyarrow.dataset as ds
 import pytest
 
 import traceq
-from tests.conftest import SAMPLES, tree_state
+from tests.conftest import SAMPLES, raw_trace, tree_state
 from traceq.store import Store
 
 KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
@@ -103,3 +104,17 @@ def test_a_non_store_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(traceq.StoreError):
         traceq.ingest([KINETO], store=tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["somefile.txt"]
+
+
+def test_catalog_records_source_and_clock(store_dir: Path) -> None:
+    traceq.ingest([KINETO, PADDLE], store=store_dir)
+    cat = {r["flavour"]: r for r in traceq.runs(store_dir).iter_rows(named=True)}
+    kineto_meta = raw_trace(KINETO)
+    assert cat["kineto"]["clock_offset_ns"] == kineto_meta["baseTimeNanoseconds"]
+    assert cat["paddle"]["clock_offset_ns"] == 0
+    assert cat["kineto"]["source_hash"] == hashlib.sha256(KINETO.read_bytes()).hexdigest()
+    assert cat["paddle"]["profiler_version"] == f"paddle schema {raw_trace(PADDLE)['schemaVersion']}"
+    devices = json.loads(cat["kineto"]["devices"])
+    assert [d["name"] for d in devices] == [d["name"] for d in kineto_meta["deviceProperties"]]
+    by_kind = json.loads(cat["kineto"]["events_by_kind"])
+    assert by_kind["kernel"] == sum(1 for e in kineto_meta["traceEvents"] if e.get("cat") == "kernel")

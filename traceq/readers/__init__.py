@@ -25,6 +25,7 @@ class ReadResult:
     profiler_version: str
     devices: list[dict[str, Any]] = field(default_factory=list)
     distributed: dict[str, Any] = field(default_factory=dict)
+    clock_offset_ns: int | None = None
     warnings: list[str] = field(default_factory=list)
 
 
@@ -66,5 +67,6 @@ def read_trace(path: Path, progress: Progress | None = None) -> ReadResult:
         profiler_version=flavour.version(trace),
         devices=chrome_common.devices(trace.meta),
         distributed=flavour.distributed(trace),
+        clock_offset_ns=flavour.clock_offset_ns(trace),
         warnings=warnings,
     )

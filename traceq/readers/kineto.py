@@ -72,3 +72,9 @@ def _id_rows(rows: list[tuple[Any, Any, str]]) -> pl.DataFrame:
     return frame.select(leading_int("pid").alias("pid"), leading_int("tid").alias("tid"), "name").drop_nulls(
         ["pid", "tid"]
     )
+
+
+def clock_offset_ns(trace: ChromeTrace) -> int | None:
+    """Kineto's ``ts`` count from ``baseTimeNanoseconds`` (Unix epoch ns), where the file records it."""
+    base = trace.meta.get("baseTimeNanoseconds")
+    return int(base) if isinstance(base, int) else None

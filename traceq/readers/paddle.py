@@ -106,3 +106,8 @@ def version(trace: ChromeTrace) -> str:
 
 def distributed(trace: ChromeTrace) -> dict[str, Any]:
     return {}
+
+
+def clock_offset_ns(trace: ChromeTrace) -> int | None:
+    """Paddle writes ``ts`` as Unix-epoch microseconds."""
+    return 0
