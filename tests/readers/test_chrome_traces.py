@@ -158,3 +158,10 @@ def test_launches_outside_any_op_are_attributed_to_their_annotation() -> None:
     assert orphans > 0
     assert by_annotation.height == orphans
     assert set(by_annotation["owner"]) == {"Optimizer.step#FusedAdam.step"}
+
+
+def test_the_real_traces_are_all_here() -> None:
+    """The parametrised tests above run on the shared traces: fail loudly if they are missing."""
+    names = {p.name for p in chrome_traces()}
+    assert len(names) >= 24
+    assert {"conformer_fp16_b64.json.gz", "df_index_resolver.json.gz", "paddlefmt_conformer_fp16_b64.json.gz"} <= names
