@@ -93,8 +93,12 @@ EVENTS = Table(
         Column("correlation", _I64, "launch correlation id (runtime calls and the GPU work they launched)"),
         Column("external_id", _I64, "PyTorch `External id` (links ops, launches and GPU work)"),
         Column("step", _I32, "profiler step number the event belongs to (GPU work: the step of its launch)"),
-        Column("parent_id", _I64, "enclosing `op`/`op_inner` event on the same host thread"),
-        Column("depth", _I32, "number of enclosing `op`/`op_inner` events (0 = top level)"),
+        Column(
+            "parent_id",
+            _I64,
+            "innermost enclosing `op`/`op_inner` event on the same host thread (ops, stages, API calls)",
+        ),
+        Column("depth", _I32, "number of enclosing `op`/`op_inner` events (0 = top level; ops, stages, API calls)"),
         Column(
             "op_id",
             _I64,

@@ -33,6 +33,8 @@ def build_run_tables(
     ``events`` holds the reader's columns (a subset of ``events`` without the derived ones), plus
     any ``launch_keys`` helper columns.
     """
+    missing = [c for c in EVENTS.columns if c.name not in events.columns and c.name != "event_id"]
+    events = events.with_columns(pl.lit(None, c.dtype).alias(c.name) for c in missing)
     events = events.sort(["ts_ns", pl.col("dur_ns").neg()], nulls_last=True, maintain_order=True)
     events = events.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
 

@@ -1,10 +1,11 @@
 """Host-side nesting: the op tree on each thread, and the op that encloses each API call.
 
-Per host thread, ``op`` and ``op_inner`` ranges form a tree by time containment; ``runtime`` calls are
-leaves placed in it. ``annotation`` ranges are tracked too, but only as a fallback owner: work launched
-where no op encloses it (a fused optimizer called from Python, say) is attributed to the innermost
-annotation. Sources that round times to whole microseconds let a child end up to one tick after its
-parent: ``tolerance_ns`` absorbs that.
+Per host thread, ``op`` and ``op_inner`` ranges form a tree by time containment. ``annotation`` ranges
+are tracked too, but only as a fallback owner: work launched where no op encloses it (a fused optimizer
+called from Python, say) is attributed to the innermost annotation. ``runtime`` calls are leaves: each is
+placed under the innermost range that contains it, by an as-of join and a walk up the tree (vectorised,
+since launches scale with kernels). Sources that round times to whole microseconds let a child end up to
+one tick after its parent: ``tolerance_ns`` absorbs that.
 """
 
 from __future__ import annotations
@@ -13,62 +14,128 @@ import polars as pl
 
 from traceq.schema import OP_TREE_KINDS
 
-_FALLBACK_KINDS = ("annotation",)
+_CONTAINER_KINDS = (*OP_TREE_KINDS, "annotation")
 _LEAF_KINDS = ("runtime",)
-_OUT = {
-    "parent_id": pl.Int64,
-    "depth": pl.Int32,
-    "op_id": pl.Int64,
-    "top_op_id": pl.Int64,
-}
+_OUT = {"event_id": pl.Int64, "parent_id": pl.Int64, "depth": pl.Int32, "op_id": pl.Int64, "top_op_id": pl.Int64}
 
 
 def nest_host_events(events: pl.DataFrame, tolerance_ns: int = 0) -> pl.DataFrame:
     """``event_id`` with ``parent_id``, ``depth``, ``op_id``, ``top_op_id`` for host ranges and calls.
 
-    ``events`` needs ``event_id``, ``kind``, ``ts_ns``, ``dur_ns``, ``pid``, ``tid``. Only op-tree
-    events get ``parent_id``/``depth``; op-tree and runtime events get ``op_id``/``top_op_id``.
+    ``events`` needs ``event_id``, ``kind``, ``ts_ns``, ``dur_ns``, ``pid``, ``tid``. Runtime calls get
+    the innermost op-tree range as ``parent_id`` and its depth plus one as ``depth``.
     """
+    containers = _nest_containers(events, tolerance_ns)
+    leaves = _place_leaves(events, containers, tolerance_ns)
+    tree = containers.filter(pl.col("kind") != "annotation").select(_OUT.keys())
+    return pl.concat([tree, leaves.select(_OUT.keys())], how="vertical_relaxed").cast(_OUT)
+
+
+def _nest_containers(events: pl.DataFrame, tolerance_ns: int) -> pl.DataFrame:
+    """The range tree per thread (one pass over ranges in start order with a stack)."""
     host = (
-        events.filter(pl.col("kind").is_in(OP_TREE_KINDS + _FALLBACK_KINDS + _LEAF_KINDS) & pl.col("tid").is_not_null())
+        events.filter(pl.col("kind").is_in(_CONTAINER_KINDS) & pl.col("tid").is_not_null())
         .select("event_id", "kind", "ts_ns", "dur_ns", "pid", "tid")
         .sort(["pid", "tid", "ts_ns", pl.col("dur_ns").neg(), "event_id"], nulls_last=True)
+        .with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns").clip(lower_bound=0))
     )
     ids = host["event_id"].to_list()
     kinds = host["kind"].to_list()
     starts = host["ts_ns"].to_list()
-    ends = (host["ts_ns"] + host["dur_ns"].clip(lower_bound=0)).to_list()
+    ends = host["end_ns"].to_list()
     threads = host.select(pl.struct("pid", "tid").rank("dense")).to_series().to_list()
-
     n = len(ids)
+    cparent: list[int | None] = [None] * n
     parent: list[int | None] = [None] * n
-    depth: list[int | None] = [None] * n
+    depth: list[int] = [0] * n
     op_id: list[int | None] = [None] * n
     top_op: list[int | None] = [None] * n
-    # stack entry: (end, tree parent id, tree depth, nearest op, outermost op, nearest annotation)
-    stack: list[tuple[int, int | None, int, int | None, int | None, int | None]] = []
-    current_thread = None
+    leaf_parent: list[int | None] = [None] * n
+    leaf_depth: list[int] = [0] * n
+    # stack entry: (end, id, tree parent for children, tree depth for children, nearest op, outermost op,
+    # nearest annotation)
+    stack: list[tuple[int, int, int | None, int, int | None, int | None, int | None]] = []
+    current = None
     for i in range(n):
-        if threads[i] != current_thread:
+        if threads[i] != current:
             stack.clear()
-            current_thread = threads[i]
+            current = threads[i]
         start, end, kind, eid = starts[i], ends[i], kinds[i], ids[i]
         while stack and (stack[-1][0] <= start or end > stack[-1][0] + tolerance_ns):
             stack.pop()
-        tree_parent, tree_depth, near, outer, note = stack[-1][1:] if stack else (None, 0, None, None, None)
+        if stack:
+            top = stack[-1]
+            cparent[i] = top[1]
+            tree_parent, tree_depth, near, outer, note = top[2:]
+        else:
+            tree_parent, tree_depth, near, outer, note = None, 0, None, None, None
         if kind == "annotation":
-            stack.append((end, tree_parent, tree_depth, near, outer, eid))
+            note = eid
+            op_id[i] = near if near is not None else eid
+            top_op[i] = outer if outer is not None else eid
+            leaf_parent[i], leaf_depth[i] = tree_parent, tree_depth
+            stack.append((end, eid, tree_parent, tree_depth, near, outer, note))
             continue
         if kind == "op":
             near = eid
             outer = outer if outer is not None else eid
+        parent[i], depth[i] = tree_parent, tree_depth
         op_id[i] = near if near is not None else note
         top_op[i] = outer if outer is not None else note
-        if kind != "runtime":
-            parent[i], depth[i] = tree_parent, tree_depth
-            stack.append((end, eid, tree_depth + 1, near, outer, note))
-    keep = [k != "annotation" for k in kinds]
-    return pl.DataFrame(
-        {"event_id": ids, "parent_id": parent, "depth": depth, "op_id": op_id, "top_op_id": top_op},
-        schema={"event_id": pl.Int64, **_OUT},
-    ).filter(pl.Series(keep, dtype=pl.Boolean))
+        leaf_parent[i], leaf_depth[i] = eid, tree_depth + 1
+        stack.append((end, eid, eid, tree_depth + 1, near, outer, note))
+    return host.with_columns(
+        pl.Series("container_parent", cparent, dtype=pl.Int64),
+        pl.Series("parent_id", parent, dtype=pl.Int64),
+        pl.Series("depth", depth, dtype=pl.Int32),
+        pl.Series("op_id", op_id, dtype=pl.Int64),
+        pl.Series("top_op_id", top_op, dtype=pl.Int64),
+        pl.Series("leaf_parent", leaf_parent, dtype=pl.Int64),
+        pl.Series("leaf_depth", leaf_depth, dtype=pl.Int32),
+    )
+
+
+def _place_leaves(events: pl.DataFrame, containers: pl.DataFrame, tolerance_ns: int) -> pl.DataFrame:
+    """Each runtime call under the innermost range containing it: as-of join, then walk up."""
+    leaves = (
+        events.filter(pl.col("kind").is_in(_LEAF_KINDS) & pl.col("tid").is_not_null())
+        .select("event_id", "pid", "tid", "ts_ns", end_ns=pl.col("ts_ns") + pl.col("dur_ns").clip(lower_bound=0))
+        .sort("ts_ns")
+    )
+    ranges = containers.select(
+        pl.col("event_id").alias("cand"),
+        "pid",
+        "tid",
+        pl.col("ts_ns").alias("c_start"),
+        pl.col("end_ns").alias("c_end"),
+        pl.col("container_parent").alias("c_parent"),
+    )
+    # the last range on the thread that started at or before the call
+    cand = leaves.join_asof(
+        ranges.sort("c_start").select("cand", "pid", "tid", "c_start"),
+        left_on="ts_ns",
+        right_on="c_start",
+        by=["pid", "tid"],
+        strategy="backward",
+        check_sortedness=False,
+    ).select("event_id", "ts_ns", "end_ns", "cand")
+    lookup = ranges.select("cand", "c_end", "c_parent")
+    for _ in range(1 + max(64, containers.height)):
+        cand = cand.drop("c_end", "c_parent", strict=False).join(lookup, on="cand", how="left")
+        outside = pl.col("cand").is_not_null() & (
+            (pl.col("c_end") <= pl.col("ts_ns")) | (pl.col("end_ns") > pl.col("c_end") + tolerance_ns)
+        )
+        if not cand.select(outside.any()).item():
+            break
+        cand = cand.with_columns(pl.when(outside).then(pl.col("c_parent")).otherwise(pl.col("cand")).alias("cand"))
+    owners = containers.select(
+        pl.col("event_id").alias("cand"),
+        pl.col("leaf_parent").alias("parent_id"),
+        pl.col("leaf_depth").alias("depth"),
+        "op_id",
+        "top_op_id",
+    )
+    outside_all = cand.select("event_id", "cand")
+    return outside_all.join(owners, on="cand", how="left").with_columns(
+        pl.when(pl.col("cand").is_null()).then(pl.lit(0, pl.Int32)).otherwise(pl.col("depth")).alias("depth")
+    )
