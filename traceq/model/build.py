@@ -11,6 +11,9 @@ from traceq.model.nesting import nest_host_events
 from traceq.model.steps import assign_steps, steps_table
 from traceq.schema import EVENTS, GPU_WORK_KINDS, STEPS, THREADS
 
+#: Columns this module computes; readers provide the others.
+_DERIVED = ("event_id", "step", "parent_id", "depth", "op_id", "top_op_id", "launch_id")
+
 
 @dataclass
 class RunTables:
@@ -33,7 +36,7 @@ def build_run_tables(
     ``events`` holds the reader's columns (a subset of ``events`` without the derived ones), plus
     any ``launch_keys`` helper columns.
     """
-    missing = [c for c in EVENTS.columns if c.name not in events.columns and c.name != "event_id"]
+    missing = [c for c in EVENTS.columns if c.name not in events.columns and c.name not in _DERIVED]
     events = events.with_columns(pl.lit(None, c.dtype).alias(c.name) for c in missing)
     events = events.sort(["ts_ns", pl.col("dur_ns").neg()], nulls_last=True, maintain_order=True)
     events = events.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
