@@ -8,11 +8,9 @@ from typing import Any
 
 from traceq.errors import InputError
 from traceq.model.build import RunTables, build_run_tables
-from traceq.readers import chrome_common, kineto, paddle
+from traceq.readers import chrome_common, kineto, nsys, paddle
 from traceq.readers.chrome_json import read_chrome_trace
 from traceq.readers.source import Progress, check_readable, head_bytes
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 @dataclass
@@ -30,23 +28,33 @@ class ReadResult:
 
 
 def sniff_format(path: Path) -> str:
-    """The input format of ``path`` judged by its content: ``chrome_json`` (so far)."""
+    """The input format of ``path`` judged by its content: ``chrome_json`` or ``nsys_sqlite``."""
     check_readable(path)
     head = head_bytes(path, 4096)
-    if head.startswith(SQLITE_MAGIC):
-        raise InputError(path, "an SQLite file: Nsight Systems exports are not supported by this version")
+    if nsys.is_sqlite(head):
+        return "nsys_sqlite"
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text:
         raise InputError(path, "empty file" if not head else "only whitespace")
     if text[:1] in (b"{", b"["):
         return "chrome_json"
-    raise InputError(path, "not a trace (expected chrome-trace JSON)")
+    raise InputError(path, "not a trace (expected chrome-trace JSON or an nsys SQLite export)")
 
 
 def read_trace(path: Path, progress: Progress | None = None) -> ReadResult:
     """Read one trace file of any supported format into the canonical tables."""
     fmt = sniff_format(path)
-    assert fmt == "chrome_json"
+    if fmt == "nsys_sqlite":
+        tables, meta = nsys.read_nsys(path, progress)
+        return ReadResult(
+            tables=tables,
+            source_format=fmt,
+            flavour=meta["flavour"],
+            profiler_version=meta["profiler_version"],
+            devices=meta["devices"],
+            clock_offset_ns=None,
+            warnings=meta["warnings"],
+        )
     trace = read_chrome_trace(path, progress)
     flavour = paddle if paddle.looks_like(trace) else kineto
     events = flavour.events(trace)

@@ -1,0 +1,97 @@
+"""Benchmark: nsys SQLite ingest speed, on a real export and on a synthetic one with millions of kernels.
+
+The synthetic export is a copy of a real one whose kernel and launch (runtime API) rows are replicated
+N times, shifted in time and correlation id, so every kernel still has its launch. Prints rows/s of
+``traceq ingest`` end to end (read, link, nest, write Parquet) next to a plain ``sqlite3`` fetch of the
+kernel table alone (the usual way peers read exports), on the same file in the same run.
+
+Usage: python benchmarks/nsys_ingest.py [REAL_EXPORT.sqlite[.gz]] [--copies N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import gzip
+import shutil
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+import traceq
+
+DEFAULT = Path(__file__).resolve().parents[2] / "shared/traces/nsys/nsys_conformer_fp16_b4.sqlite.gz"
+
+
+def plain_copy(src: Path, dst: Path) -> Path:
+    opener = gzip.open if src.name.endswith(".gz") else open
+    with opener(src, "rb") as f, dst.open("wb") as out:
+        shutil.copyfileobj(f, out)
+    return dst
+
+
+def replicate(db: Path, copies: int) -> int:
+    """Append ``copies`` shifted copies of the kernel and runtime rows; return the kernel count."""
+    con = sqlite3.connect(db)
+    (lo, hi), (corr,) = (
+        con.execute("select min(start), max(end) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone(),
+        con.execute("select max(correlationId) from CUPTI_ACTIVITY_KIND_RUNTIME").fetchone(),
+    )
+    span = hi - lo
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"):
+        cols = [r[1] for r in con.execute(f"pragma table_info({table})")]
+        shifted = [f"{c} + :dt" if c in ("start", "end") else f"{c} + :dc" if c == "correlationId" else c for c in cols]
+        sql = f"insert into {table} ({', '.join(cols)}) select {', '.join(shifted)} from {table} where start <= :hi"
+        base_hi = con.execute(f"select max(start) from {table}").fetchone()[0]
+        for i in range(1, copies + 1):
+            con.execute(sql, {"dt": span * i, "dc": (corr + 1) * i, "hi": base_hi})
+    con.commit()
+    n = con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    con.close()
+    return n
+
+
+def bench(db: Path, store: Path) -> tuple[float, int, int]:
+    t = time.perf_counter()
+    result = traceq.ingest([db], store=store)
+    elapsed = time.perf_counter() - t
+    counts = traceq.sql("select count(*) filter (where kind = 'kernel') k, count(*) n from events", store).row(0)
+    assert result["status"][0] == "ingested"
+    return elapsed, counts[0], counts[1]
+
+
+def sqlite3_fetch(db: Path) -> float:
+    t = time.perf_counter()
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    rows = con.execute(
+        "select start, end, deviceId, streamId, correlationId, globalPid, demangledName from CUPTI_ACTIVITY_KIND_KERNEL"
+    ).fetchall()
+    con.close()
+    del rows
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("export", nargs="?", type=Path, default=DEFAULT)
+    ap.add_argument("--copies", type=int, default=60)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        real = plain_copy(args.export, tmp / "real.sqlite")
+        synth = plain_copy(args.export, tmp / "synthetic.sqlite")
+        replicate(synth, args.copies)
+        print(f"{'file':<28}{'kernels':>10}{'rows':>11}{'traceq s':>10}{'kernels/s':>12}{'rows/s':>12}"
+              f"{'sqlite3 fetch s':>17}{'kernels/s':>12}")  # fmt: skip
+        for label, db in (("real " + args.export.name[:22], real), (f"synthetic x{args.copies + 1}", synth)):
+            elapsed, kernels, rows = bench(db, tmp / f"store_{db.stem}")
+            fetch = sqlite3_fetch(db)
+            print(f"{label:<28}{kernels:>10,}{rows:>11,}{elapsed:>10.2f}{kernels / elapsed:>12,.0f}"
+                  f"{rows / elapsed:>12,.0f}{fetch:>17.2f}{kernels / fetch:>12,.0f}")  # fmt: skip
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"peak RSS of this process: {peak:,.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

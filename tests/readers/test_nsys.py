@@ -1,0 +1,183 @@
+"""Nsight Systems exports: counts equal direct SQL on each file; joins per process; bad files."""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import gzip
+import shutil
+import sqlite3
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import SHARED, run_cli, tree_state
+from traceq.errors import InputError
+from traceq.readers import read_trace
+
+EXPORTS = sorted((SHARED / "nsys").glob("*.sqlite.gz"))
+PYTORCH_NVTX = {"nsys_conformer_fp16_b4", "nsys_conformer_fp32_b4", "nsysai_mfu_2gpu_before", "nsysai_mfu_2gpu_after"}
+GPU_TABLES = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
+              "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}  # fmt: skip
+
+
+@functools.lru_cache(maxsize=2)
+def _plain(gz: Path, tmp: str) -> Path:
+    out = Path(tmp) / gz.name.removesuffix(".gz")
+    with gzip.open(gz) as src, out.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+def _sql(db: Path, query: str) -> list[tuple]:
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
+
+
+def _tables(db: Path) -> set[str]:
+    return {r[0] for r in _sql(db, "select name from sqlite_master where type = 'table'")}
+
+
+@pytest.fixture(scope="module", params=EXPORTS, ids=lambda p: p.name.split("__")[0].removesuffix(".sqlite.gz"))
+def export(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pl.DataFrame]:
+    db = _plain(request.param, str(tmp_path_factory.mktemp("nsys")))
+    return db, read_trace(request.param).tables.events
+
+
+def test_all_exports_are_present() -> None:
+    assert len(EXPORTS) == 8
+    assert len([p for p in EXPORTS if p.name.split("__")[0].removesuffix(".sqlite.gz") in PYTORCH_NVTX]) == 4
+
+
+def test_gpu_counts_and_kernel_time_equal_direct_sql(export: tuple[Path, pl.DataFrame]) -> None:
+    db, events = export
+    for kind, table in GPU_TABLES.items():
+        want = (
+            _sql(db, f"select count(*), coalesce(sum(end - start), 0) from {table}")
+            if table in _tables(db)
+            else [(0, 0)]
+        )
+        got = events.filter(pl.col("kind") == kind)
+        assert (got.height, got["dur_ns"].sum()) == want[0], kind
+
+
+def test_launches_join_on_correlation_and_process(export: tuple[Path, pl.DataFrame]) -> None:
+    db, events = export
+    tables = _tables(db)
+    want = 0
+    for table in GPU_TABLES.values():
+        if table in tables and "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
+            want += _sql(
+                db,
+                f"select count(*) from {table} g join CUPTI_ACTIVITY_KIND_RUNTIME r on g.correlationId = "
+                "r.correlationId and g.globalPid = (r.globalTid / 16777216) * 16777216",
+            )[0][0]
+    gpu = events.filter(pl.col("kind").is_in(list(GPU_TABLES)))
+    assert gpu["launch_id"].is_not_null().sum() == want
+    calls = (
+        _sql(db, "select count(*) from CUPTI_ACTIVITY_KIND_RUNTIME")[0][0]
+        if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables
+        else 0
+    )
+    assert events.filter(pl.col("kind") == "runtime").height == calls
+
+
+def test_nvtx_ranges_become_ops(export: tuple[Path, pl.DataFrame]) -> None:
+    db, events = export
+    want = 0
+    if "NVTX_EVENTS" in _tables(db):
+        want = _sql(db, 'select count(*) from NVTX_EVENTS where eventType in (59, 60) and "end" is not null')[0][0]
+    assert events.filter(pl.col("kind").is_in(["op", "step"])).height == want
+
+
+@pytest.mark.parametrize(
+    "gz", [p for p in EXPORTS if p.name.split("__")[0].removesuffix(".sqlite.gz") in PYTORCH_NVTX], ids=lambda p: p.name
+)
+def test_kernels_of_pytorch_captures_are_linked_to_the_enclosing_nvtx_range(gz: Path, tmp_path: Path) -> None:
+    db, events = _plain(gz, str(tmp_path)), read_trace(gz).tables.events
+    # independent: a launch is inside a range if, among its thread's ranges started before it, the
+    # latest-ending one ends after it (NVTX push/pop ranges nest)
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for tid, start, end in _sql(
+        db, 'select globalTid, start, "end" from NVTX_EVENTS where eventType = 59 and "end" is not null'
+    ):
+        ranges.setdefault(tid, []).append((start, end))
+    index = {}
+    for tid, rs in ranges.items():
+        rs.sort()
+        starts, reach, best = [s for s, _ in rs], [], -1
+        for _, e in rs:
+            best = max(best, e)
+            reach.append(best)
+        index[tid] = (starts, reach)
+    launches = _sql(
+        db,
+        "select r.globalTid, r.start, r.end from CUPTI_ACTIVITY_KIND_KERNEL k join CUPTI_ACTIVITY_KIND_RUNTIME r "
+        "on k.correlationId = r.correlationId and k.globalPid = (r.globalTid / 16777216) * 16777216",
+    )
+    inside = 0
+    for tid, start, end in launches:
+        starts, reach = index.get(tid, ([], []))
+        i = bisect.bisect_right(starts, start) - 1
+        inside += i >= 0 and reach[i] >= end
+    kernels = events.filter(pl.col("kind") == "kernel")
+    assert kernels["op_id"].is_not_null().sum() == inside
+    assert inside / kernels.height > 0.9
+
+
+def test_emit_nvtx_names_are_reduced_and_sizes_kept() -> None:
+    events = read_trace(SHARED / "nsys" / "nsys_conformer_fp32_b4.sqlite.gz").tables.events
+    ops = events.filter(pl.col("kind") == "op")
+    assert not ops["name"].str.contains(", op_id = ").any()
+    assert ops.filter(pl.col("name") == "aten::mm").height > 0
+    with_sizes = ops.filter(pl.col("input_shapes").is_not_null())
+    assert with_sizes.height > 0 and with_sizes["input_shapes"].str.starts_with("[").all()
+    assert ops["args"].str.contains('"nvtx_text":').all()
+
+
+def test_export_is_opened_read_only(tmp_path: Path) -> None:
+    db = _plain(EXPORTS[0], str(tmp_path))
+    before = tree_state(tmp_path)
+    read_trace(db)
+    assert tree_state(tmp_path) == before  # no journal, no index, no change
+
+
+def test_a_sqlite_file_that_is_not_an_export_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "app.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("create table users(id integer, name text)")
+    con.commit()
+    con.close()
+    with pytest.raises(InputError, match="not an Nsight Systems export"):
+        read_trace(db)
+
+
+def test_a_corrupted_export_is_a_one_line_error(tmp_path: Path) -> None:
+    db = _plain(EXPORTS[-1], str(tmp_path))
+    data = bytearray(db.read_bytes())
+    data[4096:] = b"\x5a" * (len(data) - 4096)
+    broken = tmp_path / "broken.sqlite"
+    broken.write_bytes(bytes(data))
+    store = tmp_path / "store"
+    done = run_cli("ingest", "--store", str(store), str(broken))
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(broken) in lines[0] and "Traceback" not in done.stderr
+    assert not (store / "runs").exists() or not any((store / "runs").iterdir())
+
+
+def test_an_export_without_cuda_tables_warns(tmp_path: Path) -> None:
+    db = _plain(EXPORTS[0], str(tmp_path))
+    con = sqlite3.connect(db)
+    for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
+              "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"):  # fmt: skip
+        con.execute(f"drop table {t}")
+    con.commit()
+    con.close()
+    result = read_trace(db)
+    assert any("CUDA was not traced" in w for w in result.warnings)
+    assert result.tables.events.filter(pl.col("kind") == "op").height > 0

@@ -1,0 +1,341 @@
+"""Nsight Systems SQLite exports (``nsys export --type sqlite``, nsys 2021.3 to 2026.x) -> canonical events.
+
+The export is opened read-only and immutable (no journal, no lock, no index is ever created in it) and
+read table by table into Arrow through the ADBC SQLite driver. Tables exist only when their data was
+traced, so a missing table means "not traced". Columns are feature-tested with ``PRAGMA table_info``.
+
+Mapping: kernels, memcpy, memset -> GPU work (pid = launching process, tid = stream); CUDA runtime and
+driver calls (``eventClass`` 0/1; ``_vNNNN`` name suffixes dropped) -> ``runtime``; synchronisation
+records -> ``sync``; NVTX push/pop and start/end ranges -> ``op`` (``step`` when named like a profiler
+step; PyTorch ``emit_nvtx`` names such as ``aten::mm, op_id = 12, sizes = [[2, 3]]`` are reduced to the
+op name, the rest kept in ``args`` and the sizes in ``input_shapes``); NVTX marks -> ``marker``.
+Correlation ids repeat across processes, so GPU work is joined to its launch on (correlation, process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import polars as pl
+
+from traceq.errors import InputError
+from traceq.model.build import RunTables, build_run_tables
+from traceq.readers.source import Progress, TruncatedInput, is_gzip, iter_content
+
+FLAVOUR = "nsys"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+#: nsys's ``copyKind`` values (ENUM_CUDA_MEMCPY_OPER), for exports that lack the ENUM tables.
+COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
+              10: "PtoP", 11: "Managed HtoD", 12: "Managed DtoH", 13: "Managed DtoD"}  # fmt: skip
+SYNC_TYPES = {1: "Event sync", 2: "Stream wait event", 3: "Stream sync", 4: "Context sync"}
+NVTX_RANGE_TYPES = (59, 60)  # push/pop, start/end
+NVTX_MARK = 34
+#: PyTorch ``emit_nvtx`` range text: ``name[, seq = N][, op_id = N][, sizes = [...]][, input_op_ids = [...]]``.
+EMIT_NVTX = r"^(.*?)(?:, seq = (\d+))?(?:, op_id = (\d+))?(?:, sizes = (\[.*?\]))?(?:, input_op_ids = (.*))?$"
+API_SUFFIX = r"_v\d+$"
+_GPU_TABLES = {
+    "kernel": "CUPTI_ACTIVITY_KIND_KERNEL",
+    "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "memset": "CUPTI_ACTIVITY_KIND_MEMSET",
+    "sync": "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+}
+#: Source columns kept in ``args`` per table (the rest of the export stays in the export).
+_ARG_COLUMNS = {
+    "kernel": ["gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
+               "staticSharedMemory", "dynamicSharedMemory", "contextId", "graphId", "graphNodeId"],
+    "memcpy": ["copyKind", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId", "contextId"],
+    "memset": ["value", "memKind", "contextId"],
+    "sync": ["syncType", "eventId", "contextId"],
+    "runtime": ["eventClass", "returnValue"],
+}  # fmt: skip
+_RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+_NVTX = "NVTX_EVENTS"
+_EXPORT_MARKERS = {"StringIds", _RUNTIME, _NVTX, "TARGET_INFO_SYSTEM_ENV", "META_DATA_EXPORT", "EXPORT_META_DATA"}
+
+
+def is_sqlite(head: bytes) -> bool:
+    return head.startswith(SQLITE_MAGIC)
+
+
+class _Export:
+    """A read-only view of one export: table names, columns and Arrow reads."""
+
+    def __init__(self, path: Path, source: Path) -> None:
+        import adbc_driver_sqlite.dbapi as adbc
+
+        self.source = source
+        uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
+        try:
+            self.con = adbc.connect(uri)
+            self.tables = set(self._column("select name from sqlite_master where type = 'table'"))
+        except Exception as e:  # the driver raises its own error types
+            raise InputError(source, f"not a readable SQLite database ({_short(e)})") from None
+        self._columns: dict[str, set[str]] = {}
+
+    def _column(self, sql: str) -> list[Any]:
+        return self.query(sql).to_series(0).to_list()
+
+    def query(self, sql: str) -> pl.DataFrame:
+        cur = self.con.cursor()
+        try:
+            cur.execute(sql)
+            return pl.from_arrow(cur.fetch_arrow_table())  # type: ignore[return-value]
+        except Exception as e:
+            raise InputError(self.source, f"corrupt or unreadable nsys export ({_short(e)})") from None
+        finally:
+            cur.close()
+
+    def columns(self, table: str) -> set[str]:
+        if table not in self._columns:
+            self._columns[table] = set(self._column(f"select name from pragma_table_info('{table}')"))
+        return self._columns[table]
+
+    def has(self, table: str, *cols: str) -> bool:
+        return table in self.tables and set(cols) <= self.columns(table)
+
+    def close(self) -> None:
+        self.con.close()
+
+
+@contextlib.contextmanager
+def _local_sqlite(path: Path, progress: Progress | None) -> Iterator[Path]:
+    """The export as a plain SQLite file (``.sqlite.gz`` is expanded into a temporary file)."""
+    if not is_gzip(path):
+        if progress:
+            progress(path.stat().st_size)
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="traceq-nsys-") as tmp:
+        out = Path(tmp) / "export.sqlite"
+        with out.open("wb") as f:
+            try:
+                for block in iter_content(path, progress):
+                    f.write(block)
+            except TruncatedInput:
+                raise InputError(path, "the gzip stream ends early; a cut-short SQLite file cannot be read") from None
+        yield out
+
+
+def read_nsys(path: Path, progress: Progress | None = None) -> tuple[RunTables, dict[str, Any]]:
+    """Read an nsys SQLite export: the canonical tables and what the catalog records about it."""
+    with _local_sqlite(path, progress) as local:
+        with local.open("rb") as f:
+            if not is_sqlite(f.read(16)):
+                raise InputError(path, "not an SQLite file")
+        export = _Export(local, path)
+        try:
+            return _read(export, path)
+        finally:
+            export.close()
+
+
+def _read(export: _Export, path: Path) -> tuple[RunTables, dict[str, Any]]:
+    if not (_EXPORT_MARKERS & export.tables) or "StringIds" not in export.tables:
+        raise InputError(path, "an SQLite file that is not an Nsight Systems export (no StringIds or CUPTI tables)")
+    strings = export.query("select id, value from StringIds")
+    warnings: list[str] = []
+    frames = [_gpu_events(export, kind, table, strings) for kind, table in _GPU_TABLES.items()]
+    frames += [_runtime_events(export, strings), _nvtx_events(export, strings)]
+    frames = [f for f in frames if f is not None and not f.is_empty()]
+    if not export.has(_RUNTIME) and not any(t in export.tables for t in _GPU_TABLES.values()):
+        warnings.append("no CUDA tables in the export: CUDA was not traced")
+    if not frames:
+        raise InputError(path, "an nsys export with no CUDA or NVTX events")
+    events = pl.concat(frames, how="diagonal_relaxed").filter(pl.col("ts_ns").is_not_null())
+    tables = build_run_tables(events, _threads(export, strings), launch_keys=("pid",))
+    if tables.steps.is_empty():
+        tables.steps = _whole_capture(tables.events)
+        tables.events = tables.events.with_columns(step=pl.lit(0, pl.Int32))
+        warnings.append("no profiler-step NVTX ranges: the whole capture is one window (step 0)")
+    meta = {
+        "flavour": FLAVOUR,
+        "profiler_version": _version(export),
+        "devices": _devices(export),
+        "warnings": warnings,
+    }
+    return tables, meta
+
+
+def _names(frame: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
+    lookup = strings.rename({"id": id_col, "value": out})
+    return frame.join(lookup, on=id_col, how="left")
+
+
+def _pid(col: str) -> pl.Expr:
+    return ((pl.col(col) // (1 << 24)) % (1 << 24)).cast(pl.Int64)
+
+
+def _tid(col: str) -> pl.Expr:
+    return (pl.col(col) % (1 << 24)).cast(pl.Int64)
+
+
+def _args(frame: pl.DataFrame, cols: list[str]) -> pl.Expr:
+    present = [c for c in cols if c in frame.columns]
+    if not present:
+        return pl.lit("{}")
+    return pl.struct(present).struct.json_encode()
+
+
+def _gpu_events(export: _Export, kind: str, table: str, strings: pl.DataFrame) -> pl.DataFrame | None:
+    if not export.has(table, "start", "end", "correlationId", "globalPid"):
+        return None
+    cols = export.columns(table)
+    extra = [c for c in _ARG_COLUMNS[kind] if c in cols]
+    wanted = ["start", "end", "correlationId", "globalPid", "deviceId", "streamId", "bytes", "demangledName",
+              "shortName", *extra]  # fmt: skip
+    wanted = list(dict.fromkeys(c for c in wanted if c in cols))
+    raw = export.query(f'select {", ".join(_quoted(c) for c in wanted)} from "{table}"')
+    if kind == "kernel":
+        raw = _names(raw, strings, "demangledName" if "demangledName" in cols else "shortName", "name")
+        if "shortName" in cols:
+            raw = _names(raw, strings, "shortName", "short_name")
+            extra = [*extra, "short_name"]
+    elif kind == "memcpy":
+        label = pl.col("copyKind").replace_strict(COPY_KINDS, default=None) if "copyKind" in cols else pl.lit(None)
+        raw = raw.with_columns(pl.format("Memcpy {}", label.fill_null("?")).alias("name"))
+    elif kind == "memset":
+        raw = raw.with_columns(pl.lit("Memset").alias("name"))
+    else:
+        label = pl.col("syncType").replace_strict(SYNC_TYPES, default=None) if "syncType" in cols else pl.lit(None)
+        raw = raw.with_columns(label.fill_null("Synchronization").alias("name"))
+    return raw.select(
+        pl.lit(kind).alias("kind"),
+        pl.lit(table).alias("category"),
+        pl.col("name").cast(pl.String),
+        pl.col("start").alias("ts_ns"),
+        (pl.col("end") - pl.col("start")).alias("dur_ns"),
+        _pid("globalPid").alias("pid"),
+        pl.col("streamId").cast(pl.Int64).alias("tid") if "streamId" in cols else pl.lit(None, pl.Int64).alias("tid"),
+        pl.col("deviceId").cast(pl.Int32).alias("device") if "deviceId" in cols else pl.lit(None, pl.Int32),
+        pl.col("streamId").cast(pl.Int64).alias("stream") if "streamId" in cols else pl.lit(None, pl.Int64),
+        pl.col("correlationId").cast(pl.Int64).alias("correlation"),
+        (pl.col("bytes").cast(pl.Int64) if "bytes" in cols else pl.lit(None, pl.Int64)).alias("bytes"),
+        _args(raw, extra).alias("args"),
+    )
+
+
+def _runtime_events(export: _Export, strings: pl.DataFrame) -> pl.DataFrame | None:
+    if not export.has(_RUNTIME, "start", "end", "globalTid", "correlationId", "nameId"):
+        return None
+    cols = export.columns(_RUNTIME)
+    extra = [c for c in _ARG_COLUMNS["runtime"] if c in cols]
+    wanted = ", ".join(_quoted(c) for c in ["start", "end", "globalTid", "correlationId", "nameId", *extra])
+    raw = _names(export.query(f"select {wanted} from {_RUNTIME}"), strings, "nameId", "name")
+    api = pl.col("eventClass") if "eventClass" in cols else pl.lit(0)
+    return raw.select(
+        pl.lit("runtime").alias("kind"),
+        pl.when(api == 1).then(pl.lit("cuda_driver")).otherwise(pl.lit("cuda_runtime")).alias("category"),
+        pl.col("name").cast(pl.String).str.replace(API_SUFFIX, ""),
+        pl.col("start").alias("ts_ns"),
+        (pl.col("end") - pl.col("start")).alias("dur_ns"),
+        _pid("globalTid").alias("pid"),
+        _tid("globalTid").alias("tid"),
+        pl.col("correlationId").cast(pl.Int64).alias("correlation"),
+        _args(raw, extra).alias("args"),
+    )
+
+
+def _nvtx_events(export: _Export, strings: pl.DataFrame) -> pl.DataFrame | None:
+    if not export.has(_NVTX, "start", "eventType", "globalTid"):
+        return None
+    cols = export.columns(_NVTX)
+    text_id = "textId" if "textId" in cols else None
+    sel = ["start", '"end"', "eventType", "globalTid"]
+    sel += ["text"] if "text" in cols else ["NULL AS text"]
+    sel += [text_id] if text_id else ["NULL AS textId"]
+    sel += ["domainId"] if "domainId" in cols else ["NULL AS domainId"]
+    types = ", ".join(str(t) for t in (*NVTX_RANGE_TYPES, NVTX_MARK))
+    raw = export.query(f"select {', '.join(sel)} from {_NVTX} where eventType in ({types})")
+    raw = _names(raw.with_columns(pl.col("textId").cast(pl.Int64)), strings, "textId", "registered")
+    text = pl.coalesce(pl.col("text").cast(pl.String), pl.col("registered").cast(pl.String)).fill_null("")
+    parts = text.str.extract_groups(EMIT_NVTX)
+    from traceq.model.steps import STEP_NAME
+
+    is_range = pl.col("eventType").is_in(NVTX_RANGE_TYPES)
+    name = parts.struct.field("1")
+    return raw.select(
+        pl.when(~is_range)
+        .then(pl.lit("marker"))
+        .when(name.str.contains(STEP_NAME))
+        .then(pl.lit("step"))
+        .otherwise(pl.lit("op"))
+        .alias("kind"),
+        pl.format("NVTX domain {}", pl.col("domainId").fill_null(0)).alias("category"),
+        name.alias("name"),
+        pl.col("start").alias("ts_ns"),
+        pl.when(is_range).then(pl.col("end") - pl.col("start")).otherwise(0).alias("dur_ns"),
+        _pid("globalTid").alias("pid"),
+        _tid("globalTid").alias("tid"),
+        parts.struct.field("4").alias("input_shapes"),
+        pl.struct(
+            text.alias("nvtx_text"),
+            parts.struct.field("2").cast(pl.Int64).alias("seq"),
+            parts.struct.field("3").cast(pl.Int64).alias("op_id"),
+        )
+        .struct.json_encode()
+        .alias("args"),
+    ).filter(pl.col("dur_ns").is_not_null())
+
+
+def _threads(export: _Export, strings: pl.DataFrame) -> pl.DataFrame | None:
+    if not export.has("ThreadNames", "nameId", "globalTid"):
+        return None
+    raw = _names(export.query("select nameId, globalTid from ThreadNames"), strings, "nameId", "name")
+    return raw.select(_pid("globalTid").alias("pid"), _tid("globalTid").alias("tid"), pl.col("name").cast(pl.String))
+
+
+def _whole_capture(events: pl.DataFrame) -> pl.DataFrame:
+    span = events.select(
+        pl.col("ts_ns").min().alias("start"),
+        ((pl.col("ts_ns") + pl.col("dur_ns")).max() - pl.col("ts_ns").min()).alias("length"),
+    )
+    return pl.DataFrame(
+        {
+            "step": [0],
+            "name": ["(whole capture)"],
+            "ts_ns": [span.item(0, 0)],
+            "dur_ns": [span.item(0, 1)],
+            "event_id": [None],
+        },
+        schema={"step": pl.Int32, "name": pl.String, "ts_ns": pl.Int64, "dur_ns": pl.Int64, "event_id": pl.Int64},
+    )
+
+
+def _version(export: _Export) -> str:
+    for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        if export.has(table, "name", "value"):
+            meta = dict(export.query(f"select name, value from {table}").iter_rows())
+            product = meta.get("EXPORT_PRODUCT_VERSION")
+            schema = meta.get("EXPORT_SCHEMA_VERSION")
+            if product or schema:
+                return f"nsys {product or '?'}" + (f" (schema {schema})" if schema else "")
+    if export.has("TARGET_INFO_SYSTEM_ENV", "name", "value"):
+        env = dict(export.query("select name, value from TARGET_INFO_SYSTEM_ENV").iter_rows())
+        m = re.search(r"(\d{4}\.\d+\.\d+)", str(env.get("TargetInstallDir", "")))
+        if m:
+            return f"nsys {m.group(1)}"
+    return "nsys (version not recorded)"
+
+
+def _devices(export: _Export) -> list[dict[str, Any]]:
+    if not export.has("TARGET_INFO_GPU", "id", "name"):
+        return []
+    wanted = ["id", "name", "computeMajor", "computeMinor", "smCount", "totalMemory", "busLocation", "chipName"]
+    cols = [c for c in wanted if c in export.columns("TARGET_INFO_GPU")]
+    rows = export.query(f"select {', '.join(cols)} from TARGET_INFO_GPU").to_dicts()
+    return json.loads(json.dumps(rows, default=str))
+
+
+def _quoted(col: str) -> str:
+    return f'"{col}"'
+
+
+def _short(e: Exception) -> str:
+    return " ".join(str(e).split())[:160]
