@@ -11,8 +11,8 @@ Usage: python benchmarks/nsys_ingest.py [REAL_EXPORT.sqlite[.gz]] [--copies N]
 from __future__ import annotations
 
 import argparse
-import resource
 import gzip
+import resource
 import shutil
 import sqlite3
 import tempfile
