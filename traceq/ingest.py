@@ -18,7 +18,7 @@ from traceq.store import Store
 ProgressFactory = Callable[[Path, int], Callable[[int], None] | None]
 """Given a file and its size, returns a callback fed with bytes consumed (or None for no progress)."""
 
-_NAME_SUFFIXES = (".gz", ".json", ".trace", ".pt", ".paddle_trace")
+_NAME_SUFFIXES = (".gz", ".json", ".trace", ".pt", ".paddle_trace", ".sqlite", ".txt")
 
 INGEST_COLUMNS = {
     "path": pl.String,
@@ -170,8 +170,17 @@ def catalog_row(path: Path, digest: str, size: int, name: str, result: ReadResul
 
 
 def summary_line(result: ReadResult) -> str:
-    """``events by kind, steps, devices, time span`` in one line."""
+    """``events by kind, steps, devices, time span`` in one line (for summary text: its tables)."""
     ev = result.tables.events
+    if ev.is_empty() and not result.tables.summary_cells.is_empty():
+        ops = result.tables.op_stats
+        sections = result.tables.summary_cells["section"].unique(maintain_order=True).to_list()
+        return (
+            f"{result.profiler_version}: {len(sections)} tables ({', '.join(sections)}); "
+            f"{ops.filter(pl.col('row_type') == 'op').height:,} op rows, "
+            f"{ops.filter(pl.col('row_type') == 'kernel').height + result.tables.kernel_stats.height:,} kernel rows; "
+            "no timeline, so time-based metrics need a trace"
+        )
     counts = ev.group_by("kind").len().sort("len", descending=True)
     kinds = ", ".join(f"{k} {n:,}" for k, n in counts.iter_rows())
     span_ns = ev.select((pl.col("ts_ns") + pl.col("dur_ns")).max() - pl.col("ts_ns").min()).item() or 0

@@ -141,6 +141,60 @@ THREADS = Table(
     ),
 )
 
+_F64 = pl.Float64()
+_FIVE = ("total", "avg", "max", "min")
+
+OP_STATS = Table(
+    "op_stats",
+    "Paddle summary text: one row per Operator Summary row (ops, their stages, the kernels under them).",
+    (
+        Column("thread", _STR, "the table's thread (`All threads merged` or a thread id)"),
+        Column("row", _I64, "row number in the text (order of the table)"),
+        Column("name", _STR, "row name as printed (kernel names may end with `...`)"),
+        Column("op", _STR, "the framework op the row belongs to (`conv2d dygraph` -> `conv2d`)"),
+        Column("parent", _STR, "name of the enclosing row (the op for stages, the stage for kernels)"),
+        Column("depth", _I32, "indent level: 0 op, 1 stage or kernel launched directly, 2 kernel"),
+        Column("row_type", _STR, "`op`, `stage` (infer_shape, compute, ...) or `kernel` (no CPU time)"),
+        Column("calls", _I64, "calls"),
+        *(Column(f"cpu_{s}_ns", _F64, f"CPU time {s}, ns") for s in _FIVE),
+        Column("cpu_ratio", _F64, "CPU Ratio(%) as printed"),
+        *(Column(f"gpu_{s}_ns", _F64, f"GPU time {s}, ns") for s in _FIVE),
+        Column("gpu_ratio", _F64, "GPU Ratio(%) as printed"),
+        Column("flops", _I64, "FLOPs column (Paddle 2.5+), where printed"),
+        Column("truncated", pl.Boolean(), "whether the printed name was cut with `...`"),
+    ),
+)
+
+KERNEL_STATS = Table(
+    "kernel_stats",
+    "Paddle summary text: the Kernel Summary table.",
+    (
+        Column("row", _I64, "row number in the text"),
+        Column("name", _STR, "kernel name as printed (template arguments kept, argument list dropped)"),
+        Column("calls", _I64, "calls"),
+        *(Column(f"gpu_{s}_ns", _F64, f"GPU time {s}, ns") for s in _FIVE),
+        Column("gpu_ratio", _F64, "GPU Ratio(%) as printed"),
+        Column("truncated", pl.Boolean(), "whether the printed name was cut with `...`"),
+    ),
+)
+
+SUMMARY_CELLS = Table(
+    "summary_cells",
+    "Paddle summary text: every cell of every table (Device, Overview, Model, Distribution, Operator, "
+    "Kernel, UserDefined, Memory), long form.",
+    (
+        Column("section", _STR, "table title (`Overview Summary`, `Memory Summary - Place(cpu)`, ...)"),
+        Column("thread", _STR, "thread sub-title, where the table has one"),
+        Column("row", _I64, "row number in the text"),
+        Column("name", _STR, "the row's first cell"),
+        Column("depth", _I32, "indent level of the row"),
+        Column("column", _STR, "column header (five-value cells split: `CPU Total`, ..., `CPU Ratio(%)`)"),
+        Column("text", _STR, "the cell as printed"),
+        Column("value", _F64, "the cell as a number (times in ns), where it is one"),
+        Column("unit", _STR, "`ns` for time cells"),
+    ),
+)
+
 RUNS = Table(
     "runs",
     "The catalog: one row per ingested run.",
@@ -149,8 +203,8 @@ RUNS = Table(
         Column("source_path", _STR, "absolute path of the ingested file"),
         Column("source_hash", _STR, "sha256 of the file's bytes (duplicate detection)"),
         Column("source_bytes", _I64, "size of the file, bytes"),
-        Column("source_format", _STR, "input format: `chrome_json`"),
-        Column("flavour", _STR, "producer: `kineto` (torch.profiler), `paddle` (paddle.profiler), `chrome`"),
+        Column("source_format", _STR, "input format: `chrome_json`, `nsys_sqlite`, `paddle_summary`"),
+        Column("flavour", _STR, "producer: `kineto` (torch.profiler), `paddle` (paddle.profiler), `nsys`"),
         Column("profiler_version", _STR, "version the file declares (schemaVersion etc.)"),
         Column("devices", _STR, "device properties as JSON (list of objects), where recorded"),
         Column("distributed", _STR, "distributed info as JSON (rank, world size), where recorded"),
@@ -172,7 +226,7 @@ RUNS = Table(
 )
 
 #: Tables stored per rank of a run, in the order they are written.
-RANK_TABLES: tuple[Table, ...] = (EVENTS, STEPS, THREADS)
+RANK_TABLES: tuple[Table, ...] = (EVENTS, STEPS, THREADS, OP_STATS, KERNEL_STATS, SUMMARY_CELLS)
 TABLES: dict[str, Table] = {t.name: t for t in (RUNS, *RANK_TABLES)}
 
 

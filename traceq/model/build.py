@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
 from traceq.model.links import link_launches
 from traceq.model.nesting import nest_host_events
 from traceq.model.steps import assign_steps, steps_table
-from traceq.schema import EVENTS, GPU_WORK_KINDS, STEPS, THREADS
+from traceq.schema import EVENTS, GPU_WORK_KINDS, KERNEL_STATS, OP_STATS, STEPS, SUMMARY_CELLS, THREADS
 
 #: Columns this module computes; readers provide the others.
 _DERIVED = ("event_id", "step", "parent_id", "depth", "op_id", "top_op_id", "launch_id")
@@ -22,6 +22,9 @@ class RunTables:
     events: pl.DataFrame
     steps: pl.DataFrame
     threads: pl.DataFrame
+    op_stats: pl.DataFrame = field(default_factory=OP_STATS.empty)
+    kernel_stats: pl.DataFrame = field(default_factory=KERNEL_STATS.empty)
+    summary_cells: pl.DataFrame = field(default_factory=SUMMARY_CELLS.empty)
 
 
 def build_run_tables(

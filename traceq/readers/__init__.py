@@ -8,7 +8,7 @@ from typing import Any
 
 from traceq.errors import InputError
 from traceq.model.build import RunTables, build_run_tables
-from traceq.readers import chrome_common, kineto, nsys, paddle
+from traceq.readers import chrome_common, kineto, nsys, paddle, paddle_summary
 from traceq.readers.chrome_json import read_chrome_trace
 from traceq.readers.source import Progress, check_readable, head_bytes
 
@@ -28,7 +28,7 @@ class ReadResult:
 
 
 def sniff_format(path: Path) -> str:
-    """The input format of ``path`` judged by its content: ``chrome_json`` or ``nsys_sqlite``."""
+    """The input format of ``path`` judged by its content: ``chrome_json``, ``nsys_sqlite`` or ``paddle_summary``."""
     check_readable(path)
     head = head_bytes(path, 4096)
     if nsys.is_sqlite(head):
@@ -38,7 +38,9 @@ def sniff_format(path: Path) -> str:
         raise InputError(path, "empty file" if not head else "only whitespace")
     if text[:1] in (b"{", b"["):
         return "chrome_json"
-    raise InputError(path, "not a trace (expected chrome-trace JSON or an nsys SQLite export)")
+    if paddle_summary.looks_like_summary(head_bytes(path, 1 << 16)):
+        return paddle_summary.FORMAT
+    raise InputError(path, "not a trace (expected chrome-trace JSON, an nsys SQLite export or Paddle summary text)")
 
 
 def read_trace(path: Path, progress: Progress | None = None) -> ReadResult:
@@ -54,6 +56,15 @@ def read_trace(path: Path, progress: Progress | None = None) -> ReadResult:
             devices=meta["devices"],
             clock_offset_ns=None,
             warnings=meta["warnings"],
+        )
+    if fmt == paddle_summary.FORMAT:
+        tables, warnings = paddle_summary.read_paddle_summary(path)
+        return ReadResult(
+            tables=tables,
+            source_format=fmt,
+            flavour=paddle_summary.FLAVOUR,
+            profiler_version="paddle summary text",
+            warnings=warnings,
         )
     trace = read_chrome_trace(path, progress)
     flavour = paddle if paddle.looks_like(trace) else kineto

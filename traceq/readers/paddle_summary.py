@@ -1,0 +1,360 @@
+"""Paddle profiler summary text (``prof.summary()``, what users paste into issues) -> op-level tables.
+
+Every table is read generically: sections start at title lines (``----Operator Summary----``), ``Thread: ...``
+sub-titles name the thread, the column header follows the first dashed separator, and rows split into
+cells on runs of two or more spaces (column widths vary with the data, and over-long names push a row
+right, so fixed spans would not do). Five-value cells (``total / avg / max / min / ratio``) become five
+columns. Times are converted to ns from the section's ``Time unit``. Text pasted from a web page (no
+trailing spaces, blank lines added, a table cut short) parses the same: incomplete rows are skipped and
+counted in a warning. Paddle 2.3 to 3.3 layouts are covered, and the legacy fluid profiler's
+``Event Summary``.
+
+Tables: ``summary_cells`` (every cell of every table, long form), and from it ``op_stats`` (Operator
+Summary rows: ops, their stages and the kernels under them) and ``kernel_stats`` (Kernel Summary).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from traceq.errors import InputError
+from traceq.model.build import RunTables
+from traceq.readers.source import iter_content
+from traceq.schema import EVENTS, KERNEL_STATS, OP_STATS, STEPS, SUMMARY_CELLS, THREADS
+
+FLAVOUR = "paddle"
+FORMAT = "paddle_summary"
+_TITLE = re.compile(r"^-{3,}\s*([^-\s](?:.*?[^-\s])?)\s*-{3,}$")
+_SEPARATOR = re.compile(r"^-+(?:\s+-+)*$")
+_UNIT = re.compile(r"^Time unit:\s*(\w+)")
+_CELL_SPLIT = re.compile(r"\s{2,}")
+_FIVE = re.compile(r"^(\S+) / (\S+) / (\S+) / (\S+) / (\S+)$")
+_LEGACY_TIME = re.compile(r"^([-\d.]+) \(([-\d.]+)\)$")
+_KNOWN_SECTIONS = (
+    "Device Summary",
+    "Overview Summary",
+    "Model Summary",
+    "Distribution Summary",
+    "Operator Summary",
+    "Kernel Summary",
+    "Memory Manipulation Summary",
+    "UserDefined Summary",
+    "Memory Summary",
+    "Event Summary",
+)
+UNIT_NS = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
+#: Paddle's op-name decorations (its own ``_nodename2opname`` plus grad-node and PIR spellings).
+OP_NAME_RULES = (
+    (r" (?:dygraph|compute|pybind_imperative_func|grad_node|node_creation|infer_meta|kernel launch)$", ""),
+    (r"^(?:Global_|Local_)", ""),
+    (r"^pd_op\.", ""),
+)
+
+
+@dataclass
+class Summary:
+    """A parsed summary: its cells (long form) and what the parser could not read."""
+
+    cells: pl.DataFrame
+    sections: list[str]
+    warnings: list[str] = field(default_factory=list)
+
+
+def looks_like_summary(head: bytes) -> bool:
+    """Whether text starts like a summary: a table title, or Operator Summary rows pasted without one."""
+    text = head.decode("utf-8", "replace")
+    return bool(_TITLE_ANY.search(text) or _OP_ROW.search(text))
+
+
+def read_paddle_summary(path: Path) -> tuple[RunTables, list[str]]:
+    """Read a summary file into run tables (no timeline: events and steps stay empty) and warnings."""
+    summary = parse_summary(read_text(path), path)
+    cells = summary.cells
+    tables = RunTables(
+        events=EVENTS.empty(),
+        steps=STEPS.empty(),
+        threads=THREADS.empty(),
+        op_stats=op_stats(cells),
+        kernel_stats=kernel_stats(cells),
+        summary_cells=cells,
+    )
+    return tables, summary.warnings
+
+
+def read_text(path: Path) -> str:
+    data = b"".join(iter_content(path))
+    return data.decode("utf-8", "replace")
+
+
+_OP_ROW = re.compile(r"^ *\S.*?\s{2,}(?:\d+|-)\s{2,}\S+ / \S+ / \S+ / \S+ / \S+\s{2,}\S+ / \S+ / \S+ / \S+ / \S+", re.M)
+_HEADLESS = (
+    "----Operator Summary----\nTime unit: ms\n----  ----\n"
+    "Name  Calls  CPU Total / Avg / Max / Min / Ratio(%)  GPU Total / Avg / Max / Min / Ratio(%){flops}\n----  ----\n"
+)
+
+
+def parse_summary(text: str, source: Path | str = "<text>") -> Summary:
+    """Parse summary text into long-form cells.
+
+    A fragment of an Operator Summary pasted without its title and header is read as one, in ms (the
+    default unit), with a warning.
+    """
+    if not _TITLE_ANY.search(text) and _OP_ROW.search(text):
+        flops = "  FLOPs" if re.search(r"^\S.*/ [-\d.]+\s{2,}\d+\s*$", text, re.M) else ""
+        summary = _parse(_HEADLESS.format(flops=flops) + text, source)
+        summary.warnings.append("no table title or header: read as an Operator Summary in ms")
+        return summary
+    return _parse(text, source)
+
+
+_TITLE_ANY = re.compile(r"^-{3,}\s*(?:" + "|".join(re.escape(s) for s in _KNOWN_SECTIONS) + r")", re.M)
+
+
+def _parse(text: str, source: Path | str) -> Summary:
+    rows: list[dict[str, object]] = []
+    sections: list[str] = []
+    section = thread = unit = None
+    header: list[str] | None = None
+    expect_header = in_note = False
+    skipped = 0
+    row_index = 0
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        title = _TITLE.match(line.strip())
+        if title:
+            name = title.group(1)
+            if name.startswith("Thread:"):
+                thread = name.removeprefix("Thread:").strip()
+            else:
+                section, thread, unit, header, in_note = name, None, None, None, False
+                expect_header = True
+                sections.append(name)
+            continue
+        if section is None:
+            continue
+        if unit is None and section == "Event Summary":
+            unit = "ms"  # the legacy fluid profiler prints milliseconds and no unit line
+        if in_note:
+            continue
+        if line.startswith("Note:"):
+            in_note = True
+            continue
+        if _SEPARATOR.match(line.strip()):
+            expect_header = header is None
+            continue
+        unit_match = _UNIT.match(line.strip())
+        if unit_match:
+            unit = unit_match.group(1)
+            continue
+        if header is None and section.startswith("Memory Summary") and re.match(r"^[A-Za-z ]+: \S+$", line):
+            key, _, value = line.partition(":")  # "Peak Allocated Memory: 9159464"
+            rows.append(_cell(section, thread, row_index, key.strip(), 0, "value", value.strip(), None))
+            row_index += 1
+            continue
+        cells = _CELL_SPLIT.split(line.strip())
+        if expect_header or (header is not None and _is_header(cells)):
+            header, expect_header = _expand_header(cells, line), False
+            continue
+        if header is None:
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        values = _expand_cells(cells[1:])
+        names = header[1:]
+        if len(values) == len(names) - 1 and names[-1] == "FLOPs":  # a pasted row lost its trailing "-"
+            values.append("-")
+        if len(values) != len(names):
+            skipped += 1
+            continue
+        row_index += 1
+        for col, text_value in zip(names, values, strict=True):
+            rows.append(_cell(section, thread, row_index, cells[0], indent // 2, col, text_value, unit))
+    if not sections:
+        raise InputError(source, "not a Paddle profiler summary (no summary table titles found)")
+    cells = (
+        pl.DataFrame(rows, schema=SUMMARY_CELLS.schema, orient="row")
+        if rows
+        else pl.DataFrame(schema=SUMMARY_CELLS.schema)
+    )
+    if cells.is_empty():
+        raise InputError(source, "a Paddle profiler summary with no table rows")
+    warnings = [f"{skipped} incomplete table rows skipped (text cut short or reflowed)"] if skipped else []
+    return Summary(cells, sections, warnings)
+
+
+def _is_header(cells: list[str]) -> bool:
+    """A second header inside a section (Overview's GPU part starts with an empty name cell)."""
+    joined = " ".join(cells)
+    return "Ratio" in joined and not any(c[:1].isdigit() for c in cells[1:2])
+
+
+def _expand_header(cells: list[str], line: str) -> list[str]:
+    if line.startswith(" "):  # Overview's second header has no name cell
+        cells = ["Name", *cells]
+    out = [cells[0]]
+    for c in cells[1:]:
+        m = re.match(r"^(CPU|GPU) Total / Avg / Max / Min / Ratio\(%\)$", c)
+        if m:
+            out += [f"{m.group(1)} {part}" for part in ("Total", "Avg", "Max", "Min", "Ratio(%)")]
+        elif "(Ratio)" in c:  # legacy "CPU Time (Ratio)"
+            base = c.replace("(Ratio)", "").strip()
+            out += [base, f"{base} Ratio"]
+        else:
+            out.append(c)
+    return out
+
+
+def _expand_cells(cells: list[str]) -> list[str]:
+    out: list[str] = []
+    for c in cells:
+        five = _FIVE.match(c)
+        legacy = _LEGACY_TIME.match(c)
+        if five:
+            out += list(five.groups())
+        elif legacy:
+            out += list(legacy.groups())
+        else:
+            out.append(c)
+    return out
+
+
+def _cell(
+    section: str, thread: str | None, row: int, name: str, depth: int, column: str, text: str, unit: str | None
+) -> dict[str, object]:
+    value = _number(text)
+    time_col = unit is not None and _is_time_column(column)
+    if value is not None and time_col:
+        value *= UNIT_NS.get(unit, 1e6)
+    return {
+        "section": section,
+        "thread": thread,
+        "row": row,
+        "name": name,
+        "depth": depth,
+        "column": column,
+        "text": text,
+        "value": value,
+        "unit": "ns" if time_col else None,
+    }
+
+
+def _is_time_column(column: str) -> bool:
+    if any(k in column for k in ("Ratio", "Calls", "FLOPs", "Utilization", "Count", "Size", "Type")):
+        return False
+    return any(k in column for k in ("Total", "Avg", "Max", "Min", "Time", "Ave."))
+
+
+def _number(text: str) -> float | None:
+    if text in ("-", "", "inf", "nan"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def op_name_expr(col: str) -> pl.Expr:
+    """The framework op behind a summary row name (``conv2d dygraph`` -> ``conv2d``)."""
+    e = pl.col(col)
+    for pattern, repl in OP_NAME_RULES:
+        e = e.str.replace(pattern, repl)
+    return e
+
+
+def op_stats(cells: pl.DataFrame) -> pl.DataFrame:
+    """Operator Summary (and legacy Event Summary) rows as one typed row each, kernels under their op."""
+    ops = cells.filter(pl.col("section").is_in(["Operator Summary", "Event Summary"]))
+    if ops.is_empty():
+        return OP_STATS.empty()
+    wide = ops.pivot(on="column", index=["section", "thread", "row", "name", "depth"], values="value")
+    texts = ops.filter(pl.col("column").is_in(["CPU Total", "CPU Time"])).select("row", pl.col("text").alias("_cpu"))
+    wide = wide.join(texts, on="row", how="left").sort("row")
+    col = _first_present(wide)
+    frame = wide.select(
+        "thread",
+        "row",
+        "name",
+        "depth",
+        col("Calls").cast(pl.Int64).alias("calls"),
+        col("CPU Total", "CPU Time").alias("cpu_total_ns"),
+        col("CPU Avg").alias("cpu_avg_ns"),
+        col("CPU Max").alias("cpu_max_ns"),
+        col("CPU Min").alias("cpu_min_ns"),
+        col("CPU Ratio(%)", "CPU Time Ratio").alias("cpu_ratio"),
+        col("GPU Total", "GPU Time").alias("gpu_total_ns"),
+        col("GPU Avg").alias("gpu_avg_ns"),
+        col("GPU Max").alias("gpu_max_ns"),
+        col("GPU Min").alias("gpu_min_ns"),
+        col("GPU Ratio(%)", "GPU Time Ratio").alias("gpu_ratio"),
+        col("FLOPs").cast(pl.Int64).alias("flops"),
+        (pl.col("_cpu") == "-").alias("_no_cpu"),
+        pl.col("section"),
+    )
+    # legacy Event Summary ratios are fractions; the newer tables print percent
+    legacy = pl.col("section") == "Event Summary"
+    frame = frame.with_columns(
+        pl.when(legacy).then(pl.col("cpu_ratio") * 100).otherwise(pl.col("cpu_ratio")).alias("cpu_ratio"),
+        pl.when(legacy).then(pl.col("gpu_ratio") * 100).otherwise(pl.col("gpu_ratio")).alias("gpu_ratio"),
+    )
+    parents = _parents(frame)
+    frame = frame.join(parents, on="row", how="left").with_columns(
+        pl.when((pl.col("depth") == 0) | (pl.col("section") == "Event Summary"))
+        .then(pl.lit("op"))
+        .when(pl.col("_no_cpu"))
+        .then(pl.lit("kernel"))
+        .otherwise(pl.lit("stage"))
+        .alias("row_type"),
+        op_name_expr("op_row").alias("op"),
+        pl.col("name").str.ends_with("...").alias("truncated"),
+    )
+    return OP_STATS.conform(frame)
+
+
+def _parents(frame: pl.DataFrame) -> pl.DataFrame:
+    """For each row, its parent row name and the depth-0 op row it belongs to (rows are in text order)."""
+    rows = frame.select("row", "name", "depth", "thread").to_dicts()
+    out = []
+    stack: list[str] = []
+    for r in rows:
+        depth = r["depth"]
+        del stack[depth:]
+        parent = stack[depth - 1] if 0 < depth <= len(stack) else None
+        op_row = stack[0] if stack and depth > 0 else r["name"]
+        stack.append(r["name"])
+        out.append({"row": r["row"], "parent": parent, "op_row": op_row})
+    return pl.DataFrame(out, schema={"row": pl.Int64, "parent": pl.String, "op_row": pl.String})
+
+
+def _first_present(frame: pl.DataFrame):
+    def col(*names: str) -> pl.Expr:
+        for n in names:
+            if n in frame.columns:
+                return pl.col(n)
+        return pl.lit(None, pl.Float64)
+
+    return col
+
+
+def kernel_stats(cells: pl.DataFrame) -> pl.DataFrame:
+    """Kernel Summary rows."""
+    k = cells.filter(pl.col("section") == "Kernel Summary")
+    if k.is_empty():
+        return KERNEL_STATS.empty()
+    wide = k.pivot(on="column", index=["row", "name"], values="value").sort("row")
+    col = _first_present(wide)
+    return wide.select(
+        "row",
+        "name",
+        col("Calls").cast(pl.Int64).alias("calls"),
+        col("GPU Total").alias("gpu_total_ns"),
+        col("GPU Avg").alias("gpu_avg_ns"),
+        col("GPU Max").alias("gpu_max_ns"),
+        col("GPU Min").alias("gpu_min_ns"),
+        col("GPU Ratio(%)").alias("gpu_ratio"),
+        pl.col("name").str.ends_with("...").alias("truncated"),
+    ).cast(KERNEL_STATS.schema)
