@@ -195,6 +195,22 @@ SUMMARY_CELLS = Table(
     ),
 )
 
+KERNEL_CLASS_TABLE = Table(
+    "kernel_classes",
+    "One row per distinct kernel name of the run (trace kernels and summary kernel rows), classified by the "
+    "one rule table in `traceq/model/kernel_classes.py`; join on `name`.",
+    (
+        Column("name", _STR, "kernel name as in `events.name`, `op_stats.name` or `kernel_stats.name`"),
+        Column("precision", _STR, "fp32, tf32, fp16, bf16, fp8, int8, fp64 or unknown"),
+        Column("tensor_core", pl.Boolean(), "whether the kernel runs on tensor cores"),
+        Column(
+            "kernel_class",
+            _STR,
+            "gemm, conv, attention, elementwise, reduction, cast, layout, optimizer, memcpy, memset, comm or other",
+        ),
+    ),
+)
+
 RUNS = Table(
     "runs",
     "The catalog: one row per ingested run.",
@@ -226,7 +242,7 @@ RUNS = Table(
 )
 
 #: Tables stored per rank of a run, in the order they are written.
-RANK_TABLES: tuple[Table, ...] = (EVENTS, STEPS, THREADS, OP_STATS, KERNEL_STATS, SUMMARY_CELLS)
+RANK_TABLES: tuple[Table, ...] = (EVENTS, STEPS, THREADS, KERNEL_CLASS_TABLE, OP_STATS, KERNEL_STATS, SUMMARY_CELLS)
 TABLES: dict[str, Table] = {t.name: t for t in (RUNS, *RANK_TABLES)}
 
 
@@ -245,5 +261,20 @@ def markdown_reference() -> str:
     return "\n".join(out) + "\n"
 
 
+def update_readme(path: str = "README.md") -> None:
+    """Rewrite the README's model section (everything from the first table heading) from this module."""
+    from pathlib import Path
+
+    readme = Path(path)
+    text = readme.read_text()
+    start = text.index(f"#### `{next(iter(TABLES))}`")
+    readme.write_text(text[:start] + markdown_reference())
+
+
 if __name__ == "__main__":
-    print(markdown_reference())
+    import sys
+
+    if sys.argv[1:] == ["--update-readme"]:
+        update_readme()
+    else:
+        print(markdown_reference())

@@ -148,3 +148,21 @@ def test_summary_title_without_rows_is_an_error(tmp_path: Path) -> None:
     path.write_text("----------Operator Summary----------\nTime unit: ms\n")
     with pytest.raises(InputError, match="no table rows"):
         parse_summary(path.read_text(), path)
+
+
+def test_summary_kernel_rows_are_classified_like_trace_kernels(tmp_path: Path) -> None:
+    import traceq
+
+    store = tmp_path / "store"
+    fragment = SHARED / "paddle/summaries_from_issues/Paddle_issue_48321_amp_slower_fragment1.txt"
+    traceq.ingest([ISSUE, fragment], store=store)
+    rows = traceq.sql(
+        "select o.name, k.precision, k.tensor_core, k.kernel_class from op_stats o join kernel_classes k "
+        "using (run_id, rank, name) where o.row_type = 'kernel' and o.name in "
+        "('volta_sgemm_128x128_tn', 'turing_fp16_s1688gemm_fp16_128x128_ldg8_f2f_tn') order by o.name",
+        store,
+    )
+    assert rows.rows() == [
+        ("turing_fp16_s1688gemm_fp16_128x128_ldg8_f2f_tn", "fp16", True, "gemm"),
+        ("volta_sgemm_128x128_tn", "fp32", False, "gemm"),
+    ]

@@ -6,10 +6,20 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from traceq.model.kernel_classes import classify
 from traceq.model.links import link_launches
 from traceq.model.nesting import nest_host_events
 from traceq.model.steps import assign_steps, steps_table
-from traceq.schema import EVENTS, GPU_WORK_KINDS, KERNEL_STATS, OP_STATS, STEPS, SUMMARY_CELLS, THREADS
+from traceq.schema import (
+    EVENTS,
+    GPU_WORK_KINDS,
+    KERNEL_CLASS_TABLE,
+    KERNEL_STATS,
+    OP_STATS,
+    STEPS,
+    SUMMARY_CELLS,
+    THREADS,
+)
 
 #: Columns this module computes; readers provide the others.
 _DERIVED = ("event_id", "step", "parent_id", "depth", "op_id", "top_op_id", "launch_id")
@@ -25,6 +35,18 @@ class RunTables:
     op_stats: pl.DataFrame = field(default_factory=OP_STATS.empty)
     kernel_stats: pl.DataFrame = field(default_factory=KERNEL_STATS.empty)
     summary_cells: pl.DataFrame = field(default_factory=SUMMARY_CELLS.empty)
+    kernel_classes: pl.DataFrame = field(default_factory=KERNEL_CLASS_TABLE.empty)
+
+    def classify_kernels(self) -> None:
+        """Fill ``kernel_classes`` from every kernel name the tables hold."""
+        names = pl.concat(
+            [
+                self.events.filter(pl.col("kind") == "kernel")["name"],
+                self.op_stats.filter(pl.col("row_type") == "kernel")["name"],
+                self.kernel_stats["name"],
+            ]
+        )
+        self.kernel_classes = KERNEL_CLASS_TABLE.conform(classify(names))
 
 
 def build_run_tables(

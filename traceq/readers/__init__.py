@@ -45,6 +45,12 @@ def sniff_format(path: Path) -> str:
 
 def read_trace(path: Path, progress: Progress | None = None) -> ReadResult:
     """Read one trace file of any supported format into the canonical tables."""
+    result = _read(path, progress)
+    result.tables.classify_kernels()
+    return result
+
+
+def _read(path: Path, progress: Progress | None) -> ReadResult:
     fmt = sniff_format(path)
     if fmt == "nsys_sqlite":
         tables, meta = nsys.read_nsys(path, progress)

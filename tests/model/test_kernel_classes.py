@@ -1,0 +1,64 @@
+"""The kernel-name rule table against expectations written from what the names mean, and on every name seen."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import SHARED, chrome_traces
+from traceq.model.kernel_classes import KERNEL_CLASSES, PRECISIONS, classify
+from traceq.readers import read_trace
+
+EXPECTED = Path(__file__).resolve().parents[1] / "data" / "kernel_classes.csv"
+
+
+def _expected() -> list[dict[str, str]]:
+    with EXPECTED.open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("row", _expected(), ids=lambda r: r["name"][:60])
+def test_known_kernel_names(row: dict[str, str]) -> None:
+    got = classify(pl.Series([row["name"]])).row(0, named=True)
+    assert (got["precision"], got["tensor_core"], got["kernel_class"]) == (
+        row["precision"],
+        row["tensor_core"] == "true",
+        row["kernel_class"],
+    )
+
+
+@pytest.fixture(scope="module")
+def every_kernel_name() -> pl.DataFrame:
+    """Every kernel name in the real traces (JSON and nsys) and in the Paddle issue's summary."""
+    paths = [p for p in chrome_traces() if "sample_traces" not in str(p)]
+    paths += sorted((SHARED / "nsys").glob("*.sqlite.gz"))
+    paths += [SHARED / "paddle" / "issue48321_fp32_operator_summary.txt"]
+    names: set[str] = set()
+    for p in paths:
+        tables = read_trace(p).tables
+        names |= set(tables.events.filter(pl.col("kind") == "kernel")["name"].to_list())
+        names |= set(tables.op_stats.filter(pl.col("row_type") == "kernel")["name"].to_list())
+    return classify(pl.Series(sorted(names)))
+
+
+def test_every_name_gets_a_class_from_the_vocabulary(every_kernel_name: pl.DataFrame) -> None:
+    assert every_kernel_name.height > 800
+    assert set(every_kernel_name["precision"]) <= set(PRECISIONS)
+    assert set(every_kernel_name["kernel_class"]) <= set(KERNEL_CLASSES)
+    assert (every_kernel_name["kernel_class"] == "other").mean() < 0.05
+
+
+def test_negative_markers_win_over_positive_ones(every_kernel_name: pl.DataFrame) -> None:
+    simt = every_kernel_name.filter(pl.col("name").str.contains(r"(?i)ffma|sgemm|_simt_|gemv|scudnn"))
+    assert simt.height > 50
+    assert not simt["tensor_core"].any()
+
+
+def test_hopper_and_cublas12_names_are_tensor_core(every_kernel_name: pl.DataFrame) -> None:
+    modern = every_kernel_name.filter(pl.col("name").str.contains(r"^nvjet_|wgmma|_tensor16x8x"))
+    assert modern.height > 30
+    assert modern["tensor_core"].all()
+    assert modern.filter(pl.col("name").str.starts_with("nvjet_"))["kernel_class"].unique().to_list() == ["gemm"]
