@@ -29,6 +29,7 @@ __all__ = [
     "TraceqError",
     "__version__",
     "ingest",
+    "query",
     "read_trace",
     "runs",
     "sql",

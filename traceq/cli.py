@@ -101,6 +101,19 @@ def sql(
 
 
 @app.command()
+def queries(fmt: FormatOpt = Format.table) -> None:
+    """List the metric queries in queries/ (run one with `traceq sql -f`).
+
+    Example: traceq sql -f queries/gpu_busy.sql --format json
+    """
+    from traceq.query_files import list_queries, source_dir
+
+    render(list_queries(), fmt)
+    if fmt is Format.table:
+        typer.echo(f"files: {source_dir()}")
+
+
+@app.command()
 def schema() -> None:
     """Print the canonical tables and columns (Markdown)."""
     from traceq.schema import markdown_reference

@@ -9,12 +9,14 @@ to the store, so a query cannot change or write anything.
 
 from __future__ import annotations
 
+import glob
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
 from traceq.errors import QueryError
+from traceq.query_files import dependency_order
 from traceq.schema import RUNS, TABLES
 from traceq.store import Store
 
@@ -32,8 +34,8 @@ def connect(store: Store | str | Path | None = None) -> duckdb.DuckDBPyConnectio
     """An in-memory DuckDB connection with one view per canonical table, locked to read the store."""
     store = store if isinstance(store, Store) else Store(store)
     con = duckdb.connect(":memory:")
-    has_runs = bool(store.run_dirs())
     for table in TABLES.values():
+        has_runs = next(iter(glob.iglob(store.table_files(table.name))), None) is not None
         partition = "run_id" if table is RUNS else "run_id, rank"
         types = "'run_id': VARCHAR" if table is RUNS else "'run_id': VARCHAR, 'rank': BIGINT"
         if has_runs:
@@ -56,7 +58,8 @@ def connect(store: Store | str | Path | None = None) -> duckdb.DuckDBPyConnectio
 def sql(query: str, store: Store | str | Path | None = None) -> pl.DataFrame:
     """Run one read-only SQL query over the store and return the result as a polars frame.
 
-    Tables: ``runs``, ``events``, ``steps``, ``threads`` (see :mod:`traceq.schema`).
+    Tables: those of :mod:`traceq.schema`. Building blocks from ``queries/`` named in a
+    ``-- Requires:`` header line are defined first.
 
     Examples
     --------
@@ -65,6 +68,8 @@ def sql(query: str, store: Store | str | Path | None = None) -> pl.DataFrame:
     check_read_only(query)
     con = connect(store)
     try:
+        for name, text in dependency_order(query):
+            con.execute(f"CREATE TEMP VIEW {name} AS {_strip_terminator(text)}")
         return _plain_types(con.sql(query).pl())
     except duckdb.Error as e:
         raise QueryError(_one_line(str(e))) from None
@@ -97,6 +102,21 @@ def check_read_only(query: str) -> None:
     if statements[0].type not in _READ_ONLY:
         kind = statements[0].type.name
         raise QueryError(f"only SELECT queries are allowed (got {kind}); the store is read-only to sql")
+
+
+def query(name: str, store: Store | str | Path | None = None, run: str | None = None) -> pl.DataFrame:
+    """Run the metric query ``queries/NAME.sql`` over the store (optionally one run: id or name)."""
+    from traceq.query_files import query_text
+
+    store = store if isinstance(store, Store) else Store(store)
+    frame = sql(query_text(name), store)
+    if run is not None:
+        frame = frame.filter(pl.col("run_id") == store.resolve(run))
+    return frame
+
+
+def _strip_terminator(text: str) -> str:
+    return text.strip().rstrip(";")
 
 
 def _duck_type(dtype: pl.DataType) -> str:

@@ -1,0 +1,1 @@
+"""traceq's metric definitions: readable SQL, one file per metric (installed as ``traceq.queries``)."""
