@@ -47,8 +47,11 @@ def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def _looks_like_trace(path: Path) -> bool:
+    """Whether a file in a directory is an input (JSON that is not a trace, e.g. a config, is left out)."""
     try:
-        sniff_format(path)
+        fmt = sniff_format(path)
+        if fmt != "chrome_json":
+            return True
         head = head_bytes(path, 1 << 16).lstrip()
     except (TraceqError, OSError):
         return False

@@ -118,3 +118,21 @@ def test_catalog_records_source_and_clock(store_dir: Path) -> None:
     assert [d["name"] for d in devices] == [d["name"] for d in kineto_meta["deviceProperties"]]
     by_kind = json.loads(cat["kineto"]["events_by_kind"])
     assert by_kind["kernel"] == sum(1 for e in kineto_meta["traceEvents"] if e.get("cat") == "kernel")
+
+
+def test_a_directory_ingests_every_kind_of_input_and_skips_other_files(store_dir: Path, tmp_path: Path) -> None:
+    from tests.conftest import SHARED
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for src in (
+        KINETO,
+        SHARED / "nsys" / "nvfuser_report1__nsys2024.6.2.sqlite.gz",
+        SHARED / "paddle" / "issue48321_fp32_operator_summary.txt",
+    ):
+        (folder / src.name).write_bytes(src.read_bytes())
+    (folder / "runs.json").write_text('{"note": "not a trace"}')
+    (folder / "README.md").write_text("# notes")
+    result = traceq.ingest([folder], store=store_dir)
+    assert sorted(result["status"]) == ["ingested"] * 3
+    assert set(traceq.runs(store_dir)["source_format"]) == {"chrome_json", "nsys_sqlite", "paddle_summary"}
