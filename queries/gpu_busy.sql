@@ -1,11 +1,10 @@
 -- gpu_busy: GPU busy and idle time per window and device.
--- Requires: _windows, _gpu_work
+-- Requires: _windows, _gpu_islands
 -- Definition: busy_ns is the length of the union of all GPU work intervals of the device in the window
 -- (kernels, memcpy, memset, across all streams: overlapping work is merged, never summed, so busy time
 -- cannot exceed the window); kernel_busy_ns is the same union over kernels only (copies can hide an
--- idle compute engine). idle_ns = window_ns - busy_ns; idle_ratio = idle_ns / window_ns. Intervals that
--- touch are merged.
--- Reads: _windows, _gpu_work.
+-- idle compute engine). idle_ns = window_ns - busy_ns; idle_ratio = idle_ns / window_ns.
+-- Reads: _windows, _gpu_islands.
 -- Columns:
 --   run_id          VARCHAR  run id
 --   rank            BIGINT   rank
@@ -16,34 +15,11 @@
 --   kernel_busy_ns  BIGINT   union of kernels, ns
 --   idle_ns         BIGINT   window_ns - busy_ns
 --   idle_ratio      DOUBLE   idle_ns / window_ns
-WITH work AS (
-  SELECT run_id, rank, step, device, 'all' AS work_set, start_ns, end_ns FROM _gpu_work
-  UNION ALL
-  SELECT run_id, rank, step, device, 'kernel' AS work_set, start_ns, end_ns FROM _gpu_work WHERE kind = 'kernel'
-),
-ordered AS (
-  SELECT *,
-         max(end_ns) OVER (PARTITION BY run_id, rank, step, device, work_set ORDER BY start_ns, end_ns
-                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
-  FROM work
-),
-islands AS (
-  SELECT *,
-         sum(CASE WHEN reach IS NULL OR start_ns > reach THEN 1 ELSE 0 END)
-           OVER (PARTITION BY run_id, rank, step, device, work_set ORDER BY start_ns, end_ns
-                 ROWS UNBOUNDED PRECEDING) AS island
-  FROM ordered
-),
-merged AS (
-  SELECT run_id, rank, step, device, work_set, max(end_ns) - min(start_ns) AS length_ns
-  FROM islands
-  GROUP BY run_id, rank, step, device, work_set, island
-),
-busy AS (
+WITH busy AS (
   SELECT run_id, rank, step, device,
-         sum(length_ns) FILTER (WHERE work_set = 'all')::BIGINT AS busy_ns,
-         coalesce(sum(length_ns) FILTER (WHERE work_set = 'kernel'), 0)::BIGINT AS kernel_busy_ns
-  FROM merged
+         sum(end_ns - start_ns) FILTER (WHERE work_set = 'all')::BIGINT AS busy_ns,
+         coalesce(sum(end_ns - start_ns) FILTER (WHERE work_set = 'kernel'), 0)::BIGINT AS kernel_busy_ns
+  FROM _gpu_islands
   GROUP BY run_id, rank, step, device
 )
 SELECT b.run_id, b.rank, b.step, b.device,

@@ -31,6 +31,7 @@ __all__ = [
     "ingest",
     "query",
     "read_trace",
+    "run_report",
     "runs",
     "sql",
 ]

@@ -101,6 +101,30 @@ def sql(
 
 
 @app.command()
+def report(
+    run: Annotated[str, typer.Argument(help="Run id, run name, or a trace file (ingested on the fly).")],
+    store: StoreOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Explain one run: GPU idle and gaps, launch-bound ratio, FP16/tensor-core coverage, cast overhead.
+
+    Example: traceq report conformer_fp16_b64 --format json
+    """
+    from traceq import report_render
+    from traceq.report import run_report
+
+    result = run_report(run, _store(store))
+    if fmt is Format.json:
+        report_render.to_json(result)
+    elif fmt is Format.markdown:
+        report_render.to_markdown(result)
+    elif fmt is Format.table:
+        report_render.to_terminal(result)
+    else:
+        raise TraceqError(f"report supports --format table, json or markdown, not {fmt.value}")
+
+
+@app.command()
 def queries(fmt: FormatOpt = Format.table) -> None:
     """List the metric queries in queries/ (run one with `traceq sql -f`).
 

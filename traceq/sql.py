@@ -30,10 +30,14 @@ _DUCK_TYPES = {
 }
 
 
-def connect(store: Store | str | Path | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with one view per canonical table, locked to read the store."""
+def connect(store: Store | str | Path | None = None, runs: list[str] | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with one view per canonical table, locked to read the store.
+
+    ``runs`` restricts every view to those run ids (the files of other runs are never opened).
+    """
     store = store if isinstance(store, Store) else Store(store)
     con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")
     for table in TABLES.values():
         has_runs = next(iter(glob.iglob(store.table_files(table.name))), None) is not None
         partition = "run_id" if table is RUNS else "run_id, rank"
@@ -43,7 +47,8 @@ def connect(store: Store | str | Path | None = None) -> duckdb.DuckDBPyConnectio
                 f"read_parquet({_quote(store.table_files(table.name))}, hive_partitioning = true, "
                 f"union_by_name = true, hive_types = {{{types}}})"
             )
-            con.execute(f"CREATE VIEW {table.name} AS SELECT {partition}, * EXCLUDE ({partition}) FROM {source}")
+            where = f" WHERE run_id IN ({', '.join(_quote(r) for r in runs)})" if runs is not None else ""
+            con.execute(f"CREATE VIEW {table.name} AS SELECT {partition}, * EXCLUDE ({partition}) FROM {source}{where}")
         else:
             cols = ", ".join(f"NULL::{_duck_type(c.dtype)} AS {c.name}" for c in table.columns)
             keys = "NULL::VARCHAR AS run_id" + ("" if table is RUNS else ", NULL::BIGINT AS rank")
@@ -55,7 +60,7 @@ def connect(store: Store | str | Path | None = None) -> duckdb.DuckDBPyConnectio
     return con
 
 
-def sql(query: str, store: Store | str | Path | None = None) -> pl.DataFrame:
+def sql(query: str, store: Store | str | Path | None = None, runs: list[str] | None = None) -> pl.DataFrame:
     """Run one read-only SQL query over the store and return the result as a polars frame.
 
     Tables: those of :mod:`traceq.schema`. Building blocks from ``queries/`` named in a
@@ -66,7 +71,7 @@ def sql(query: str, store: Store | str | Path | None = None) -> pl.DataFrame:
     >>> sql("select kind, count(*) n from events group by kind order by n desc")  # doctest: +SKIP
     """
     check_read_only(query)
-    con = connect(store)
+    con = connect(store, runs)
     try:
         for name, text in dependency_order(query):
             con.execute(f"CREATE TEMP VIEW {name} AS {_strip_terminator(text)}")
@@ -109,10 +114,7 @@ def query(name: str, store: Store | str | Path | None = None, run: str | None = 
     from traceq.query_files import query_text
 
     store = store if isinstance(store, Store) else Store(store)
-    frame = sql(query_text(name), store)
-    if run is not None:
-        frame = frame.filter(pl.col("run_id") == store.resolve(run))
-    return frame
+    return sql(query_text(name), store, [store.resolve(run)] if run is not None else None)
 
 
 def _strip_terminator(text: str) -> str:

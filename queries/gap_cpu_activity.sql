@@ -1,0 +1,43 @@
+-- gap_cpu_activity: what the launching CPU thread was doing while the GPU waited for it.
+-- Requires: gpu_gaps
+-- Definition: for each host-launch gap (see gpu_gaps), the top-level ops (depth 0) of the thread that
+-- launched the next GPU event, each counted for the part of its time that overlaps the gap; the rest of
+-- the gap, where no top-level op ran on that thread, is reported as '(no op)'. Summed per window and op.
+-- Reads: gpu_gaps (through its building blocks), events(kind, depth, name, ts_ns, dur_ns, pid, tid).
+-- Columns:
+--   run_id     VARCHAR  run id
+--   rank       BIGINT   rank
+--   step       INTEGER  window's step
+--   device     INTEGER  GPU index
+--   op         VARCHAR  top-level op name, or '(no op)'
+--   gap_ns     BIGINT   host-launch gap time this op covered, ns
+--   gaps       BIGINT   host-launch gaps it overlapped
+WITH gaps AS (
+  SELECT * FROM gpu_gaps WHERE kind = 'host_launch'
+),
+overlapping AS (
+  SELECT g.run_id, g.rank, g.step, g.device, g.gap_start_ns, o.name AS op,
+         least(o.ts_ns + o.dur_ns, g.gap_end_ns) - greatest(o.ts_ns, g.gap_start_ns) AS overlap_ns
+  FROM gaps g
+  JOIN events o
+    ON o.run_id = g.run_id AND o.rank = g.rank AND o.kind = 'op' AND o.depth = 0
+   AND o.pid = g.launch_pid AND o.tid = g.launch_tid
+   AND o.ts_ns < g.gap_end_ns AND o.ts_ns + o.dur_ns > g.gap_start_ns
+),
+covered AS (
+  SELECT run_id, rank, step, device, gap_start_ns, sum(overlap_ns) AS covered_ns
+  FROM overlapping GROUP BY ALL
+),
+by_op AS (
+  SELECT run_id, rank, step, device, op, sum(overlap_ns)::BIGINT AS gap_ns, count(*) AS gaps
+  FROM overlapping GROUP BY ALL
+  UNION ALL
+  SELECT g.run_id, g.rank, g.step, g.device, '(no op)' AS op,
+         sum(g.gap_ns - coalesce(c.covered_ns, 0))::BIGINT AS gap_ns,
+         count(*) FILTER (WHERE g.gap_ns > coalesce(c.covered_ns, 0)) AS gaps
+  FROM gaps g
+  LEFT JOIN covered c USING (run_id, rank, step, device, gap_start_ns)
+  GROUP BY ALL
+)
+SELECT * FROM by_op WHERE gap_ns > 0
+ORDER BY run_id, rank, step, device, gap_ns DESC

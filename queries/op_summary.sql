@@ -1,0 +1,69 @@
+-- op_summary: per op name, its CPU time, the GPU time of the kernels it launched and their precision.
+-- Requires: _windows, _gpu_work, _kernels
+-- Definition: ops (kind 'op') starting inside an analysis window, grouped by name. cpu_incl_ns sums their
+-- durations; cpu_self_ns subtracts the time of their child ops and stages. gpu_ns sums the GPU work
+-- (kernels, memcpy, memset) each op launched itself (it is the innermost op of the launch call);
+-- gpu_top_ns sums, for top-level ops, all GPU work launched anywhere beneath them. Coverage columns are
+-- over the compute kernels (gemm, conv, attention) the op launched itself.
+-- Reads: events, _windows, _gpu_work, _kernels.
+-- Columns:
+--   run_id                VARCHAR  run id
+--   rank                  BIGINT   rank
+--   name                  VARCHAR  op name
+--   calls                 BIGINT   calls in the windows
+--   cpu_incl_ns           BIGINT   CPU time including children, ns
+--   cpu_self_ns           BIGINT   CPU time without child ops and stages, ns
+--   gpu_ns                BIGINT   GPU time of the work the op launched itself, ns
+--   gpu_top_ns            BIGINT   GPU time of all work launched beneath it (top-level ops), ns
+--   kernels               BIGINT   kernels the op launched itself
+--   kernels_per_call      DOUBLE   kernels / calls
+--   cpu_gpu_ratio         DOUBLE   cpu_incl_ns / gpu_ns (large: the CPU cost dominates)
+--   fp16_coverage         DOUBLE   share of its compute-kernel time in fp16/bf16/fp8
+--   tensor_core_coverage  DOUBLE   share of its compute-kernel time on tensor cores
+WITH ops AS (
+  SELECT o.run_id, o.rank, o.event_id, o.name, o.dur_ns
+  FROM events o
+  JOIN _windows w ON o.run_id = w.run_id AND o.rank = w.rank AND o.ts_ns >= w.win_start AND o.ts_ns < w.win_end
+  WHERE o.kind = 'op'
+),
+children AS (
+  SELECT c.run_id, c.rank, c.parent_id AS event_id, sum(c.dur_ns) AS child_ns
+  FROM events c WHERE c.kind IN ('op', 'op_inner') AND c.parent_id IS NOT NULL
+  GROUP BY ALL
+),
+gpu AS (
+  SELECT g.run_id, g.rank, e.op_id AS event_id, sum(g.end_ns - g.start_ns) AS gpu_ns,
+         count(*) FILTER (WHERE g.kind = 'kernel') AS kernels
+  FROM _gpu_work g JOIN events e ON e.run_id = g.run_id AND e.rank = g.rank AND e.event_id = g.event_id
+  GROUP BY ALL
+),
+gpu_top AS (
+  SELECT g.run_id, g.rank, e.top_op_id AS event_id, sum(g.end_ns - g.start_ns) AS gpu_top_ns
+  FROM _gpu_work g JOIN events e ON e.run_id = g.run_id AND e.rank = g.rank AND e.event_id = g.event_id
+  GROUP BY ALL
+),
+cover AS (
+  SELECT run_id, rank, op_id AS event_id,
+         sum(dur_ns) FILTER (WHERE compute) AS compute_ns,
+         sum(dur_ns) FILTER (WHERE compute AND precision IN ('fp16', 'bf16', 'fp8')) AS reduced_ns,
+         sum(dur_ns) FILTER (WHERE compute AND tensor_core) AS tc_ns
+  FROM _kernels GROUP BY ALL
+)
+SELECT o.run_id, o.rank, o.name,
+       count(*) AS calls,
+       sum(o.dur_ns)::BIGINT AS cpu_incl_ns,
+       sum(o.dur_ns - coalesce(c.child_ns, 0))::BIGINT AS cpu_self_ns,
+       coalesce(sum(g.gpu_ns), 0)::BIGINT AS gpu_ns,
+       coalesce(sum(t.gpu_top_ns), 0)::BIGINT AS gpu_top_ns,
+       coalesce(sum(g.kernels), 0)::BIGINT AS kernels,
+       coalesce(sum(g.kernels), 0) / count(*) AS kernels_per_call,
+       sum(o.dur_ns) / nullif(sum(g.gpu_ns), 0) AS cpu_gpu_ratio,
+       coalesce(sum(v.reduced_ns), 0) / nullif(sum(v.compute_ns), 0) AS fp16_coverage,
+       coalesce(sum(v.tc_ns), 0) / nullif(sum(v.compute_ns), 0) AS tensor_core_coverage
+FROM ops o
+LEFT JOIN children c USING (run_id, rank, event_id)
+LEFT JOIN gpu g USING (run_id, rank, event_id)
+LEFT JOIN gpu_top t USING (run_id, rank, event_id)
+LEFT JOIN cover v USING (run_id, rank, event_id)
+GROUP BY o.run_id, o.rank, o.name
+ORDER BY o.run_id, o.rank, cpu_incl_ns DESC

@@ -1,0 +1,143 @@
+"""Gaps, launch-bound ratio, casts, coverage and the op table, against independent counts on real traces."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceq
+from tests.conftest import raw_trace, shared
+from traceq.sql import query
+
+STEP = re.compile(r"^ProfilerStep#(\d+)")
+
+
+@pytest.fixture(scope="module")
+def b64(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    store = tmp_path_factory.mktemp("b64") / "store"
+    traceq.ingest(
+        [shared("kineto/conformer_fp32_b64.json.gz"), shared("kineto/conformer_fp16_b64.json.gz")], store=store
+    )
+    return store
+
+
+def _by_name(frame: pl.DataFrame, store: Path) -> pl.DataFrame:
+    return frame.join(traceq.sql("select run_id, name from runs", store), on="run_id")
+
+
+def test_amp_at_batch_64_is_more_launch_bound(b64: Path) -> None:
+    lb = _by_name(query("launch_bound", b64), b64).group_by("name").agg(pl.col("launch_bound_ratio").mean())
+    ratio = dict(lb.iter_rows())
+    assert ratio["conformer_fp16_b64"] > ratio["conformer_fp32_b64"] + 0.15
+    assert 0 < ratio["conformer_fp32_b64"] < 1 and 0 < ratio["conformer_fp16_b64"] < 1
+
+
+def test_gaps_add_up_to_idle_time(b64: Path) -> None:
+    gaps = query("gpu_gaps", b64).group_by("run_id", "step", "device").agg(pl.col("gap_ns").sum())
+    busy = query("gpu_busy", b64).select("run_id", "step", "device", "idle_ns")
+    joined = busy.join(gaps, on=["run_id", "step", "device"])
+    assert joined.height == busy.height
+    assert (joined["gap_ns"] == joined["idle_ns"]).all()
+
+
+def test_host_launch_gaps_match_an_independent_computation() -> None:
+    """Merge each step's GPU work in Python; a gap is host-launch when the launch of the work after it
+    started after the gap began."""
+    path = shared("kineto/conformer_fp32_b4.json.gz")
+    events = [e for e in raw_trace(path)["traceEvents"] if e.get("ph") == "X"]
+    base = int(min(e["ts"] for e in events))
+
+    def ns(t: float) -> float:
+        return (t - base) * 1000
+
+    launches = {
+        e["args"]["correlation"]: ns(e["ts"]) for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+    }
+    work = sorted(
+        (ns(e["ts"]), ns(e["ts"] + e["dur"]), launches.get(e["args"]["correlation"]))
+        for e in events
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    )
+    want = {}
+    for e in events:
+        m = STEP.match(e.get("name", "")) if e.get("cat") == "user_annotation" else None
+        if not m:
+            continue
+        lo, hi = ns(e["ts"]), ns(e["ts"] + e["dur"])
+        host, cur_end = 0.0, lo
+        for s, t, launch in ((max(s, lo), min(t, hi), launch) for s, t, launch in work if s < hi and t > lo):
+            if s > cur_end:
+                if launch is not None and launch > cur_end:
+                    host += s - cur_end
+                cur_end = t
+            else:
+                cur_end = max(cur_end, t)
+        want[int(m.group(1))] = host
+    store = Path(str(path) + ".store").parent  # placeholder, replaced below
+    del store
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        traceq.ingest([path], store=tmp)
+        got = dict(query("launch_bound", tmp).select("step", "host_launch_gap_ns").iter_rows())
+    assert set(got) == set(want)
+    for step, host in want.items():
+        assert abs(got[step] - host) <= 50, step  # ns rounding of a few hundred boundaries
+
+
+def test_cast_conversions_equal_raw_to_copy_counts() -> None:
+    path = shared("kineto/conformer_fp16_b4_shapes.json.gz")
+    events = [e for e in raw_trace(path)["traceEvents"] if e.get("ph") == "X"]
+    steps = [
+        (int(STEP.match(e["name"]).group(1)), e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") == "user_annotation" and STEP.match(e["name"])
+    ]
+    to_copy = [e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::_to_copy"]
+
+    def inside_to_copy(c: dict) -> bool:
+        return any(
+            t["tid"] == c["tid"] and t["ts"] <= c["ts"] and c["ts"] + c["dur"] <= t["ts"] + t["dur"] for t in to_copy
+        )
+
+    # a copy_ between two dtypes is a conversion too, unless it is the body of a _to_copy
+    copies = [
+        e
+        for e in events
+        if e.get("cat") == "cpu_op"
+        and e["name"] == "aten::copy_"
+        and len({x for x in e["args"].get("Input type", []) if x}) > 1
+    ]
+    starts = [e["ts"] for e in to_copy] + [c["ts"] for c in copies if not inside_to_copy(c)]
+    want = {n: sum(lo <= t < hi for t in starts) for n, lo, hi in steps}
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        traceq.ingest([path], store=tmp)
+        casts = query("cast_overhead", tmp)
+    assert dict(casts.select("step", "calls").iter_rows()) == want
+    assert (casts["round_trips"] > 0).all()
+    assert (casts["cpu_ns"] > 0).all() and (casts["gpu_ns"] > 0).all()
+
+
+def test_amp_raises_precision_and_tensor_core_coverage(b64: Path) -> None:
+    cov = {r["name"]: r for r in _by_name(query("precision_coverage", b64), b64).iter_rows(named=True)}
+    assert cov["conformer_fp32_b64"]["fp16_coverage"] == 0
+    assert cov["conformer_fp16_b64"]["fp16_coverage"] > 0.85
+    assert cov["conformer_fp16_b64"]["tensor_core_coverage"] > cov["conformer_fp32_b64"]["tensor_core_coverage"]
+
+
+def test_op_table_gpu_time_adds_up_to_linked_gpu_work(b64: Path) -> None:
+    ops = query("op_summary", b64).group_by("run_id").agg(pl.col("gpu_ns").sum())
+    linked = traceq.sql(
+        "select e.run_id, sum(e.dur_ns) gpu from events e join steps s using (run_id, rank) "
+        "where e.kind in ('kernel','memcpy','memset') and e.op_id is not null "
+        "and e.ts_ns >= s.ts_ns and e.ts_ns + e.dur_ns <= s.ts_ns + s.dur_ns group by e.run_id",
+        b64,
+    )
+    joined = ops.join(linked, on="run_id")
+    # op_summary counts ops that start inside a window and clips work to windows; nearly all work qualifies
+    assert ((joined["gpu_ns"] - joined["gpu"]).abs() / joined["gpu"] < 0.02).all()

@@ -1,0 +1,118 @@
+"""Rendering a :class:`~traceq.report.RunReport`: terminal, JSON or Markdown."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+import polars as pl
+
+from traceq.render import markdown
+from traceq.report import RunReport
+
+
+def _fmt(v: Any, unit: str = "") -> str:
+    if v is None:
+        return "n/a (needs a trace)" if unit != "%" else "n/a"
+    if unit == "%":
+        return f"{v:.1%}"
+    return f"{v:,.2f}{unit}"
+
+
+def headline(report: RunReport) -> list[tuple[str, str]]:
+    s = report.summary
+    cast = s["cast_overhead"]
+    return [
+        ("steps", str(s["steps"]) if s["steps"] else "(whole GPU span)" if s["steps"] == 0 else "n/a"),
+        ("step time (median)", _fmt(s["step_time_ms"], " ms")),
+        ("GPU busy / step", _fmt(s["gpu_busy_ms"], " ms")),
+        ("GPU idle / step", f"{_fmt(s['gpu_idle_ms'], ' ms')}  ({_fmt(s['gpu_idle_ratio'], '%')})"),
+        ("launch-bound ratio", _fmt(s["launch_bound_ratio"], "%")),
+        ("FP16/BF16 coverage", _fmt(s["fp16_coverage"], "%")),
+        ("tensor-core coverage", _fmt(s["tensor_core_coverage"], "%")),
+        ("casts / step", f"{cast['calls']:,.0f} calls, CPU {cast['cpu_ms']:.2f} ms, GPU {cast['gpu_ms']:.2f} ms"),
+    ]
+
+
+def to_json(report: RunReport, out: TextIO | None = None) -> None:
+    (out or sys.stdout).write(json.dumps(report.to_dict(), default=str) + "\n")
+
+
+def to_markdown(report: RunReport, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    out.write(f"## traceq report: {report.run['name']} ({report.run['run_id']})\n\n")
+    out.write("| metric | value |\n|---|---|\n")
+    for k, v in headline(report):
+        out.write(f"| {k} | {v} |\n")
+    out.write("\n### Findings\n\n")
+    for i, f in enumerate(report.findings, 1):
+        out.write(f"{i}. **{f['title']}** (~{f['impact_ms']:.2f} ms/step). {f['next_step']}\n")
+    if not report.findings:
+        out.write("No finding cleared its threshold.\n")
+    for note in report.notes:
+        out.write(f"\n> {note}\n")
+    if not report.ops.is_empty():
+        out.write("\n### Top ops\n\n" + markdown(_top_ops(report.ops)))
+
+
+def _top_ops(ops: pl.DataFrame, n: int = 15) -> pl.DataFrame:
+    per_step = "cpu_incl_ns_per_step" in ops.columns
+    cpu, gpu = ("cpu_incl_ns_per_step", "gpu_ns_per_step") if per_step else ("cpu_incl_ns", "gpu_ns")
+    cols = [
+        pl.col("name"),
+        pl.col("calls_per_step" if per_step else "calls").round(1).alias("calls" + ("/step" if per_step else "")),
+        (pl.col(cpu) / 1e6).round(3).alias("cpu ms" + ("/step" if per_step else "")),
+        (pl.col(gpu) / 1e6).round(3).alias("gpu ms" + ("/step" if per_step else "")),
+    ]
+    if "fp16_coverage" in ops.columns:
+        cols += [
+            pl.col("kernels_per_call").round(2),
+            pl.col("fp16_coverage").round(2),
+            pl.col("tensor_core_coverage").round(2),
+        ]
+    return ops.sort(cpu, descending=True, nulls_last=True).head(n).select(cols)
+
+
+def to_terminal(report: RunReport, out: TextIO | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from traceq.render import table
+
+    out = out or sys.stdout
+    console = Console(file=out, width=None if out.isatty() else 160)
+    console.print(f"[bold]traceq report[/bold]  {report.run['name']}  ({report.run['run_id']}, "
+                  f"{report.run['profiler_version']})")  # fmt: skip
+    t = Table(show_header=False, box=None, padding=(0, 2))
+    for k, v in headline(report):
+        t.add_row(k, v)
+    console.print(t)
+    console.print("\n[bold]Findings[/bold] (largest estimated impact first)")
+    for i, f in enumerate(report.findings, 1):
+        console.print(f" {i}. [bold]{f['title']}[/bold]  ~{f['impact_ms']:.2f} ms/step")
+        ev = ", ".join(f"{k}={_short(v)}" for k, v in f["evidence"].items())
+        console.print(f"    evidence: {ev}")
+        console.print(f"    next: {f['next_step']}")
+    if not report.findings:
+        console.print(" No finding cleared its threshold.")
+    for note in report.notes:
+        console.print(f"\n[italic]{note}[/italic]")
+    if not report.gap_activity.is_empty():
+        acts = report.gap_activity.head(8).select(pl.col("op"), (pl.col("ns_per_step") / 1e6).round(3).alias("ms/step"))
+        table(acts, out, "CPU activity on the launching thread during host-launch gaps")
+    if not report.gap_histogram.is_empty():
+        hist = report.gap_histogram.select(
+            "kind", "bucket", pl.col("gaps"), (pl.col("ns_per_step") / 1e6).round(3).alias("ms/step")
+        )
+        table(hist, out, "GPU idle gaps by kind and length")
+    if not report.ops.is_empty():
+        table(_top_ops(report.ops), out, "Top ops by CPU time")
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_short(x)}" for k, x in list(v.items())[:5]) + "}"
+    return str(v)
