@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def test_host_launch_gaps_match_an_independent_computation() -> None:
         e["args"]["correlation"]: ns(e["ts"]) for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
     }
     work = sorted(
-        (ns(e["ts"]), ns(e["ts"] + e["dur"]), launches.get(e["args"]["correlation"]))
+        (ns(e["ts"]), ns(e["ts"]) + e["dur"] * 1000, launches.get(e["args"]["correlation"]))
         for e in events
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
     )
@@ -66,7 +67,7 @@ def test_host_launch_gaps_match_an_independent_computation() -> None:
         m = STEP.match(e.get("name", "")) if e.get("cat") == "user_annotation" else None
         if not m:
             continue
-        lo, hi = ns(e["ts"]), ns(e["ts"] + e["dur"])
+        lo, hi = ns(e["ts"]), ns(e["ts"]) + e["dur"] * 1000
         host, cur_end = 0.0, lo
         for s, t, launch in ((max(s, lo), min(t, hi), launch) for s, t, launch in work if s < hi and t > lo):
             if s > cur_end:
@@ -141,3 +142,47 @@ def test_op_table_gpu_time_adds_up_to_linked_gpu_work(b64: Path) -> None:
     joined = ops.join(linked, on="run_id")
     # op_summary counts ops that start inside a window and clips work to windows; nearly all work qualifies
     assert ((joined["gpu_ns"] - joined["gpu"]).abs() / joined["gpu"] < 0.02).all()
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "hta/df_index_resolver/df_index_resolver.json.gz",
+        "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    ],
+)
+def test_stream_host_wait_follows_htas_definition(rel: str, tmp_path: Path) -> None:
+    """HTA's idle-time breakdown per stream, re-implemented from its published definition, per step."""
+    path = shared(rel)
+    events = [e for e in raw_trace(path)["traceEvents"] if e.get("ph") == "X"]
+    base = int(min(e["ts"] for e in events))
+
+    def ns(t: float) -> float:
+        return (t - base) * 1000
+
+    launch = {e["args"]["correlation"]: ns(e["ts"]) for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    want: dict[tuple[int, int], float] = {}
+    for st in (e for e in events if e.get("cat") == "user_annotation" and STEP.match(e["name"])):
+        lo, hi = ns(st["ts"]), ns(st["ts"]) + st["dur"] * 1000
+        step = int(STEP.match(st["name"]).group(1))
+        by_stream: dict[int, list] = {}
+        for e in gpu:
+            s, t = ns(e["ts"]), ns(e["ts"]) + e["dur"] * 1000
+            if s < hi and t > lo:
+                by_stream.setdefault(e["args"]["stream"], []).append(
+                    (max(s, lo), min(t, hi), launch.get(e["args"]["correlation"]))
+                )
+        for stream, items in by_stream.items():
+            items.sort()
+            host = 0.0
+            for (_, prev_end, _), (s, _, launch_ts) in itertools.pairwise(items):
+                if s - prev_end > 0 and launch_ts is not None and launch_ts >= prev_end:
+                    host += s - prev_end
+            want[(step, stream)] = host
+    traceq.ingest([path], store=tmp_path)
+    got = {(r["step"], r["stream"]): r["host_wait_ns"] for r in query("stream_idle", tmp_path).iter_rows(named=True)}
+    assert set(got) == set(want)
+    assert sum(want.values()) > 0
+    for key, host in want.items():
+        assert abs(got[key] - host) <= 100, key
