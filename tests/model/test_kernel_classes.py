@@ -12,11 +12,16 @@ from tests.conftest import SHARED, chrome_traces
 from traceq.model.kernel_classes import KERNEL_CLASSES, PRECISIONS, classify
 from traceq.readers import read_trace
 
-EXPECTED = Path(__file__).resolve().parents[1] / "data" / "kernel_classes.csv"
+DATA = Path(__file__).resolve().parents[1] / "data"
+#: Names whose classes were written by hand from what the names mean.
+EXPECTED = DATA / "kernel_classes.csv"
+#: Every kernel name in the shared traces with its class: the rule table's output, reviewed family by
+#: family (the review fixed `nocast`, `lambda`, `LoadWithCast`, mangled cutlass conv and layout names).
+ALL_NAMES = DATA / "kernel_classes_all.csv"
 
 
-def _expected() -> list[dict[str, str]]:
-    with EXPECTED.open() as f:
+def _expected(path: Path = EXPECTED) -> list[dict[str, str]]:
+    with path.open() as f:
         return list(csv.DictReader(f))
 
 
@@ -32,10 +37,11 @@ def test_known_kernel_names(row: dict[str, str]) -> None:
 
 @pytest.fixture(scope="module")
 def every_kernel_name() -> pl.DataFrame:
-    """Every kernel name in the real traces (JSON and nsys) and in the Paddle issue's summary."""
+    """Every kernel name in the real traces (JSON and nsys) and in the Paddle summaries from issues."""
     paths = [p for p in chrome_traces() if "sample_traces" not in str(p)]
     paths += sorted((SHARED / "nsys").glob("*.sqlite.gz"))
     paths += [SHARED / "paddle" / "issue48321_fp32_operator_summary.txt"]
+    paths += sorted(p for p in (SHARED / "paddle" / "summaries_from_issues").glob("*.txt") if p.name != "README.txt")
     names: set[str] = set()
     for p in paths:
         tables = read_trace(p).tables
@@ -62,3 +68,13 @@ def test_hopper_and_cublas12_names_are_tensor_core(every_kernel_name: pl.DataFra
     assert modern.height > 30
     assert modern["tensor_core"].all()
     assert modern.filter(pl.col("name").str.starts_with("nvjet_"))["kernel_class"].unique().to_list() == ["gemm"]
+
+
+def test_every_name_in_the_shared_traces_keeps_its_reviewed_class(every_kernel_name: pl.DataFrame) -> None:
+    reviewed = {
+        r["name"]: (r["precision"], r["tensor_core"] == "true", r["kernel_class"]) for r in _expected(ALL_NAMES)
+    }
+    got = {r[0]: (r[1], r[2], r[3]) for r in every_kernel_name.iter_rows()}
+    assert set(got) == set(reviewed), "kernel names changed: review the new ones and update the data file"
+    changed = {n: (reviewed[n], got[n]) for n in got if got[n] != reviewed[n]}
+    assert not changed, f"{len(changed)} names changed class, e.g. {next(iter(changed.items()))}"

@@ -1,7 +1,8 @@
 """Kernel classification by name: precision, tensor-core use and what the kernel does. One rule table.
 
 The rules are data: ordered ``(pattern, value)`` lists per attribute, first match wins (so an exception
-is a rule placed before the general one: the regex engine has no look-around). Tensor-core rules
+is a rule placed before the general one: the regex engine has no look-around). Precision: a kernel that
+names both float and double (fused optimizers take double hyper-parameters) is taken as fp32. Tensor-core rules
 put the negative markers first (``sgemm``, ``ffma``, ``simt``, ``gemv``, ``xmma_pooling``, FP32 cuDNN
 ``scudnn``): a flat substring list would mark FP32 ``xmma_gemm_..._ffma`` GEMMs as tensor-core work. The
 positive markers cover Volta to Hopper/Blackwell: MMA shapes (``884``, ``1688``, ``16816``, ``16832``),
@@ -28,13 +29,10 @@ PRECISION_RULES: tuple[tuple[str, str], ...] = (
     (r"(?i)bf16|bfloat16|nvjet(?:_sm\d+)?_t[a-z]{2}_", "bf16"),
     (r"(?i)tensorop_s1688gemm.*f16", "fp16"),
     (r"(?i)tf32|tensorop_s1688gemm", "tf32"),
-    (r"(?i)fp16|f16|half|hgemm|h884|h1688|h16816|hmma|float16|nvjet(?:_sm\d+)?_h[a-z]{2}_", "fp16"),
+    (r"(?i)fp16|f16|half|hgemm|h884|h1688|h16816|hmma|float16|nvjet(?:_sm\d+)?_h[a-z]{2}_|^Cijk_.*_H[BHS]_", "fp16"),
+    (r"(?i)(?:^|[^a-z0-9])float(?:[^a-z0-9]|$)|sgemm|scudnn|f32|fp32|gcgemm|ffma", "fp32"),
+    (r"nvjet(?:_sm\d+)?_s[a-z]{2}_|^Cijk_.*_SB_", "fp32"),
     (r"(?i)double|fp64|dgemm|d884|dmma|f64", "fp64"),
-    (r"^Cijk_.*_H[BHS]_", "fp16"),
-    (
-        r"(?i)(?:^|[^a-z0-9])float(?:[^a-z0-9]|$)|sgemm|scudnn|f32|fp32|gcgemm|ffma|nvjet(?:_sm\d+)?_s[a-z]{2}_|^Cijk_.*_SB_",
-        "fp32",
-    ),
 )
 TENSOR_CORE_RULES: tuple[tuple[str, bool], ...] = (
     (r"(?i)ffma|_simt_|sgemm|hfma2|gemv|xmma_pooling|scudnn|gcgemm|implicit_convolve|fmha_cutlass[fb]_f32", False),
@@ -49,12 +47,17 @@ CLASS_RULES: tuple[tuple[str, str], ...] = (
     (r"(?i)^(?:\[CUDA )?memcpy", "memcpy"),
     (r"(?i)^(?:\[CUDA )?memset", "memset"),
     (r"(?i)nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv", "comm"),
-    (r"(?i)nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|transpose|permute|tensortransform|convertTensor", "layout"),
+    (r"ImplicitGemmConvolution", "conv"),
+    (r"(?i)nchwto|nhwcto|tonhwc|tonchw|nchw2nhwc|nhwc2nchw|transpose|permute|swapdim|tensortransform", "layout"),
     (r"(?i)broadcast", "elementwise"),
-    (r"(?i)float16_copy|bfloat16_copy|to_copy|cast|float2half|half2float", "cast"),
-    (r"(?i)adam|sgd|momentum|lamb|adagrad|rmsprop|multi_tensor_apply|update_scale|non_finite|unscale", "optimizer"),
+    (r"direct_copy_kernel.*LoadWithCast", "cast"),  # a copy that converts dtype on load
+    (r"(?:Load|Store)With(?:out)?Cast", "elementwise"),  # PyTorch memory policies, not cast kernels
+    (r"(?i)float16_copy|bfloat16_copy|to_copy|[^o]cast|^cast|float2half|half2float", "cast"),  # not "nocast"
+    (r"(?i)adam|sgd|momentum|lamb[^d]|lamb$|adagrad|rmsprop|multi_tensor_apply|update_scale|non_finite", "optimizer"),
+    (r"(?i)unscale|betapow", "optimizer"),
     (r"(?i)flash|fmha|attention|sdpa|mha_", "attention"),
-    (r"(?i:conv|fprop|implicit_?gemm|scudnn|winograd|fft|gcgemm|offsetskernel)|dgrad|wgrad|Wgrad", "conv"),
+    (r"(?i:conv|depthwise|fprop|implicit_?gemm|scudnn|winograd|fft|gcgemm|offsetskernel)|dgrad|wgrad|Wgrad", "conv"),
+    (r"distribution_", "elementwise"),  # random number kernels (normal_, uniform_), not reductions
     (r"fbgemm_gpu", "elementwise"),
     (r"(?i)gemm|nvjet|matmul|cublas|gemv|splitkreduce|cutlass|^Cijk_", "gemm"),
     (r"(?i)reduce|softmax|norm|sum_|mean|argmax|argmin|cub::|scan|topk|sort|welford|loss|bn_fw|bn_bw|pool"
