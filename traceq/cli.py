@@ -102,26 +102,55 @@ def sql(
 
 @app.command()
 def report(
-    run: Annotated[str, typer.Argument(help="Run id, run name, or a trace file (ingested on the fly).")],
+    run: Annotated[
+        str | None, typer.Argument(help="Run id, run name, or a trace file (ingested on the fly).", show_default=False)
+    ] = None,
+    compare: Annotated[
+        tuple[str, str] | None,
+        typer.Option("--compare", help="Explain the step-time difference between BASE and NEW.", show_default=False),
+    ] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report.")] = None,
+    fail_if_slower: Annotated[
+        float | None,
+        typer.Option("--fail-if-slower", help="With --compare: exit 3 if NEW is slower by more than PCT percent."),
+    ] = None,
     store: StoreOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Explain one run: GPU idle and gaps, launch-bound ratio, FP16/tensor-core coverage, cast overhead.
+    """Explain one run, or with --compare BASE NEW why NEW's step is slower or faster than BASE's.
 
-    Example: traceq report conformer_fp16_b64 --format json
+    Example: traceq report --compare conformer_fp32_b64 conformer_fp16_b64 --html amp.html
     """
     from traceq import report_render
+
+    if (run is None) == (compare is None):
+        raise TraceqError("give a RUN, or --compare BASE NEW")
+    if fmt not in (Format.table, Format.json, Format.markdown):
+        raise TraceqError(f"report supports --format table, json or markdown, not {fmt.value}")
+    if compare is not None:
+        from traceq.compare import compare as compare_runs
+
+        result = compare_runs(compare[0], compare[1], _store(store))
+        {Format.json: report_render.compare_json, Format.markdown: report_render.compare_markdown}.get(
+            fmt, report_render.compare_terminal
+        )(result)
+        if html is not None:
+            from traceq.report_html import write_html
+
+            write_html(result, html)
+        delta, window = result.step_time_delta_ms, result.base.summary.get("step_time_ms")
+        if fail_if_slower is not None and delta is not None and window and delta / window * 100 > fail_if_slower:
+            typer.echo(f"traceq: NEW is {delta / window:.1%} slower per step (limit {fail_if_slower}%)", err=True)
+            raise typer.Exit(3)
+        return
     from traceq.report import run_report
 
-    result = run_report(run, _store(store))
-    if fmt is Format.json:
-        report_render.to_json(result)
-    elif fmt is Format.markdown:
-        report_render.to_markdown(result)
-    elif fmt is Format.table:
-        report_render.to_terminal(result)
-    else:
-        raise TraceqError(f"report supports --format table, json or markdown, not {fmt.value}")
+    single = run_report(run or "", _store(store))
+    {Format.json: report_render.to_json, Format.markdown: report_render.to_markdown}.get(
+        fmt, report_render.to_terminal
+    )(single)
+    if html is not None:
+        raise TraceqError("--html needs --compare BASE NEW")
 
 
 @app.command()

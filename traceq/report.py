@@ -95,6 +95,7 @@ def run_report(ref: str, store: Store | str | Path | None = None) -> RunReport:
         "launch_bound_ratio": _f(bound["launch_bound_ratio"].mean()),
         "host_launch_gap_ms": _ms(bound["host_launch_gap_ns"].mean()),
         "gpu_events_per_step": _f(bound["gpu_events"].mean()),
+        "kernels_per_step": _f(bound["kernels"].mean()),
         "median_kernel_us": _us(bound["median_kernel_ns"].mean()),
         "median_launch_us": _us(bound["median_launch_ns"].mean()),
         "short_kernel_share": _f(bound["short_kernel_share"].mean()),

@@ -113,6 +113,63 @@ def to_terminal(report: RunReport, out: TextIO | None = None) -> None:
 def _short(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.3g}"
+    if isinstance(v, list):
+        return " -> ".join(_short(x) for x in v)
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k}: {_short(x)}" for k, x in list(v.items())[:5]) + "}"
     return str(v)
+
+
+# -- comparisons -------------------------------------------------------------------------------------
+def compare_json(result: Any, out: TextIO | None = None) -> None:
+    (out or sys.stdout).write(json.dumps(result.to_dict(), default=str) + "\n")
+
+
+def _waterfall_rows(result: Any) -> pl.DataFrame:
+    rows = [(f["title"], f["impact_ms"]) for f in result.findings]
+    if result.unexplained_ms is not None:
+        rows.append(("unexplained (no finding covers it)", result.unexplained_ms))
+    rows.append(("= step time difference, NEW - BASE", result.step_time_delta_ms))
+    return pl.DataFrame(rows, schema={"part": pl.String, "ms/step": pl.Float64}, orient="row")
+
+
+def compare_markdown(result: Any, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    b, n = result.base, result.new
+    out.write(f"## traceq: {n.run['name']} vs {b.run['name']}\n\n**{result.verdict}**\n\n")
+    if result.step_time_delta_ms is not None:
+        out.write(markdown(_waterfall_rows(result).with_columns(pl.col("ms/step").round(2))))
+    out.write("\n### Findings\n\n")
+    for i, f in enumerate(result.findings, 1):
+        impact = f" ({f['impact_ms']:+.2f} ms/step)" if f["impact_ms"] is not None else ""
+        out.write(f"{i}. **{f['title']}**{impact}. Next: {f['next_step']}\n")
+    for note in result.notes:
+        out.write(f"\n> {note}\n")
+    if not result.op_deltas.is_empty():
+        out.write("\n### Largest per-op changes (ms per step)\n\n")
+        out.write(markdown(result.op_deltas.head(12).with_columns(pl.col(pl.Float64).round(3))))
+
+
+def compare_terminal(result: Any, out: TextIO | None = None) -> None:
+    from rich.console import Console
+
+    from traceq.render import table
+
+    out = out or sys.stdout
+    console = Console(file=out, width=None if out.isatty() else 160)
+    b, n = result.base, result.new
+    console.print(f"[bold]traceq compare[/bold]  BASE {b.run['name']} ({b.run['run_id']})  NEW {n.run['name']} "
+                  f"({n.run['run_id']})")  # fmt: skip
+    console.print(f"\n[bold]{result.verdict}[/bold]\n")
+    if result.step_time_delta_ms is not None:
+        table(_waterfall_rows(result).with_columns(pl.col("ms/step").round(3)), out, "Waterfall (ms per step)")
+    console.print("\n[bold]Findings[/bold] (largest first)")
+    for i, f in enumerate(result.findings, 1):
+        impact = f"  {f['impact_ms']:+.2f} ms/step" if f["impact_ms"] is not None else ""
+        console.print(f" {i}. [bold]{f['title']}[/bold]{impact}")
+        console.print(f"    evidence: {', '.join(f'{k}={_short(v)}' for k, v in f['evidence'].items())}")
+        console.print(f"    next: {f['next_step']}")
+    for note in result.notes:
+        console.print(f"\n[italic]{note}[/italic]")
+    if not result.op_deltas.is_empty():
+        table(result.op_deltas.head(12).with_columns(pl.col(pl.Float64).round(3)), out, "Largest per-op changes")

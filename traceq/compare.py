@@ -1,0 +1,357 @@
+"""``traceq report --compare BASE NEW``: why one run's step is slower (or faster) than another's.
+
+The step-time difference is split exactly along the identity every window satisfies,
+``window = GPU busy + host-launch gaps + dependency gaps + idle at the window end`` (means per step), and
+each part is carved further by evidence from the metric queries: GPU busy time into cast, layout and
+other kernel time; host-launch gap time into the part spent while the CPU was inside cast ops and the
+rest. A part becomes a finding only when it is large enough to matter; what no finding covers is
+reported as ``unexplained_ms``. Positive numbers mean NEW is slower.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from traceq.query_files import query_text
+from traceq.report import RunReport, resolve_run, run_report
+from traceq.sql import sql
+from traceq.store import Store
+
+#: A finding is named when its impact is at least this many ms per step and this share of a step.
+MIN_IMPACT_MS = 0.25
+MIN_IMPACT_SHARE = 0.005
+#: Ops that convert dtype, as they appear in gap_cpu_activity (top-level ops of the launching thread).
+CAST_OP = r"ToCopyBackward|aten::to$|aten::_to_copy|^cast|CastGradNode|pd_op\.cast"
+
+
+@dataclass
+class Comparison:
+    """Two runs' reports, the step-time waterfall between them and the ranked findings."""
+
+    base: RunReport
+    new: RunReport
+    step_time_delta_ms: float | None
+    waterfall: pl.DataFrame
+    findings: list[dict[str, Any]]
+    explained_ms: float | None
+    unexplained_ms: float | None
+    verdict: str
+    op_deltas: pl.DataFrame
+    steps: pl.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "base": self.base.to_dict(),
+            "new": self.new.to_dict(),
+            "step_time_delta_ms": self.step_time_delta_ms,
+            "explained_ms": self.explained_ms,
+            "unexplained_ms": self.unexplained_ms,
+            "verdict": self.verdict,
+            "waterfall": self.waterfall.to_dicts(),
+            "findings": self.findings,
+            "op_deltas": self.op_deltas.head(30).to_dicts(),
+            "notes": self.notes,
+        }
+
+
+def _parts(run_id: str, store: Store) -> dict[str, float]:
+    """Mean per-step ms of every waterfall part of one run."""
+    runs = [run_id]
+
+    def q(name: str) -> pl.DataFrame:
+        return sql(query_text(name), store, runs)
+
+    busy, gaps, kernels, activity = q("gpu_busy"), q("gpu_gaps"), q("_kernels"), q("gap_cpu_activity")
+    windows = max(busy.select(pl.struct("rank", "step").n_unique()).item(), 1)
+    gap_ms = dict(gaps.group_by("kind").agg(pl.col("gap_ns").sum() / windows / 1e6).iter_rows())
+    k_ms = dict(kernels.group_by("kernel_class").agg(pl.col("dur_ns").sum() / windows / 1e6).iter_rows())
+    cast_gap = activity.filter(pl.col("op").str.contains(CAST_OP))["gap_ns"].sum() / windows / 1e6
+    return {
+        "window": busy["window_ns"].sum() / windows / 1e6,
+        "busy": busy["busy_ns"].sum() / windows / 1e6,
+        "host_launch": gap_ms.get("host_launch", 0.0),
+        "dependency": gap_ms.get("dependency", 0.0) + gap_ms.get("unknown", 0.0),
+        "window_end": gap_ms.get("window_end", 0.0),
+        "cast_gap": cast_gap,
+        "cast_kernels": k_ms.get("cast", 0.0),
+        "layout_kernels": k_ms.get("layout", 0.0),
+        "kernel_sum": sum(k_ms.values()),
+        "windows": windows,
+    }
+
+
+def compare(base_ref: str, new_ref: str, store: Store | str | Path | None = None) -> Comparison:
+    """Compare two runs (run ids, names or trace files): waterfall, findings, verdict."""
+    store = store if isinstance(store, Store) else Store(store)
+    base_id, new_id = resolve_run(base_ref, store), resolve_run(new_ref, store)
+    base, new = run_report(base_id, store), run_report(new_id, store)
+    if "paddle_summary" in (base.run["source_format"], new.run["source_format"]):
+        return _compare_summaries(base, new)
+    b, n = _parts(base_id, store), _parts(new_id, store)
+    delta = n["window"] - b["window"]
+    d = {k: n[k] - b[k] for k in b}
+    # busy time is a union; kernel sums can exceed it (overlap). Scale kernel-class deltas onto busy time.
+    scale_b = b["busy"] / b["kernel_sum"] if b["kernel_sum"] else 0.0
+    scale_n = n["busy"] / n["kernel_sum"] if n["kernel_sum"] else 0.0
+    cast_busy = n["cast_kernels"] * scale_n - b["cast_kernels"] * scale_b
+    layout_busy = n["layout_kernels"] * scale_n - b["layout_kernels"] * scale_b
+    parts = {
+        "gpu_compute": d["busy"] - cast_busy - layout_busy,
+        "cast_overhead": d["cast_gap"] + cast_busy,
+        "layout_transforms": layout_busy,
+        "launch_bound": d["host_launch"] - d["cast_gap"],
+        "dependency_idle": d["dependency"] + d["window_end"],
+    }
+    waterfall = pl.DataFrame(
+        {"part": list(parts), "ms_per_step": list(parts.values())},
+        schema={"part": pl.String, "ms_per_step": pl.Float64},
+    )
+    threshold = max(MIN_IMPACT_MS, MIN_IMPACT_SHARE * b["window"])
+    findings = [
+        f for f in _findings(parts, base, new, b, n, store, base_id, new_id) if abs(f["impact_ms"]) >= threshold
+    ]
+    findings.sort(key=lambda f: -abs(f["impact_ms"]))
+    explained = sum(f["impact_ms"] for f in findings)
+    notes = []
+    if max(new.summary["launch_bound_ratio"] or 0, base.summary["launch_bound_ratio"] or 0) >= 0.2:
+        notes.append(
+            "Profiled step times include the profiler's own CPU cost per op: a launch-bound run is slowed more "
+            "by the profiler, so the traced difference can exceed the difference measured without it."
+        )
+    steps = pl.concat(
+        [
+            base.steps.select("step", "window_ns", "busy_ns", "idle_ns").with_columns(run=pl.lit("base")),
+            new.steps.select("step", "window_ns", "busy_ns", "idle_ns").with_columns(run=pl.lit("new")),
+        ]
+    )
+    return Comparison(
+        base=base,
+        new=new,
+        step_time_delta_ms=delta,
+        waterfall=waterfall,
+        findings=findings,
+        explained_ms=explained,
+        unexplained_ms=delta - explained,
+        verdict=_verdict(delta, parts, findings, b, n, base, new),
+        op_deltas=_op_deltas(base.ops, new.ops),
+        steps=steps,
+        notes=notes,
+    )
+
+
+def _findings(
+    parts: dict[str, float],
+    base: RunReport,
+    new: RunReport,
+    b: dict[str, float],
+    n: dict[str, float],
+    store: Store,
+    base_id: str,
+    new_id: str,
+) -> list[dict[str, Any]]:
+    bs, ns = base.summary, new.summary
+    out = []
+    out.append(
+        {
+            "id": "gpu_compute",
+            "title": (
+                "GPU compute time per step fell" if parts["gpu_compute"] < 0 else "GPU compute time per step grew"
+            )
+            + f" by {abs(parts['gpu_compute']):.2f} ms ({b['busy']:.2f} -> {n['busy']:.2f} ms busy)",
+            "impact_ms": parts["gpu_compute"],
+            "evidence": {
+                "gpu_busy_ms": [b["busy"], n["busy"]],
+                "fp16_coverage": [bs["fp16_coverage"], ns["fp16_coverage"]],
+                "tensor_core_coverage": [bs["tensor_core_coverage"], ns["tensor_core_coverage"]],
+                "median_kernel_us": [bs["median_kernel_us"], ns["median_kernel_us"]],
+            },
+            "next_step": "Kernels got faster: the rest of this list says where the saving went."
+            if parts["gpu_compute"] < 0
+            else "Look at the per-op GPU deltas: ops still in FP32, or GEMMs too small for tensor cores.",
+        }
+    )
+    kernels_b, kernels_n = bs["kernels_per_step"] or 0, ns["kernels_per_step"] or 0
+    growth = _cpu_growth(base.gap_activity, new.gap_activity)
+    out.append(
+        {
+            "id": "launch_bound",
+            "title": ("The run became more bound" if parts["launch_bound"] >= 0 else "The run became less bound")
+            + f" by the CPU launching work: GPU idle waiting for launches {parts['launch_bound']:+.2f} ms per step",
+            "impact_ms": parts["launch_bound"],
+            "evidence": {
+                "launch_bound_ratio": [bs["launch_bound_ratio"], ns["launch_bound_ratio"]],
+                "gpu_idle_ms": [bs["gpu_idle_ms"], ns["gpu_idle_ms"]],
+                "gpu_events_per_step": [bs["gpu_events_per_step"], ns["gpu_events_per_step"]],
+                "kernels_per_step": [kernels_b, kernels_n],
+                "kernels_change": (kernels_n / kernels_b - 1) if kernels_b else None,
+                "median_kernel_us": [bs["median_kernel_us"], ns["median_kernel_us"]],
+                "median_launch_us": [bs["median_launch_us"], ns["median_launch_us"]],
+                "cpu_ops_during_gaps_ms_delta": growth,
+            },
+            "next_step": "Launch fewer, larger kernels: a larger batch, CUDA graphs or torch.compile, fused "
+            "optimizers; cut per-op framework overhead.",
+        }
+    )
+    cb, cn = bs["cast_overhead"], ns["cast_overhead"]
+    out.append(
+        {
+            "id": "cast_overhead",
+            "title": f"AMP casts: {cn['calls']:.0f} conversions per step (was {cb['calls']:.0f}), costing "
+            f"{parts['cast_overhead']:.2f} ms per step of GPU idle and cast kernels",
+            "impact_ms": parts["cast_overhead"],
+            "evidence": {
+                "conversions_per_step": [cb["calls"], cn["calls"]],
+                "cast_cpu_ms": [cb["cpu_ms"], cn["cpu_ms"]],
+                "cast_gpu_ms": [cb["gpu_ms"], cn["gpu_ms"]],
+                "gpu_idle_during_casts_ms": [b["cast_gap"], n["cast_gap"]],
+                "round_trips_per_step": [cb.get("round_trips"), cn.get("round_trips")],
+            },
+            "next_step": "Cast parameters once (Paddle O2 / paddle.amp.decorate; half-precision weights), avoid "
+            "fp32 <-> fp16 round trips between ops.",
+        }
+    )
+    out.append(
+        {
+            "id": "layout_transforms",
+            "title": "Layout transforms (nchwToNhwc, transposes) changed GPU time by "
+            f"{parts['layout_transforms']:+.2f} ms/step",
+            "impact_ms": parts["layout_transforms"],
+            "evidence": {"layout_kernel_ms": [b["layout_kernels"], n["layout_kernels"]]},
+            "next_step": "Use channels-last (NHWC) tensors end to end so cuDNN does not transpose around each conv.",
+        }
+    )
+    sync_b, sync_n = _syncs(store, base_id), _syncs(store, new_id)
+    out.append(
+        {
+            "id": "dependency_idle",
+            "title": "GPU idle with work queued (syncs, events, copies) changed by "
+            f"{parts['dependency_idle']:+.2f} ms/step",
+            "impact_ms": parts["dependency_idle"],
+            "evidence": {
+                "dependency_idle_ms": [b["dependency"] + b["window_end"], n["dependency"] + n["window_end"]],
+                "sync_calls_per_step": [sync_b / b["windows"], sync_n / n["windows"]],
+            },
+            "next_step": "Remove host-device synchronisations (item(), .cpu(), loss-scaler found-inf checks).",
+        }
+    )
+    return out
+
+
+def _syncs(store: Store, run_id: str) -> int:
+    return sql(
+        "select count(*) n from events where kind = 'runtime' and (name like '%Synchronize%' or "
+        "(name like 'cudaMemcpy%' and name not like '%Async%'))",
+        store,
+        [run_id],
+    ).item()
+
+
+def _cpu_growth(base: pl.DataFrame, new: pl.DataFrame, n: int = 6) -> dict[str, float]:
+    """Ops whose share of host-launch gap time grew most (ms per step, NEW minus BASE)."""
+    if new.is_empty():
+        return {}
+    joined = new.join(base, on="op", how="full", coalesce=True, suffix="_base").fill_null(0)
+    joined = joined.with_columns(((pl.col("ns_per_step") - pl.col("ns_per_step_base")) / 1e6).alias("delta"))
+    top = joined.sort("delta", descending=True).head(n)
+    return {op: round(d, 3) for op, d in top.select("op", "delta").iter_rows()}
+
+
+def _op_deltas(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
+    """Per op name: CPU and GPU time per step in each run, and NEW minus BASE."""
+    if base.is_empty() and new.is_empty():
+        return pl.DataFrame()
+    cpu, gpu = ("cpu_incl_ns_per_step", "gpu_ns_per_step") if "cpu_incl_ns_per_step" in new.columns else (
+        "cpu_incl_ns", "gpu_ns")  # fmt: skip
+    cols = ["name", cpu, gpu]
+    joined = new.select(cols).join(base.select(cols), on="name", how="full", coalesce=True, suffix="_base").fill_null(0)
+    return (
+        joined.select(
+            "name",
+            (pl.col(f"{cpu}_base") / 1e6).alias("base_cpu_ms"),
+            (pl.col(cpu) / 1e6).alias("new_cpu_ms"),
+            ((pl.col(cpu) - pl.col(f"{cpu}_base")) / 1e6).alias("cpu_delta_ms"),
+            (pl.col(f"{gpu}_base") / 1e6).alias("base_gpu_ms"),
+            (pl.col(gpu) / 1e6).alias("new_gpu_ms"),
+            ((pl.col(gpu) - pl.col(f"{gpu}_base")) / 1e6).alias("gpu_delta_ms"),
+        )
+        .with_columns((pl.col("cpu_delta_ms").abs() + pl.col("gpu_delta_ms").abs()).alias("_size"))
+        .sort("_size", descending=True)
+        .drop("_size")
+    )
+
+
+def _verdict(
+    delta: float,
+    parts: dict[str, float],
+    findings: list[dict[str, Any]],
+    b: dict[str, float],
+    n: dict[str, float],
+    base: RunReport,
+    new: RunReport,
+) -> str:
+    if not findings:
+        return f"NEW and BASE take the same time per step within noise ({delta:+.2f} ms); nothing to blame."
+    direction = "slower" if delta > 0 else "faster"
+    saved = -parts["gpu_compute"]
+    idle_up = parts["launch_bound"] + parts["cast_overhead"] - (n["cast_kernels"] - b["cast_kernels"])
+    if saved > 0 and idle_up > 0 and idle_up > 0.5 * saved:
+        ke, kb = new.summary["kernels_per_step"] or 0, base.summary["kernels_per_step"] or 0
+        more = f", {ke / kb - 1:+.0%} kernels per step" if kb else ""
+        return (
+            f"NEW saves {saved:.1f} ms of GPU time per step but is {abs(delta):.1f} ms per step {direction}: the "
+            f"saving is not realised because the run is bound by the CPU launching work (GPU idle waiting for "
+            f"launches {idle_up:+.1f} ms per step{more}, {new.summary['cast_overhead']['calls']:.0f} dtype "
+            f"conversions per step)."
+        )
+    top = findings[0]
+    return (
+        f"NEW is {abs(delta):.1f} ms per step {direction}, mostly because: {top['title'][0].lower()}{top['title'][1:]}."
+    )
+
+
+def _compare_summaries(base: RunReport, new: RunReport) -> Comparison:
+    """Op-level comparison of summary text (no timeline: no step-time waterfall)."""
+    deltas = _op_deltas(base.ops, new.ops)
+    findings = []
+    cb, cn = base.summary["cast_overhead"], new.summary["cast_overhead"]
+    if cn["calls"] > cb["calls"]:
+        findings.append(
+            {
+                "id": "cast_overhead",
+                "title": f"{cn['calls'] - cb['calls']:,} more cast calls, "
+                f"{cn['cpu_ms'] - cb['cpu_ms']:.1f} ms more CPU time",
+                "impact_ms": None,
+                "evidence": {"cast_calls": [cb["calls"], cn["calls"]], "cast_cpu_ms": [cb["cpu_ms"], cn["cpu_ms"]]},
+                "next_step": "Cast parameters once (O2), avoid per-op casts.",
+            }
+        )
+    grown = deltas.filter((pl.col("cpu_delta_ms") > 1) & (pl.col("new_cpu_ms") > 2 * pl.col("base_cpu_ms")))
+    for row in grown.head(5).iter_rows(named=True):
+        findings.append(
+            {
+                "id": "op_cpu_growth",
+                "title": f"{row['name']}: CPU time {row['base_cpu_ms']:.1f} -> {row['new_cpu_ms']:.1f} ms",
+                "impact_ms": None,
+                "evidence": row,
+                "next_step": "CPU time that grows while GPU time does not points at algorithm search or layout work "
+                "(cudnn exhaustive search, NCHW<->NHWC transposes) or per-call overhead.",
+            }
+        )
+    return Comparison(
+        base=base,
+        new=new,
+        step_time_delta_ms=None,
+        waterfall=pl.DataFrame(),
+        findings=findings,
+        explained_ms=None,
+        unexplained_ms=None,
+        verdict="Summary text has no timeline: op-level differences only (per-step waterfall needs traces).",
+        op_deltas=deltas,
+        steps=pl.DataFrame(),
+        notes=list(new.notes),
+    )
