@@ -17,11 +17,13 @@ border-bottom:1px solid #ddd;text-align:right}td:first-child,th:first-child{text
 """
 
 
-def _bar_chart(rows: list[tuple[str, float]], title: str, unit: str = "ms", width: int = 1000) -> str:
-    """Horizontal bars around a zero line (positive right, red; negative left, green)."""
+def _bar_chart(
+    rows: list[tuple[str, float]], title: str, unit: str = "ms", width: int = 1000, neutral: bool = False
+) -> str:
+    """Horizontal bars around a zero line (positive right, red: slower; negative left, green: faster)."""
     if not rows:
         return ""
-    label_w, h = 420, 22
+    label_w, h = 470, 22
     span = max(abs(v) for _, v in rows) or 1.0
     half = (width - label_w - 80) / 2
     zero = label_w + half
@@ -30,10 +32,12 @@ def _bar_chart(rows: list[tuple[str, float]], title: str, unit: str = "ms", widt
     for i, (label, v) in enumerate(rows):
         y, w = i * h, abs(v) / span * half
         x = zero if v >= 0 else zero - w
-        color = "#c0504d" if v > 0 else "#4f8f4f"
-        out.append(f'<text x="0" y="{y + 15}">{html.escape(label[:70])}</text>')
+        color = "#3b6ea5" if neutral else ("#c0504d" if v > 0 else "#4f8f4f")
+        short = label if len(label) <= 68 else label[:66] + "..."
+        out.append(f'<text x="0" y="{y + 15}"><title>{html.escape(label)}</title>{html.escape(short)}</text>')
         out.append(f'<rect x="{x:.1f}" y="{y + 4}" width="{max(w, 1):.1f}" height="{h - 8}" fill="{color}"/>')
-        out.append(f'<text x="{(x + w + 4) if v >= 0 else (x - 60):.1f}" y="{y + 15}">{v:+.2f} {unit}</text>')
+        text_x = x + w + 4 if v >= 0 else zero + 4
+        out.append(f'<text x="{text_x:.1f}" y="{y + 15}">{v:+.2f} {unit}</text>')
     out.append("</svg>")
     return "\n".join(out)
 
@@ -105,7 +109,7 @@ def render_html(result: Any) -> str:
         ("tensor-core coverage, BASE", (b.summary.get("tensor_core_coverage") or 0.0) * 100),
         ("tensor-core coverage, NEW", (n.summary.get("tensor_core_coverage") or 0.0) * 100),
     ]
-    parts += ["<h2>Coverage of GEMM/conv/attention time (%)</h2>", _bar_chart(cov, "coverage", unit="%")]
+    parts += ["<h2>Coverage of GEMM/conv/attention time (%)</h2>", _bar_chart(cov, "coverage", unit="%", neutral=True)]
     if not result.op_deltas.is_empty():
         parts += ["<h2>Largest per-op changes</h2>", _table(result.op_deltas.head(20))]
     parts += [f"<p class='note'>{html.escape(note)}</p>" for note in result.notes]
