@@ -10,6 +10,7 @@ reported as ``unexplained_ms``. Positive numbers mean NEW is slower.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,10 +68,13 @@ def _parts(run_id: str, store: Store) -> dict[str, float]:
         return sql(query_text(name), store, runs)
 
     busy, gaps, kernels, activity = q("gpu_busy"), q("gpu_gaps"), q("_kernels"), q("gap_cpu_activity")
+    work = q("_gpu_work")
     windows = max(busy.select(pl.struct("rank", "step").n_unique()).item(), 1)
     gap_ms = dict(gaps.group_by("kind").agg(pl.col("gap_ns").sum() / windows / 1e6).iter_rows())
     k_ms = dict(kernels.group_by("kernel_class").agg(pl.col("dur_ns").sum() / windows / 1e6).iter_rows())
+    w_ms = dict(work.group_by("kind").agg((pl.col("end_ns") - pl.col("start_ns")).sum() / windows / 1e6).iter_rows())
     cast_gap = activity.filter(pl.col("op").str.contains(CAST_OP))["gap_ns"].sum() / windows / 1e6
+    by_op = dict(activity.group_by("op").agg(pl.col("gap_ns").sum() / windows / 1e6).iter_rows())
     return {
         "window": busy["window_ns"].sum() / windows / 1e6,
         "busy": busy["busy_ns"].sum() / windows / 1e6,
@@ -80,8 +84,11 @@ def _parts(run_id: str, store: Store) -> dict[str, float]:
         "cast_gap": cast_gap,
         "cast_kernels": k_ms.get("cast", 0.0),
         "layout_kernels": k_ms.get("layout", 0.0),
-        "kernel_sum": sum(k_ms.values()),
+        "optimizer_kernels": k_ms.get("optimizer", 0.0),
+        "copies": w_ms.get("memcpy", 0.0) + w_ms.get("memset", 0.0),
+        "work_sum": sum(w_ms.values()),
         "windows": windows,
+        "gap_by_op": by_op,
     }
 
 
@@ -94,27 +101,35 @@ def compare(base_ref: str, new_ref: str, store: Store | str | Path | None = None
         return _compare_summaries(base, new)
     b, n = _parts(base_id, store), _parts(new_id, store)
     delta = n["window"] - b["window"]
-    d = {k: n[k] - b[k] for k in b}
-    # busy time is a union; kernel sums can exceed it (overlap). Scale kernel-class deltas onto busy time.
-    scale_b = b["busy"] / b["kernel_sum"] if b["kernel_sum"] else 0.0
-    scale_n = n["busy"] / n["kernel_sum"] if n["kernel_sum"] else 0.0
-    cast_busy = n["cast_kernels"] * scale_n - b["cast_kernels"] * scale_b
-    layout_busy = n["layout_kernels"] * scale_n - b["layout_kernels"] * scale_b
+    d = {k: n[k] - b[k] for k in b if k != "gap_by_op"}
+    # busy time is a union; summed work can exceed it (overlap). Scale per-class deltas onto busy time.
+    scale_b = b["busy"] / b["work_sum"] if b["work_sum"] else 0.0
+    scale_n = n["busy"] / n["work_sum"] if n["work_sum"] else 0.0
+
+    def busy_delta(key: str) -> float:
+        return n[key] * scale_n - b[key] * scale_b
+
+    cast_busy, layout_busy = busy_delta("cast_kernels"), busy_delta("layout_kernels")
+    optimizer_busy, copies_busy = busy_delta("optimizer_kernels"), busy_delta("copies")
+    threshold = max(MIN_IMPACT_MS, MIN_IMPACT_SHARE * b["window"])
+    grown = [g for g in _grown_ops(base, new, b, n) if g["impact_ms"] >= threshold]
+    grown_gap = sum(g["impact_ms"] for g in grown)
     parts = {
-        "gpu_compute": d["busy"] - cast_busy - layout_busy,
+        "gpu_compute": d["busy"] - cast_busy - layout_busy - optimizer_busy - copies_busy,
         "cast_overhead": d["cast_gap"] + cast_busy,
         "layout_transforms": layout_busy,
-        "launch_bound": d["host_launch"] - d["cast_gap"],
+        "optimizer": optimizer_busy,
+        "memory_copies": copies_busy,
+        "launch_bound": d["host_launch"] - d["cast_gap"] - grown_gap,
+        "op_cpu_growth": grown_gap,
         "dependency_idle": d["dependency"] + d["window_end"],
     }
     waterfall = pl.DataFrame(
         {"part": list(parts), "ms_per_step": list(parts.values())},
         schema={"part": pl.String, "ms_per_step": pl.Float64},
     )
-    threshold = max(MIN_IMPACT_MS, MIN_IMPACT_SHARE * b["window"])
-    findings = [
-        f for f in _findings(parts, base, new, b, n, store, base_id, new_id) if abs(f["impact_ms"]) >= threshold
-    ]
+    candidates = _findings(parts, base, new, b, n, store, base_id, new_id) + grown
+    findings = [f for f in candidates if abs(f["impact_ms"]) >= threshold]
     findings.sort(key=lambda f: -abs(f["impact_ms"]))
     explained = sum(f["impact_ms"] for f in findings)
     notes = []
@@ -225,6 +240,24 @@ def _findings(
             "next_step": "Use channels-last (NHWC) tensors end to end so cuDNN does not transpose around each conv.",
         }
     )
+    out.append(
+        {
+            "id": "optimizer",
+            "title": f"Optimizer and loss-scaler kernels changed GPU time by {parts['optimizer']:+.2f} ms/step",
+            "impact_ms": parts["optimizer"],
+            "evidence": {"optimizer_kernel_ms": [b["optimizer_kernels"], n["optimizer_kernels"]]},
+            "next_step": "Use a fused / multi-tensor optimizer (foreach or fused Adam, Paddle merged_adam).",
+        }
+    )
+    out.append(
+        {
+            "id": "memory_copies",
+            "title": f"Memory copies and sets changed GPU time by {parts['memory_copies']:+.2f} ms/step",
+            "impact_ms": parts["memory_copies"],
+            "evidence": {"copy_ms": [b["copies"], n["copies"]]},
+            "next_step": "Avoid host<->device copies inside the step (pinned memory, non_blocking, keep data on GPU).",
+        }
+    )
     sync_b, sync_n = _syncs(store, base_id), _syncs(store, new_id)
     out.append(
         {
@@ -239,6 +272,39 @@ def _findings(
             "next_step": "Remove host-device synchronisations (item(), .cpu(), loss-scaler found-inf checks).",
         }
     )
+    return out
+
+
+def _grown_ops(base: RunReport, new: RunReport, b: dict[str, Any], n: dict[str, Any]) -> list[dict[str, Any]]:
+    """Ops whose CPU time per step (inclusive) at least doubled and that now keep the GPU waiting longer.
+
+    Impact: the growth of host-launch gap time spent inside the op (carved out of launch_bound).
+    """
+    if base.ops.is_empty() or new.ops.is_empty():
+        return []
+    cpu = new.ops.select("name", pl.col("cpu_incl_ns_per_step").alias("new")).join(
+        base.ops.select("name", pl.col("cpu_incl_ns_per_step").alias("base")), on="name", how="left"
+    )
+    doubled = {r[0]: (r[2] or 0.0, r[1]) for r in cpu.iter_rows() if r[1] >= 2 * (r[2] or 0.0) and r[1] > 1e6}
+    out = []
+    for op, new_gap in n["gap_by_op"].items():
+        if op == "(no op)" or re.search(CAST_OP, op) or op not in doubled:
+            continue
+        grew = new_gap - b["gap_by_op"].get(op, 0.0)
+        if grew <= 0:
+            continue
+        before, after = doubled[op]
+        out.append(
+            {
+                "id": "op_cpu_growth",
+                "title": f"{op}: CPU time per step {before / 1e6:.2f} -> {after / 1e6:.2f} ms, GPU waiting on it "
+                f"{grew:+.2f} ms per step",
+                "impact_ms": grew,
+                "evidence": {"op": op, "cpu_ms_per_step": [before / 1e6, after / 1e6]},
+                "next_step": "CPU time that grows while GPU time does not points at algorithm search, layout work "
+                "or per-call overhead in this op (cudnn benchmark caching, fewer shape changes).",
+            }
+        )
     return out
 
 

@@ -94,3 +94,15 @@ def test_compare_accepts_sample_files(tmp_path: Path) -> None:
     fp16 = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
     done = run_cli("report", "--compare", str(fp32), str(fp16), "--store", str(tmp_path / "s"))
     assert done.returncode == 0 and "Waterfall" in done.stdout
+
+
+def test_nsys_pair_names_conv_cpu_growth(tmp_path: Path) -> None:
+    """In the nsys captures (cuDNN autotuning included), FP16 conv1d CPU time grows about 6x."""
+    result = compare(
+        str(shared("nsys/nsys_conformer_fp32_b4.sqlite.gz")), str(shared("nsys/nsys_conformer_fp16_b4.sqlite.gz")),
+        tmp_path / "s",
+    )  # fmt: skip
+    growth = {f["evidence"]["op"]: f for f in result.findings if f["id"] == "op_cpu_growth"}
+    assert "aten::conv1d" in growth
+    before, after = growth["aten::conv1d"]["evidence"]["cpu_ms_per_step"]
+    assert after > 4 * before
