@@ -181,6 +181,7 @@ def _findings(
             "impact_ms": parts["gpu_compute"],
             "evidence": {
                 "gpu_busy_ms": [b["busy"], n["busy"]],
+                "ops_still_fp32_ms_per_step": _still_fp32(new.ops),
                 "fp16_coverage": [bs["fp16_coverage"], ns["fp16_coverage"]],
                 "tensor_core_coverage": [bs["tensor_core_coverage"], ns["tensor_core_coverage"]],
                 "median_kernel_us": [bs["median_kernel_us"], ns["median_kernel_us"]],
@@ -306,6 +307,14 @@ def _grown_ops(base: RunReport, new: RunReport, b: dict[str, Any], n: dict[str, 
             }
         )
     return out
+
+
+def _still_fp32(ops: pl.DataFrame, n: int = 5) -> dict[str, float]:
+    """NEW's ops with the most GPU time whose GEMM/conv/attention kernels are mostly not in half precision."""
+    if ops.is_empty() or "fp16_coverage" not in ops.columns:
+        return {}
+    heavy = ops.filter(pl.col("fp16_coverage") < 0.5).sort("gpu_ns_per_step", descending=True).head(n)
+    return {name: round(ns / 1e6, 3) for name, ns in heavy.select("name", "gpu_ns_per_step").iter_rows() if ns}
 
 
 def _syncs(store: Store, run_id: str) -> int:
