@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 
 import polars as pl
 
+from traceq.compare import compare
 from traceq.errors import InputError, QueryError, StoreError, TraceqError
 from traceq.ingest import ingest
 from traceq.readers import read_trace
@@ -28,6 +29,7 @@ __all__ = [
     "StoreError",
     "TraceqError",
     "__version__",
+    "compare",
     "ingest",
     "query",
     "read_trace",
