@@ -29,10 +29,10 @@ def test_batch_64_amp_is_explained_as_launch_bound(store: Path) -> None:
     assert {"gpu_compute", "launch_bound", "cast_overhead"} <= set(ids)
     impact = {f["id"]: f["impact_ms"] for f in d["findings"]}
     assert impact["gpu_compute"] < -20  # AMP halves GPU busy time: about 45 -> 21 ms per step
-    assert impact["launch_bound"] > 15 and impact["cast_overhead"] > 0
+    assert impact["launch_bound"] > 10 and impact["cast_overhead"] > 0
     # the findings close the waterfall on the measured step delta within 15 %
     assert abs(d["explained_ms"] - d["step_time_delta_ms"]) <= 0.15 * abs(d["step_time_delta_ms"])
-    assert d["explained_ms"] == pytest.approx(sum(impact.values()))
+    assert d["explained_ms"] == pytest.approx(sum(f["impact_ms"] for f in d["findings"]))
     assert "not realised" in d["verdict"] and "CPU launching work" in d["verdict"]
     lb = next(f for f in d["findings"] if f["id"] == "launch_bound")
     assert 0.3 < lb["evidence"]["kernels_change"] < 0.45  # about 36 % more kernels per step
