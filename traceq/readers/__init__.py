@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from traceq.errors import InputError
 from traceq.model.build import RunTables, build_run_tables
 from traceq.readers import chrome_common, kineto, nsys, paddle, paddle_summary
@@ -77,10 +79,14 @@ def _read(path: Path, progress: Progress | None) -> ReadResult:
     events = flavour.events(trace)
     if events.is_empty():
         raise InputError(path, "a chrome trace with no timed events")
+    negative = events.filter(pl.col("dur_ns") < 0).height
+    events = events.with_columns(pl.col("dur_ns").clip(lower_bound=0))
     coarse = flavour is paddle and not paddle.uses_relative_times(trace)
     tolerance = chrome_common.TICK_NS if coarse or chrome_common.whole_microseconds(trace.events) else 0
     tables = build_run_tables(events, flavour.threads(trace), tolerance_ns=tolerance)
     warnings = list(trace.warnings)
+    if negative:
+        warnings.append(f"{negative} events had negative durations; counted as 0")
     unsupported = {k: v for k, v in trace.skipped.items() if k not in chrome_common.LINK_PHASES}
     if unsupported:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(unsupported.items()))

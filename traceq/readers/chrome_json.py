@@ -23,6 +23,9 @@ from traceq.readers.source import Progress, TruncatedInput, iter_content
 
 CHUNK = 16 << 20
 _HEAD_LIMIT = 64 << 20
+#: Bytes that may pile up without one complete event before the file is refused (bounded memory).
+MAX_PENDING = 256 << 20
+_WHITESPACE = b"\xef\xbb\xbf \t\r\n"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{)")
 _LAST_BOUNDARY_WINDOW = 1 << 20
@@ -113,6 +116,13 @@ class _Decoder:
                 buf += block
                 if len(buf) >= self.chunk:
                     buf = self._consume_complete(buf)
+                    if len(buf) > MAX_PENDING:
+                        if not buf.strip(_WHITESPACE):
+                            buf = b""  # padding: nothing to keep
+                            continue
+                        raise InputError(
+                            self.path, f"no complete event in {len(buf) >> 20} MB: not a chrome trace, or corrupt"
+                        )
         except TruncatedInput as e:
             truncated = str(e)
         self._finish(buf, bare, truncated)
@@ -130,8 +140,9 @@ class _Decoder:
         buf = b""
         for block in blocks:
             buf += block
-            start = len(buf) - len(buf.lstrip(b"\xef\xbb\xbf \t\r\n"))
+            start = len(buf) - len(buf.lstrip(_WHITESPACE))
             if start >= len(buf):
+                buf = b""  # only whitespace so far: keep nothing (bounded memory)
                 continue
             first = buf[start : start + 1]
             if first == b"[":
@@ -172,7 +183,7 @@ class _Decoder:
                 if tail_meta is None:
                     continue
                 body = body.rstrip(b",")
-                if body.strip() and not self._try_decode(body):
+                if body.strip() and not self._try_decode_repairing(body):
                     continue
                 self.meta.update(tail_meta)
                 return
@@ -189,7 +200,7 @@ class _Decoder:
         ends = [m.start() + 1 for m in re.finditer(rb"\}", buf)]
         for end in reversed(ends[-64:]):
             body = buf[:end]
-            if self._try_decode(body):
+            if self._try_decode_repairing(body):
                 return len(body.strip())
         return 0
 
@@ -201,6 +212,16 @@ class _Decoder:
             return False
         self._add(events)
         return True
+
+    def _try_decode_repairing(self, body: bytes) -> bool:
+        """Decode ``body`` as is, else after repairing names and encoding; False if neither works."""
+        if self._try_decode(body):
+            return True
+        fixed = _repair(body)
+        if fixed != body and self._try_decode(fixed):
+            self.repaired += _count_repairs(body)
+            return True
+        return False
 
     def _decode_events(self, body: bytes) -> None:
         if self._try_decode(body):
