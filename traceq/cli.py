@@ -239,10 +239,8 @@ def main() -> None:
     except KeyboardInterrupt:
         _error("interrupted; nothing partial was stored")
         sys.exit(130)
-    except Exception as e:  # click usage errors and anything unexpected
-        import click
-
-        if isinstance(e, click.ClickException):
+    except Exception as e:  # usage errors (typer's click) and anything unexpected
+        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
             e.show()
             sys.exit(e.exit_code)
         if os.environ.get("TRACEQ_DEBUG"):

@@ -168,3 +168,10 @@ def test_readme_documents_the_model_and_every_command() -> None:
 
     for name in typer.main.get_command(app).commands:
         assert f"traceq {name}" in readme
+
+
+@pytest.mark.parametrize("args", [["report", "--compare", "only_one"], ["ingest", "--bogus", "x"], ["nosuchcommand"]])
+def test_usage_errors_are_reported_by_the_parser(args: list[str]) -> None:
+    done = run_cli(*args)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
