@@ -224,19 +224,8 @@ class _Decoder:
         return False
 
     def _decode_events(self, body: bytes) -> None:
-        if self._try_decode(body):
-            return
-        fixed = _repair(body)
-        if fixed != body:
-            try:
-                events = _EVENTS_DECODER.decode(b"[" + fixed + b"]")
-            except msgspec.DecodeError:
-                pass
-            else:
-                self.repaired += _count_repairs(body)
-                self._add(events)
-                return
-        self._add(list(self._decode_one_by_one(fixed)))
+        if not self._try_decode_repairing(body):
+            self._add(list(self._decode_one_by_one(_repair(body))))
 
     def _decode_one_by_one(self, body: bytes) -> Iterable[_Event]:
         """Slow path: decode event by event, joining pieces split inside nested objects."""
