@@ -1,14 +1,14 @@
 -- cast_overhead: dtype conversions, what they cost, and fp32 -> fp16 -> fp32 round trips.
--- Requires: _windows
--- Definition: a conversion is a Paddle `cast` op (`cast`, `cast dygraph`, `pd_op.cast`) or its grad
--- (`cast_grad`, `CastGradNode`), a PyTorch `aten::_to_copy`, or an `aten::copy_` whose recorded input
--- dtypes differ; calls counts conversions starting in the window. Their cost is measured on the outermost
--- cast-family op around them (`aten::to` > `aten::_to_copy` > `aten::copy_`, `ToCopyBackward0`): cpu_ns
--- sums those ops' durations (dispatch included), gpu_ns the GPU work launched from calls inside them.
--- An `aten::to` that converts nothing (no conversion inside) costs nothing here. round_trips counts, per
+-- Requires: _windows, _cast_ops
+-- Definition: conversions and the cast family are defined in _cast_ops, plus an `aten::copy_` whose
+-- recorded input dtypes differ (unless it is the body of another conversion); calls counts conversions
+-- starting in the window. Their cost is measured on the outermost cast-family op around them (e.g.
+-- `evaluate_function: ToCopyBackward0` > `aten::to` > `aten::_to_copy` > `aten::copy_`): cpu_ns sums those
+-- ops' durations (dispatch included), gpu_ns the GPU work launched from calls inside them. A family op
+-- that converts nothing (an `aten::to` to the same dtype) costs nothing here. round_trips counts, per
 -- window and tensor shape, pairs of conversions of that shape from float and from half (needs recorded
 -- shapes and dtypes: PyTorch `record_shapes=True`; NULL elsewhere).
--- Reads: events, _windows.
+-- Reads: events, _windows, _cast_ops.
 -- Columns:
 --   run_id       VARCHAR  run id
 --   rank         BIGINT   rank
@@ -22,15 +22,13 @@
 --   round_trips  BIGINT   float -> half -> float round trips on one shape (NULL without shapes)
 WITH family AS (
   SELECT e.*, w.step, w.win_end - w.win_start AS window_ns,
-         regexp_matches(e.name, '^(?:pd_op\.)?cast(?: dygraph)?$|^cast_grad|CastGradNode')
-           OR e.name = 'aten::_to_copy'
+         regexp_matches(e.name, c.conversion)
            OR (e.name = 'aten::copy_' AND len(list_distinct(list_filter(e.input_dtypes, lambda x: x <> ''))) > 1)
            AS converts
   FROM events e
+  CROSS JOIN _cast_ops c
   JOIN _windows w ON e.run_id = w.run_id AND e.rank = w.rank AND e.ts_ns >= w.win_start AND e.ts_ns < w.win_end
-  WHERE e.kind = 'op' AND (
-        regexp_matches(e.name, '^(?:pd_op\.)?cast(?: dygraph)?$|^cast_grad|CastGradNode')
-     OR e.name IN ('aten::to', 'aten::_to_copy', 'ToCopyBackward0', 'aten::copy_'))
+  WHERE e.kind = 'op' AND (regexp_matches(e.name, c.family) OR e.name = 'aten::copy_')
 ),
 conversions AS (
   SELECT * FROM family f

@@ -1,9 +1,10 @@
 -- gap_cpu_activity: what the launching CPU thread was doing while the GPU waited for it.
--- Requires: gpu_gaps
+-- Requires: gpu_gaps, _cast_ops
 -- Definition: for each host-launch gap (see gpu_gaps), the top-level ops (depth 0) of the thread that
 -- launched the next GPU event, each counted for the part of its time that overlaps the gap; the rest of
 -- the gap, where no top-level op ran on that thread, is reported as '(no op)'. Summed per window and op.
--- Reads: gpu_gaps (through its building blocks), events(kind, depth, name, ts_ns, dur_ns, pid, tid).
+-- is_cast marks ops of the cast family (see _cast_ops).
+-- Reads: gpu_gaps, _cast_ops, events(kind, depth, name, ts_ns, dur_ns, pid, tid).
 -- Columns:
 --   run_id     VARCHAR  run id
 --   rank       BIGINT   rank
@@ -12,6 +13,7 @@
 --   op         VARCHAR  top-level op name, or '(no op)'
 --   gap_ns     BIGINT   host-launch gap time this op covered, ns
 --   gaps       BIGINT   host-launch gaps it overlapped
+--   is_cast    BOOLEAN  the op converts dtype or wraps a conversion
 WITH gaps AS (
   SELECT * FROM gpu_gaps WHERE kind = 'host_launch'
 ),
@@ -39,5 +41,5 @@ by_op AS (
   LEFT JOIN covered c USING (run_id, rank, step, device, gap_start_ns)
   GROUP BY ALL
 )
-SELECT * FROM by_op WHERE gap_ns > 0
+SELECT b.*, regexp_matches(b.op, c.family) AS is_cast FROM by_op b CROSS JOIN _cast_ops c WHERE b.gap_ns > 0
 ORDER BY run_id, rank, step, device, gap_ns DESC

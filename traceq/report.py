@@ -233,7 +233,12 @@ def _summary_report(run: dict[str, Any], store: Store, runs: list[str]) -> RunRe
         store,
         runs,
     ).row(0, named=True)
-    casts = ops.filter(pl.col("name").str.contains(r"^cast(?:_grad)?$|^Cast"))
+    casts = sql(
+        "-- Requires: _cast_ops\nselect sum(calls) calls, sum(cpu_total_ns) cpu_incl_ns, sum(gpu_total_ns) gpu_ns "
+        "from op_stats cross join _cast_ops c where depth = 0 and regexp_matches(op, c.conversion)",
+        store,
+        runs,
+    )
     compute = k["compute_ns"] or 0
     summary: dict[str, Any] = {key: None for key in TIMELINE_METRICS}
     summary.update(
