@@ -57,15 +57,11 @@ class Comparison:
         }
 
 
-def _parts(run_id: str, store: Store) -> dict[str, float]:
-    """Mean per-step ms of every waterfall part of one run."""
-    runs = [run_id]
-
-    def q(name: str) -> pl.DataFrame:
-        return sql(query_text(name), store, runs)
-
-    busy, gaps, kernels, activity = q("gpu_busy"), q("gpu_gaps"), q("_kernels"), q("gap_cpu_activity")
-    work = q("_gpu_work")
+def _parts(report: RunReport, store: Store) -> dict[str, float]:
+    """Mean per-step ms of every waterfall part of one run (reusing the report's metric frames)."""
+    runs = [report.run["run_id"]]
+    busy, gaps, activity = (report.frames[k] for k in ("gpu_busy", "gpu_gaps", "gap_cpu_activity"))
+    kernels, work = sql(query_text("_kernels"), store, runs), sql(query_text("_gpu_work"), store, runs)
     windows = max(busy.select(pl.struct("rank", "step").n_unique()).item(), 1)
     gap_ms = dict(gaps.group_by("kind").agg(pl.col("gap_ns").sum() / windows / 1e6).iter_rows())
     k_ms = dict(kernels.group_by("kernel_class").agg(pl.col("dur_ns").sum() / windows / 1e6).iter_rows())
@@ -98,7 +94,7 @@ def compare(base_ref: str, new_ref: str, store: Store | str | Path | None = None
     base, new = run_report(base_id, store), run_report(new_id, store)
     if "paddle_summary" in (base.run["source_format"], new.run["source_format"]):
         return _compare_summaries(base, new)
-    b, n = _parts(base_id, store), _parts(new_id, store)
+    b, n = _parts(base, store), _parts(new, store)
     delta = n["window"] - b["window"]
     d = {k: n[k] - b[k] for k in b if k != "gap_by_op"}
     # busy time is a union; summed work can exceed it (overlap). Scale per-class deltas onto busy time.

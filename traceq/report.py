@@ -40,6 +40,8 @@ class RunReport:
     gap_activity: pl.DataFrame
     ops: pl.DataFrame
     notes: list[str] = field(default_factory=list)
+    #: the raw metric frames behind the report, by query name (reused by comparisons)
+    frames: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: headline keys, ``ops`` rows and ``findings``."""
@@ -137,8 +139,9 @@ def run_report(ref: str, store: Store | str | Path | None = None) -> RunReport:
             "Profiled step times include the profiler's own CPU cost per op, so a launch-bound run looks "
             "more launch-bound under the profiler than without it; compare with step times measured unprofiled."
         )
+    frames = {"gpu_busy": busy, "gpu_gaps": gaps, "gap_cpu_activity": activity}
     return RunReport(
-        run_info, summary, findings, steps.drop("run_id"), gap_histogram, gap_activity, per_step_ops, notes
+        run_info, summary, findings, steps.drop("run_id"), gap_histogram, gap_activity, per_step_ops, notes, frames
     )
 
 
