@@ -2,18 +2,19 @@
 -- Requires: _windows
 -- Definition: kernels, memcpy and memset (sync records and GPU-side annotations are not work), each cut
 -- to the part inside a window; work spanning two windows counts in both, once per window.
--- Reads: events(run_id, rank, event_id, kind, device, ts_ns, dur_ns, launch_id).
+-- Reads: events(run_id, rank, event_id, kind, name, device, ts_ns, dur_ns, launch_id).
 -- Columns:
 --   run_id     VARCHAR  run id
 --   rank       BIGINT   rank
 --   step       INTEGER  window's step (NULL for the GPU-span window)
 --   device     INTEGER  GPU index
 --   kind       VARCHAR  kernel, memcpy or memset
+--   name       VARCHAR  event name (the kernel name for kernels)
 --   event_id   BIGINT   the GPU event
 --   launch_id  BIGINT   the runtime call that launched it
 --   start_ns   BIGINT   start inside the window, ns
 --   end_ns     BIGINT   end inside the window, ns
-SELECT w.run_id, w.rank, w.step, e.device, e.kind, e.event_id, e.launch_id,
+SELECT w.run_id, w.rank, w.step, e.device, e.kind, e.name, e.event_id, e.launch_id,
        greatest(e.ts_ns, w.win_start) AS start_ns,
        least(e.ts_ns + e.dur_ns, w.win_end) AS end_ns
 FROM events e

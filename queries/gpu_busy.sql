@@ -4,6 +4,9 @@
 -- (kernels, memcpy, memset, across all streams: overlapping work is merged, never summed, so busy time
 -- cannot exceed the window); kernel_busy_ns is the same union over kernels only (copies can hide an
 -- idle compute engine). idle_ns = window_ns - busy_ns; idle_ratio = idle_ns / window_ns.
+-- exposed_comm_ns is the part of busy_ns covered by communication kernels alone (no other GPU work at the
+-- same time): collectives not hidden behind compute, including the time a fast rank waits in a
+-- collective for a slower one.
 -- Reads: _windows, _gpu_islands.
 -- Columns:
 --   run_id          VARCHAR  run id
@@ -15,10 +18,12 @@
 --   kernel_busy_ns  BIGINT   union of kernels, ns
 --   idle_ns         BIGINT   window_ns - busy_ns
 --   idle_ratio      DOUBLE   idle_ns / window_ns
+--   exposed_comm_ns BIGINT   busy_ns minus the union of all non-communication GPU work, ns
 WITH busy AS (
   SELECT run_id, rank, step, device,
          sum(end_ns - start_ns) FILTER (WHERE work_set = 'all')::BIGINT AS busy_ns,
-         coalesce(sum(end_ns - start_ns) FILTER (WHERE work_set = 'kernel'), 0)::BIGINT AS kernel_busy_ns
+         coalesce(sum(end_ns - start_ns) FILTER (WHERE work_set = 'kernel'), 0)::BIGINT AS kernel_busy_ns,
+         coalesce(sum(end_ns - start_ns) FILTER (WHERE work_set = 'not_comm'), 0)::BIGINT AS not_comm_ns
   FROM _gpu_islands
   GROUP BY run_id, rank, step, device
 )
@@ -26,7 +31,8 @@ SELECT b.run_id, b.rank, b.step, b.device,
        (w.win_end - w.win_start)::BIGINT AS window_ns,
        b.busy_ns, b.kernel_busy_ns,
        (w.win_end - w.win_start - b.busy_ns)::BIGINT AS idle_ns,
-       (w.win_end - w.win_start - b.busy_ns) / (w.win_end - w.win_start) AS idle_ratio
+       (w.win_end - w.win_start - b.busy_ns) / (w.win_end - w.win_start) AS idle_ratio,
+       (b.busy_ns - b.not_comm_ns)::BIGINT AS exposed_comm_ns
 FROM busy b
 JOIN _windows w ON b.run_id = w.run_id AND b.rank = w.rank AND b.step IS NOT DISTINCT FROM w.step
 ORDER BY b.run_id, b.rank, b.step, b.device

@@ -14,6 +14,7 @@ import typer
 
 import traceq
 from traceq.errors import TraceqError
+from traceq.executors import EXECUTORS
 from traceq.render import Format, render
 from traceq.store import STORE_ENV, Store
 
@@ -37,14 +38,35 @@ _PROGRESS_MIN_BYTES = 4 << 20
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Trace files, or directories of them.", show_default=False)],
     store: StoreOpt = None,
-    name: Annotated[str | None, typer.Option("--name", help="Run name [default: the file name].")] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="Run name [default: the file name]. With several files or a directory: "
+            "one multi-rank run of that name.",
+        ),
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", min=1, help="Files read in parallel [default: all cores].")
+    ] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            "--executor",
+            help="Where files are read: local (process pool) or ray (Ray tasks; "
+            "the cluster at $RAY_ADDRESS, else a local Ray instance).",
+        ),
+    ] = "local",
     fmt: FormatOpt = Format.table,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    """Read trace files into the store (one run per file).
+    """Read trace files into the store (one run per file; with --name, one run of many ranks).
 
     Example: traceq ingest sample_traces/kineto_conformer_fp16_b4_2steps.json.gz --name amp
-    """
+    Example: traceq ingest sample_traces/ddp --name ddp --jobs 2
+    """  # fmt: skip
+    if executor not in EXECUTORS:
+        raise typer.BadParameter(f"{executor!r}; choose one of {', '.join(EXECUTORS)}", param_hint="--executor")
     failed: list[str] = []
 
     def on_error(e: TraceqError) -> None:
@@ -52,11 +74,16 @@ def ingest(
         _error(str(e))
 
     with _progress(quiet) as progress:
-        result = traceq.ingest(paths, store=_store(store), name=name, progress=progress, on_error=on_error)
+        result = traceq.ingest(
+            paths, store=_store(store), name=name, progress=progress, on_error=on_error, jobs=jobs,
+            executor=executor,  # type: ignore[arg-type]
+        )  # fmt: skip
     if fmt is Format.table:
+        multi = result["run_id"].drop_nulls().n_unique() < result["run_id"].drop_nulls().len()
         for row in result.filter(pl.col("status") != "failed").iter_rows(named=True):
             verb = "ingested" if row["status"] == "ingested" else "duplicate"
-            typer.echo(f"{verb} {row['name']} ({row['run_id']}): {row['summary']}")
+            rank = f" rank {row['rank']}" if multi and row["rank"] is not None else ""
+            typer.echo(f"{verb} {row['name']}{rank} ({row['run_id']}): {row['summary']}")
             for w in json.loads(row["warnings"] or "[]"):
                 typer.echo(f"  warning: {w}", err=True)
     else:
@@ -191,7 +218,7 @@ class _progress:
         self.enabled = not quiet and sys.stderr.isatty()
         self.bar = None
 
-    def __enter__(self) -> Callable[[Path, int], Callable[[int], None] | None]:
+    def __enter__(self) -> Callable[[str, int], Callable[[int], None] | None]:
         if self.enabled:
             from rich.console import Console
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
@@ -207,10 +234,10 @@ class _progress:
             self.bar.start()
         return self.factory
 
-    def factory(self, path: Path, size: int) -> Callable[[int], None] | None:
+    def factory(self, label: str, size: int) -> Callable[[int], None] | None:
         if self.bar is None or size < _PROGRESS_MIN_BYTES:
             return None
-        task = self.bar.add_task(f"reading {path.name}", total=size)
+        task = self.bar.add_task(label if label.startswith("reading") else f"reading {label}", total=size)
         bar = self.bar
         return lambda n: bar.advance(task, n)
 

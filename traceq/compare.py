@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from traceq import rank_views
 from traceq.query_files import query_text
 from traceq.report import RunReport, resolve_run, run_report
 from traceq.sql import sql
@@ -41,6 +42,8 @@ class Comparison:
     op_deltas: pl.DataFrame
     steps: pl.DataFrame
     notes: list[str] = field(default_factory=list)
+    #: multi-rank runs: per-rank NEW - BASE deltas matched on rank (:func:`traceq.rank_views.aligned`)
+    ranks: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +56,7 @@ class Comparison:
             "waterfall": self.waterfall.to_dicts(),
             "findings": self.findings,
             "op_deltas": self.op_deltas.head(30).to_dicts(),
+            "ranks": self.ranks.to_dicts(),
             "notes": self.notes,
         }
 
@@ -73,6 +77,7 @@ def _parts(report: RunReport, store: Store) -> dict[str, float]:
     return {
         "window": busy["window_ns"].sum() / windows / 1e6,
         "busy": busy["busy_ns"].sum() / windows / 1e6,
+        "exposed_comm": busy["exposed_comm_ns"].sum() / windows / 1e6,
         "host_launch": gap_ms.get("host_launch", 0.0),
         "dependency": gap_ms.get("dependency", 0.0) + gap_ms.get("unknown", 0.0),
         "window_end": gap_ms.get("window_end", 0.0),
@@ -110,7 +115,8 @@ def compare(base_ref: str, new_ref: str, store: Store | str | Path | None = None
     grown = [g for g in _grown_ops(base, new, b, n) if g["impact_ms"] >= threshold]
     grown_gap = sum(g["impact_ms"] for g in grown)
     parts = {
-        "gpu_compute": d["busy"] - cast_busy - layout_busy - optimizer_busy - copies_busy,
+        "gpu_compute": d["busy"] - cast_busy - layout_busy - optimizer_busy - copies_busy - d["exposed_comm"],
+        "communication": d["exposed_comm"],
         "cast_overhead": d["cast_gap"] + cast_busy,
         "layout_transforms": layout_busy,
         "optimizer": optimizer_busy,
@@ -135,10 +141,18 @@ def compare(base_ref: str, new_ref: str, store: Store | str | Path | None = None
         )
     steps = pl.concat(
         [
-            base.steps.select("step", "window_ns", "busy_ns", "idle_ns").with_columns(run=pl.lit("base")),
-            new.steps.select("step", "window_ns", "busy_ns", "idle_ns").with_columns(run=pl.lit("new")),
+            base.steps.select("rank", "step", "window_ns", "busy_ns", "idle_ns").with_columns(run=pl.lit("base")),
+            new.steps.select("rank", "step", "window_ns", "busy_ns", "idle_ns").with_columns(run=pl.lit("new")),
         ]
     )
+    ranks = pl.DataFrame()
+    if not (base.ranks.is_empty() and new.ranks.is_empty()):
+        ranks = rank_views.aligned(_per_rank_or_one(base), _per_rank_or_one(new))
+        if ranks.null_count().sum_horizontal().item():
+            notes.append(
+                f"The runs have different ranks (BASE {base.run['n_ranks']}, NEW {new.run['n_ranks']}): "
+                "the rank-aligned table compares the ranks both have; the waterfall compares means over all."
+            )
     return Comparison(
         base=base,
         new=new,
@@ -151,6 +165,27 @@ def compare(base_ref: str, new_ref: str, store: Store | str | Path | None = None
         op_deltas=_op_deltas(base.ops, new.ops),
         steps=steps,
         notes=notes,
+        ranks=ranks,
+    )
+
+
+def _per_rank_or_one(report: RunReport) -> pl.DataFrame:
+    """A report's per-rank table; a one-rank run as a table of its one rank (no waiting, no straggler)."""
+    if not report.ranks.is_empty():
+        return report.ranks
+    rank = report.steps["rank"][0] if report.steps.height else 0
+    s = report.summary
+    busy = s["gpu_busy_ms"]
+    return pl.DataFrame(
+        {
+            "rank": [rank],
+            "step_ms": [s["step_time_ms"]],
+            "gpu_work_ms": [busy - (report.frames["gpu_busy"]["exposed_comm_ns"].mean() or 0) / 1e6 if busy else None],
+            "host_launch_gap_ms": [s["host_launch_gap_ms"]],
+            "exposed_comm_ms": [(report.frames["gpu_busy"]["exposed_comm_ns"].mean() or 0) / 1e6],
+            "wait_ms": [0.0],
+            "straggler_steps": [0],
+        }
     )
 
 
@@ -245,6 +280,7 @@ def _findings(
             "next_step": "Use a fused / multi-tensor optimizer (foreach or fused Adam, Paddle merged_adam).",
         }
     )
+    out.append(_communication_finding(parts, base, new, b, n))
     out.append(
         {
             "id": "memory_copies",
@@ -353,6 +389,26 @@ def _op_deltas(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
         .sort("_size", descending=True)
         .drop("_size")
     )
+
+
+def _communication_finding(
+    parts: dict[str, float], base: RunReport, new: RunReport, b: dict[str, float], n: dict[str, float]
+) -> dict[str, Any]:
+    """Collective time no other GPU work hides; across ranks this includes waiting for a straggler."""
+    evidence: dict[str, Any] = {"exposed_comm_ms": [b["exposed_comm"], n["exposed_comm"]]}
+    for label, report in (("base", base), ("new", new)):
+        if not report.ranks.is_empty():
+            top = report.ranks.sort("straggler_steps", "rank", descending=[True, False]).row(0, named=True)
+            evidence[f"{label}_straggler"] = f"rank {top['rank']} in {top['straggler_steps']} steps"
+            evidence[f"{label}_wait_ms_by_rank"] = dict(report.ranks.select("rank", "wait_ms").iter_rows())
+    return {
+        "id": "communication",
+        "title": f"Collective time not hidden by other GPU work changed by {parts['communication']:+.2f} ms/step",
+        "impact_ms": parts["communication"],
+        "evidence": evidence,
+        "next_step": "Across ranks this is mostly waiting for the slowest rank: see the rank-aligned table; "
+        "otherwise overlap communication with compute (DDP bucket size, gradient accumulation).",
+    }
 
 
 def _verdict(

@@ -1,22 +1,29 @@
-"""``ingest``: read trace files into the store, one run per file, each run written atomically."""
+"""``ingest``: read trace files into the store (a run per file, or one multi-rank run), runs written atomically."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from traceq import __version__
 from traceq.errors import InputError, TraceqError
-from traceq.readers import ReadResult, read_trace, sniff_format
+from traceq.executors import Executor, default_jobs, run_tasks
+from traceq.ingest_task import FileTask, ingest_file
+from traceq.ranks import assign_ranks, natural_key
+from traceq.readers import sniff_format
 from traceq.readers.source import file_sha256, head_bytes
-from traceq.store import Store
+from traceq.store import RunWriter, Store
 
-ProgressFactory = Callable[[Path, int], Callable[[int], None] | None]
-"""Given a file and its size, returns a callback fed with bytes consumed (or None for no progress)."""
+ProgressFactory = Callable[[str, int], Callable[[int], None] | None]
+"""Given a label and a total of bytes, returns a callback fed with bytes done (or None for no progress)."""
 
 _NAME_SUFFIXES = (".gz", ".json", ".trace", ".pt", ".paddle_trace", ".sqlite", ".txt")
 
@@ -25,10 +32,13 @@ INGEST_COLUMNS = {
     "status": pl.String,
     "run_id": pl.String,
     "name": pl.String,
+    "rank": pl.Int64,
     "events": pl.Int64,
     "steps": pl.Int64,
     "summary": pl.String,
     "warnings": pl.String,
+    "seconds": pl.Float64,
+    "peak_rss_bytes": pl.Int64,
 }
 
 
@@ -37,7 +47,7 @@ def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = [f for f in sorted(p.iterdir()) if f.is_file() and _looks_like_trace(f)]
+            found = [f for f in sorted(p.iterdir(), key=natural_key) if f.is_file() and _looks_like_trace(f)]
             if not found:
                 raise InputError(p, "directory holds no trace files")
             out += found
@@ -70,131 +80,210 @@ def run_name(path: Path) -> str:
             return name
 
 
+@dataclass
+class _Run:
+    """One run to write: its name and files (one file, or a multi-rank run's files)."""
+
+    name: str
+    files: list[Path]
+    multi_rank: bool
+    digests: list[str] = field(default_factory=list)
+    results: dict[int, dict[str, Any]] = field(default_factory=dict)
+    writer: RunWriter | None = None
+
+
 def ingest(
     paths: Iterable[str | Path],
     store: Store | str | Path | None = None,
     name: str | None = None,
     progress: ProgressFactory | None = None,
     on_error: Callable[[TraceqError], None] | None = None,
+    jobs: int | None = None,
+    executor: Executor = "local",
 ) -> pl.DataFrame:
     """Ingest trace files (or directories of them) into ``store``.
 
-    Each file becomes one run, written atomically; content already stored (same sha256) is reported
-    as ``duplicate`` and not written again. A file that cannot be read raises :class:`InputError`, or,
-    when ``on_error`` is given, is passed to it and skipped, leaving other files unaffected.
+    Without ``name`` (or with one file) each file becomes one run. With ``name`` and several files or a
+    directory, the files become one multi-rank run, ranked by :func:`traceq.ranks.assign_ranks`.
+    Files are read in parallel by ``executor``: ``local`` uses ``jobs`` processes (default all cores),
+    ``ray`` runs one Ray task per file; each task writes its rank partition itself and every run is
+    published atomically once all its ranks are written. Content already stored (same sha256) is
+    reported as ``duplicate`` and not read again. A file that cannot be read raises
+    :class:`InputError`, or, when ``on_error`` is given, is passed to it: its run is not stored, other
+    runs are unaffected.
 
     Returns
     -------
     pl.DataFrame
         One row per input file: ``path``, ``status`` (``ingested``/``duplicate``/``failed``),
-        ``run_id``, ``name``, ``events``, ``steps``, ``summary`` (one line), ``warnings`` (JSON list).
+        ``run_id``, ``name``, ``rank``, ``events``, ``steps``, ``summary`` (one line), ``warnings``
+        (JSON list), ``seconds`` (reading and writing it) and ``peak_rss_bytes`` (of the process that did).
     """
     store = store if isinstance(store, Store) else Store(store)
-    files = expand_inputs(paths)
-    rows = []
-    for path in files:
-        label = name if name and len(files) == 1 else (f"{name}:{run_name(path)}" if name else run_name(path))
+    listed = list(map(Path, paths))
+    files = expand_inputs(listed)
+    runs = _plan(files, name, multi_rank=bool(name) and (len(files) > 1 or any(p.is_dir() for p in listed)))
+    rows: dict[Path, dict[str, Any]] = {}
+
+    def fail(run: _Run, error: TraceqError, culprit: Path | None) -> None:
+        if on_error is None:
+            raise error
+        on_error(error)
+        for path in run.files:
+            text = str(error) if path == culprit or culprit is None else f"not stored: {culprit} failed"
+            rows[path] = {"path": str(path), "status": "failed", "name": run.name, "summary": text}
+
+    for run in runs:
         try:
-            rows.append(_ingest_one(path, store, label, progress))
-        except TraceqError as e:
-            if on_error is None:
-                raise
-            on_error(e)
-            rows.append({"path": str(path), "status": "failed", "summary": str(e)})
-    return pl.DataFrame(rows, schema=INGEST_COLUMNS)
+            for path in run.files:
+                sniff_format(path)
+        except InputError as e:
+            fail(run, e, Path(e.path))
+            continue
+    live = [r for r in runs if not any(p in rows for p in r.files)]
+    _hash_files(live, jobs)
+    todo: list[tuple[_Run, int]] = []
+    for run in live:
+        existing = store.find_hash(_run_hash(run.digests, run.multi_rank))
+        if existing is not None:
+            for path in run.files:
+                rows[path] = _duplicate_row(path, existing)
+        else:
+            todo += [(run, i) for i in range(len(run.files))]
+    try:
+        for run in {id(r): r for r, _ in todo}.values():
+            run.writer = store.begin_run()
+        tasks = [FileTask(str(r.files[i]), r.digests[i], str(r.writer.dir), f"part-{i}") for r, i in todo]  # type: ignore[union-attr]
+        for k, result in _run_tasks(tasks, jobs, executor, progress):
+            run, i = todo[k]
+            run.results[i] = result
+            if len(run.results) == len(run.files):
+                _finish(run, store, rows, fail)
+    finally:
+        for run, _ in todo:
+            if run.writer is not None:
+                run.writer.__exit__()
+    return pl.DataFrame([rows[p] for p in files if p in rows], schema=INGEST_COLUMNS)
 
 
-def _ingest_one(path: Path, store: Store, name: str, progress: ProgressFactory | None) -> dict[str, object]:
-    sniff_format(path)
-    digest = file_sha256(path)
-    run_id = "r" + digest[:12]
-    existing = store.find_hash(digest)
-    if existing is not None:
-        return {
+def _plan(files: list[Path], name: str | None, multi_rank: bool) -> list[_Run]:
+    if multi_rank:
+        return [_Run(str(name), files, True)]
+    if name and len(files) == 1:
+        return [_Run(name, files, False)]
+    return [_Run(run_name(p), [p], False) for p in files]
+
+
+def _hash_files(runs: list[_Run], jobs: int | None) -> None:
+    """sha256 of every file; threads suffice (hashlib releases the GIL on large reads)."""
+    files = [p for r in runs for p in r.files]
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs or default_jobs(), len(files) or 1))) as pool:
+        digests = iter(list(pool.map(file_sha256, files)))
+    for run in runs:
+        run.digests = [next(digests) for _ in run.files]
+
+
+def _run_hash(digests: list[str], multi_rank: bool) -> str:
+    """The run's content hash: the file's; for a multi-rank run, over its files' hashes (in any order)."""
+    if not multi_rank:
+        return digests[0]
+    return hashlib.sha256(("ranks:" + ",".join(sorted(digests))).encode()).hexdigest()
+
+
+def _run_tasks(
+    tasks: list[FileTask], jobs: int | None, executor: Executor, progress: ProgressFactory | None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Run the file tasks; byte-level progress when they run here, per-file progress in parallel."""
+    if executor == "local" and (jobs == 1 or len(tasks) <= 1 or (jobs is None and default_jobs() == 1)):
+        for k, task in enumerate(tasks):
+            callback = progress(Path(task.path).name, Path(task.path).stat().st_size) if progress else None
+            yield k, ingest_file(task, callback)
+        return
+    sizes = [Path(t.path).stat().st_size for t in tasks]
+    callback = progress(f"reading {len(tasks)} files", sum(sizes)) if progress else None
+    for k, result in run_tasks(ingest_file, tasks, jobs, executor):
+        if callback:
+            callback(sizes[k])
+        yield k, result
+
+
+def _finish(run: _Run, store: Store, rows: dict[Path, dict[str, Any]], fail: Callable[..., None]) -> None:
+    """All of a run's files are read: rank them, then commit the run (or drop it if a file failed)."""
+    for i, result in sorted(run.results.items()):
+        if result["error"]:
+            fail(run, InputError(run.files[i], result["error"].split(": ", 1)[-1]), run.files[i])
+            return
+    results = [run.results[i] for i in range(len(run.files))]
+    declared = [r["declared_rank"] for r in results]
+    if run.multi_rank:
+        ranks, rank_from, warnings = assign_ranks(run.files, declared)
+    else:
+        ranks, rank_from, warnings = [declared[0] or 0], "distributedInfo" if declared[0] is not None else "single", []
+    sources = pl.DataFrame(
+        [{**r["source"], "rank": rank, "rank_from": rank_from} for r, rank in zip(results, ranks, strict=True)]
+    )
+    run_id = "r" + _run_hash(run.digests, run.multi_rank)[:12]
+    row = _catalog_row(run, results, ranks, warnings)
+    assert run.writer is not None
+    written = run.writer.commit(run_id, row, {f"part-{i}": rank for i, rank in enumerate(ranks)}, sources)
+    for path, result, rank in zip(run.files, results, ranks, strict=True):
+        rows[path] = {
             "path": str(path),
-            "status": "duplicate",
-            "run_id": existing["run_id"],
-            "name": existing["name"],
-            "events": existing["n_events"],
-            "steps": existing["n_steps"],
-            "summary": f"already stored as {existing['name']} ({existing['run_id']}); not ingested again",
-            "warnings": "[]",
+            "status": "ingested" if written else "duplicate",
+            "run_id": run_id,
+            "name": run.name,
+            "rank": rank,
+            "events": result["source"]["n_events"],
+            "steps": result["source"]["n_steps"],
+            "summary": result["summary"],
+            "warnings": json.dumps((warnings if rank == min(ranks) else []) + json.loads(result["source"]["warnings"])),
+            "seconds": result["seconds"],
+            "peak_rss_bytes": result["peak_rss_bytes"],
         }
-    size = path.stat().st_size
-    callback = progress(path, size) if progress else None
-    result = read_trace(path, callback)
-    row = catalog_row(path, digest, size, name, result)
-    written = store.write_run(run_id, row, {_rank(result): result.tables})
-    status = "ingested" if written else "duplicate"
-    return {
-        "path": str(path),
-        "status": status,
-        "run_id": run_id,
-        "name": name,
-        "events": result.tables.events.height,
-        "steps": result.tables.steps.height,
-        "summary": summary_line(result),
-        "warnings": json.dumps(result.warnings),
-    }
 
 
-def _rank(result: ReadResult) -> int:
-    rank = result.distributed.get("rank")
-    return int(rank) if isinstance(rank, int) and rank >= 0 else 0
-
-
-def catalog_row(path: Path, digest: str, size: int, name: str, result: ReadResult) -> pl.DataFrame:
-    """The ``runs`` row describing ``result``."""
-    ev = result.tables.events
-    by_kind = dict(ev.group_by("kind").len().sort("kind").iter_rows())
-    ends = ev.select(pl.col("ts_ns").min().alias("start"), (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end"))
+def _catalog_row(run: _Run, results: list[dict[str, Any]], ranks: list[int], warnings: list[str]) -> pl.DataFrame:
+    """The ``runs`` row: the lowest rank's source details, counts and spans over all ranks."""
+    first = results[ranks.index(min(ranks))]["source"]
+    by_kind: dict[str, int] = {}
+    for r in results:
+        for kind, n in r["events_by_kind"].items():
+            by_kind[kind] = by_kind.get(kind, 0) + n
+    starts = [r["source"]["start_ns"] for r in results if r["source"]["start_ns"] is not None]
+    ends = [r["source"]["end_ns"] for r in results if r["source"]["end_ns"] is not None]
+    all_warnings = list(warnings)
+    for r, rank in zip(results, ranks, strict=True):
+        prefix = f"rank {rank}: " if run.multi_rank else ""
+        all_warnings += [prefix + w for w in json.loads(r["source"]["warnings"])]
     return pl.DataFrame(
         {
-            "name": [name],
-            "source_path": [str(path.resolve())],
-            "source_hash": [digest],
-            "source_bytes": [size],
-            "source_format": [result.source_format],
-            "flavour": [result.flavour],
-            "profiler_version": [result.profiler_version],
-            "devices": [json.dumps(result.devices)],
-            "distributed": [json.dumps(result.distributed)],
-            "clock_offset_ns": [result.clock_offset_ns],
+            **{k: [first[k]] for k in ("source_format", "flavour", "profiler_version", "devices", "distributed")},
+            "name": [run.name],
+            "n_ranks": [len(results)],
+            "source_path": [first["source_path"]],
+            "source_hash": [_run_hash(run.digests, run.multi_rank)],
+            "source_bytes": [sum(r["source"]["source_bytes"] for r in results)],
+            "clock_offset_ns": [first["clock_offset_ns"]],
             "ingested_at": [datetime.now(UTC)],
             "traceq_version": [__version__],
-            "n_events": [ev.height],
-            "events_by_kind": [json.dumps(by_kind)],
-            "n_steps": [result.tables.steps.height],
-            "start_ns": [ends["start"][0]],
-            "end_ns": [ends["end"][0]],
-            "warnings": [json.dumps(result.warnings)],
+            "n_events": [sum(r["source"]["n_events"] for r in results)],
+            "events_by_kind": [json.dumps(dict(sorted(by_kind.items())))],
+            "n_steps": [sum(r["source"]["n_steps"] for r in results)],
+            "start_ns": [min(starts) if starts else None],
+            "end_ns": [max(ends) if ends else None],
+            "warnings": [json.dumps(all_warnings)],
         }
     )
 
 
-def summary_line(result: ReadResult) -> str:
-    """``events by kind, steps, devices, time span`` in one line (for summary text: its tables)."""
-    ev = result.tables.events
-    if ev.is_empty() and not result.tables.summary_cells.is_empty():
-        ops = result.tables.op_stats
-        sections = result.tables.summary_cells["section"].unique(maintain_order=True).to_list()
-        return (
-            f"{result.profiler_version}: {len(sections)} tables ({', '.join(sections)}); "
-            f"{ops.filter(pl.col('row_type') == 'op').height:,} op rows, "
-            f"{ops.filter(pl.col('row_type') == 'kernel').height + result.tables.kernel_stats.height:,} kernel rows; "
-            "no timeline, so time-based metrics need a trace"
-        )
-    counts = ev.group_by("kind").len().sort("len", descending=True)
-    kinds = ", ".join(f"{k} {n:,}" for k, n in counts.iter_rows())
-    span_ns = ev.select((pl.col("ts_ns") + pl.col("dur_ns")).max() - pl.col("ts_ns").min()).item() or 0
-    gpus = sorted({str(d.get("name")) for d in result.devices if d.get("name")})
-    devices = ev.filter(pl.col("device").is_not_null())["device"].n_unique()
-    dev_text = (_plural(devices, "GPU") if devices else "no GPU events") + (f" ({', '.join(gpus)})" if gpus else "")
-    return (
-        f"{result.profiler_version}: {ev.height:,} events ({kinds}); "
-        f"{_plural(result.tables.steps.height, 'step')}; {dev_text}; span {span_ns / 1e6:,.1f} ms"
-    )
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
+def _duplicate_row(path: Path, existing: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "path": str(path),
+        "status": "duplicate",
+        "run_id": existing["run_id"],
+        "name": existing["name"],
+        "events": existing["n_events"],
+        "steps": existing["n_steps"],
+        "summary": f"already stored as {existing['name']} ({existing['run_id']}); not ingested again",
+        "warnings": "[]",
+    }

@@ -13,6 +13,7 @@ from typing import Any
 
 import polars as pl
 
+from traceq import rank_views
 from traceq.errors import StoreError
 from traceq.query_files import query_text
 from traceq.sql import sql
@@ -42,16 +43,24 @@ class RunReport:
     notes: list[str] = field(default_factory=list)
     #: the raw metric frames behind the report, by query name (reused by comparisons)
     frames: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
+    #: multi-rank runs: per-rank means (:func:`traceq.rank_views.per_rank`), empty otherwise
+    ranks: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: multi-rank runs: the straggler of each step (:func:`traceq.rank_views.stragglers`)
+    stragglers: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form: headline keys, ``ops`` rows and ``findings``."""
-        return {
+        """The JSON form: headline keys, ``ops`` rows, ``findings`` and, for several ranks, rank views."""
+        out = {
             "run": self.run,
             **self.summary,
             "ops": self.ops.to_dicts(),
             "findings": self.findings,
             "notes": self.notes,
         }
+        if not self.ranks.is_empty():
+            out["ranks"] = self.ranks.to_dicts()
+            out["stragglers"] = self.stragglers.to_dicts()
+        return out
 
 
 def resolve_run(ref: str, store: Store) -> str:
@@ -74,6 +83,7 @@ def run_report(ref: str, store: Store | str | Path | None = None) -> RunReport:
     runs = [run_id]
     run = sql("select * from runs", store, runs).row(0, named=True)
     run_info = {k: run[k] for k in ("run_id", "name", "source_format", "flavour", "profiler_version", "source_path")}
+    run_info["n_ranks"] = run.get("n_ranks") or 1
     if run["source_format"] == "paddle_summary":
         return _summary_report(run_info, store, runs)
 
@@ -125,14 +135,22 @@ def run_report(ref: str, store: Store | str | Path | None = None) -> RunReport:
         .agg((pl.col("gap_ns").sum() / windows).alias("ns_per_step"))
         .sort("ns_per_step", descending=True)
     )
-    per_step_ops = ops.with_columns(
+    per_step_ops = _ranks_combined(ops).with_columns(
         (pl.col("calls") / windows).alias("calls_per_step"),
         *(
             (pl.col(c) / windows).alias(c.replace("_ns", "_ns_per_step"))
             for c in ("cpu_incl_ns", "cpu_self_ns", "gpu_ns")
         ),
-    ).drop("run_id", "rank")
+    )
     findings = _findings(summary, gap_activity, gaps, windows)
+    ranks = straggling = pl.DataFrame()
+    if busy.select("rank").n_unique() > 1:
+        balance = q("rank_balance")
+        ranks, straggling = rank_views.per_rank(balance), rank_views.stragglers(balance)
+        summary["rank_spread"] = rank_views.spread(ranks)
+        finding = rank_views.straggler_finding(ranks, straggling, summary["step_time_ms"])
+        if finding:
+            findings = sorted([*findings, finding], key=lambda f: -(f["impact_ms"] or 0.0))
     notes = []
     if summary["launch_bound_ratio"] and summary["launch_bound_ratio"] >= LAUNCH_BOUND_MIN:
         notes.append(
@@ -141,7 +159,37 @@ def run_report(ref: str, store: Store | str | Path | None = None) -> RunReport:
         )
     frames = {"gpu_busy": busy, "gpu_gaps": gaps, "gap_cpu_activity": activity}
     return RunReport(
-        run_info, summary, findings, steps.drop("run_id"), gap_histogram, gap_activity, per_step_ops, notes, frames
+        run_info,
+        summary,
+        findings,
+        steps.drop("run_id"),
+        gap_histogram,
+        gap_activity,
+        per_step_ops,
+        notes,
+        frames,
+        ranks,
+        straggling,
+    )
+
+
+def _ranks_combined(ops: pl.DataFrame) -> pl.DataFrame:
+    """``op_summary`` with one row per op name: sums over ranks; coverages weighted by the op's GPU time."""
+    if ops.is_empty() or ops["rank"].n_unique() <= 1:
+        return ops.drop("run_id", "rank")
+    sums = ("calls", "cpu_incl_ns", "cpu_self_ns", "gpu_ns", "gpu_top_ns", "kernels")
+    weighted = [
+        ((pl.col(c) * pl.col("gpu_ns")).sum() / pl.col("gpu_ns").filter(pl.col(c).is_not_null()).sum()).alias(c)
+        for c in ("fp16_coverage", "tensor_core_coverage")
+    ]
+    return (
+        ops.group_by("name", maintain_order=True)
+        .agg(*(pl.col(c).sum() for c in sums), *weighted)
+        .with_columns(
+            (pl.col("kernels") / pl.col("calls")).alias("kernels_per_call"),
+            (pl.col("cpu_incl_ns") / pl.col("gpu_ns")).alias("cpu_gpu_ratio"),
+        )
+        .select(ops.drop("run_id", "rank").columns)
     )
 
 

@@ -24,6 +24,7 @@ def headline(report: RunReport) -> list[tuple[str, str]]:
     s = report.summary
     cast = s["cast_overhead"]
     return [
+        *(_rank_headline(s["rank_spread"]) if "rank_spread" in s else []),
         ("steps", str(s["steps"]) if s["steps"] else "(whole GPU span)" if s["steps"] == 0 else "n/a"),
         ("step time (median)", _fmt(s["step_time_ms"], " ms")),
         ("GPU busy / step", _fmt(s["gpu_busy_ms"], " ms")),
@@ -33,6 +34,30 @@ def headline(report: RunReport) -> list[tuple[str, str]]:
         ("tensor-core coverage", _fmt(s["tensor_core_coverage"], "%")),
         ("casts / step", f"{cast['calls']:,.0f} calls, CPU {cast['cpu_ms']:.2f} ms, GPU {cast['gpu_ms']:.2f} ms"),
     ]
+
+
+def _rank_headline(spread: dict[str, Any]) -> list[tuple[str, str]]:
+    def span(key: str, unit: str) -> str:
+        v = spread.get(key)
+        if not v:
+            return "n/a"
+        return f"{_fmt(v['min'], unit)} (rank {v['min_rank']}) .. {_fmt(v['max'], unit)} (rank {v['max_rank']})"
+
+    return [
+        ("ranks", str(spread["ranks"])),
+        ("step time across ranks", span("step_ms", " ms")),
+        ("idle across ranks", span("idle_ratio", "%")),
+        ("launch-bound across ranks", span("launch_bound_ratio", "%")),
+    ]
+
+
+def rank_table(report: RunReport) -> pl.DataFrame:
+    """The per-rank table as printed (ms rounded, ratios as fractions)."""
+    return report.ranks.with_columns(pl.col(pl.Float64).round(3))
+
+
+def straggler_table(report: RunReport) -> pl.DataFrame:
+    return report.stragglers.with_columns(pl.col(pl.Float64).round(3))
 
 
 def to_json(report: RunReport, out: TextIO | None = None) -> None:
@@ -52,6 +77,9 @@ def to_markdown(report: RunReport, out: TextIO | None = None) -> None:
         out.write("No finding cleared its threshold.\n")
     for note in report.notes:
         out.write(f"\n> {note}\n")
+    if not report.ranks.is_empty():
+        out.write("\n### Ranks (means per step)\n\n" + markdown(rank_table(report)))
+        out.write("\n### Straggler per step\n\n" + markdown(straggler_table(report)))
     if not report.ops.is_empty():
         out.write("\n### Top ops\n\n" + markdown(_top_ops(report.ops)))
 
@@ -98,6 +126,9 @@ def to_terminal(report: RunReport, out: TextIO | None = None) -> None:
         console.print(" No finding cleared its threshold.")
     for note in report.notes:
         console.print(f"\n[italic]{note}[/italic]")
+    if not report.ranks.is_empty():
+        table(rank_table(report), out, "Ranks (means per step; wait = time waiting for the step's straggler)")
+        table(straggler_table(report), out, "Straggler per step")
     if not report.gap_activity.is_empty():
         acts = report.gap_activity.head(8).select(pl.col("op"), (pl.col("ns_per_step") / 1e6).round(3).alias("ms/step"))
         table(acts, out, "CPU activity on the launching thread during host-launch gaps")
@@ -145,6 +176,9 @@ def compare_markdown(result: Any, out: TextIO | None = None) -> None:
         out.write(f"{i}. **{f['title']}**{impact}. Next: {f['next_step']}\n")
     for note in result.notes:
         out.write(f"\n> {note}\n")
+    if not result.ranks.is_empty():
+        out.write("\n### Rank-aligned (NEW - BASE, ms per step)\n\n")
+        out.write(markdown(result.ranks.with_columns(pl.col(pl.Float64).round(3))))
     if not result.op_deltas.is_empty():
         out.write("\n### Largest per-op changes (ms per step)\n\n")
         out.write(markdown(result.op_deltas.head(12).with_columns(pl.col(pl.Float64).round(3))))
@@ -171,5 +205,7 @@ def compare_terminal(result: Any, out: TextIO | None = None) -> None:
         console.print(f"    next: {f['next_step']}")
     for note in result.notes:
         console.print(f"\n[italic]{note}[/italic]")
+    if not result.ranks.is_empty():
+        table(result.ranks.with_columns(pl.col(pl.Float64).round(3)), out, "Rank-aligned (NEW - BASE, ms per step)")
     if not result.op_deltas.is_empty():
         table(result.op_deltas.head(12).with_columns(pl.col(pl.Float64).round(3)), out, "Largest per-op changes")

@@ -211,38 +211,86 @@ KERNEL_CLASS_TABLE = Table(
     ),
 )
 
+#: Columns describing where a rank's data came from: shared by ``runs`` (the whole run) and ``sources`` (one rank).
+_SOURCE_PATH = Column("source_path", _STR, "absolute path of the ingested file (multi-rank run: of its first rank)")
+_SOURCE_HASH = Column(
+    "source_hash", _STR, "sha256 of the file's bytes (multi-rank run: of its ranks' hashes in rank order)"
+)
+_SOURCE_BYTES = Column("source_bytes", _I64, "size of the file(s), bytes")
+_SOURCE_FORMAT = Column("source_format", _STR, "input format: `chrome_json`, `nsys_sqlite`, `paddle_summary`")
+_FLAVOUR = Column("flavour", _STR, "producer: `kineto` (torch.profiler), `paddle` (paddle.profiler), `nsys`")
+_PROFILER_VERSION = Column("profiler_version", _STR, "version the file declares (schemaVersion etc.)")
+_DEVICES = Column("devices", _STR, "device properties as JSON (list of objects), where recorded")
+_DISTRIBUTED = Column("distributed", _STR, "distributed info as JSON (rank, world size), where recorded")
+_CLOCK_OFFSET = Column(
+    "clock_offset_ns",
+    _I64,
+    "add to `ts_ns` for Unix-epoch ns, where the source says (Kineto `baseTimeNanoseconds`; Paddle times "
+    "are epoch already: 0)",
+)
+_N_EVENTS = Column("n_events", _I64, "rows in `events`")
+_N_STEPS = Column("n_steps", _I64, "rows in `steps`")
+_START = Column("start_ns", _I64, "first event start, ns")
+_END = Column("end_ns", _I64, "last event end, ns")
+_WARNINGS = Column("warnings", _STR, "what the reader could not read or had to repair, JSON list of strings")
+
 RUNS = Table(
     "runs",
-    "The catalog: one row per ingested run.",
+    "The catalog: one row per ingested run (a multi-rank run's files are listed per rank in `sources`).",
     (
         Column("name", _STR, "run name (given at ingest, else the file name)"),
-        Column("source_path", _STR, "absolute path of the ingested file"),
-        Column("source_hash", _STR, "sha256 of the file's bytes (duplicate detection)"),
-        Column("source_bytes", _I64, "size of the file, bytes"),
-        Column("source_format", _STR, "input format: `chrome_json`, `nsys_sqlite`, `paddle_summary`"),
-        Column("flavour", _STR, "producer: `kineto` (torch.profiler), `paddle` (paddle.profiler), `nsys`"),
-        Column("profiler_version", _STR, "version the file declares (schemaVersion etc.)"),
-        Column("devices", _STR, "device properties as JSON (list of objects), where recorded"),
-        Column("distributed", _STR, "distributed info as JSON (rank, world size), where recorded"),
-        Column(
-            "clock_offset_ns",
-            _I64,
-            "add to `ts_ns` for Unix-epoch ns, where the source says (Kineto "
-            "`baseTimeNanoseconds`; Paddle times are epoch already: 0)",
-        ),
+        Column("n_ranks", _I64, "ranks (trace files) in the run"),
+        _SOURCE_PATH,
+        _SOURCE_HASH,
+        _SOURCE_BYTES,
+        _SOURCE_FORMAT,
+        _FLAVOUR,
+        _PROFILER_VERSION,
+        _DEVICES,
+        _DISTRIBUTED,
+        _CLOCK_OFFSET,
         Column("ingested_at", pl.Datetime("us", "UTC"), "when the run was ingested"),
         Column("traceq_version", _STR, "traceq version that wrote the run"),
-        Column("n_events", _I64, "rows in `events`"),
+        _N_EVENTS,
         Column("events_by_kind", _STR, "rows per kind, JSON object"),
-        Column("n_steps", _I64, "rows in `steps`"),
-        Column("start_ns", _I64, "first event start, ns"),
-        Column("end_ns", _I64, "last event end, ns"),
-        Column("warnings", _STR, "what the reader could not read or had to repair, JSON list of strings"),
+        _N_STEPS,
+        _START,
+        _END,
+        _WARNINGS,
+    ),
+)
+
+SOURCES = Table(
+    "sources",
+    "One row per rank: the file the rank was read from and how its rank number was found.",
+    (
+        Column(
+            "rank_from",
+            _STR,
+            "where the rank number came from: `distributedInfo` (Kineto), `file_name` (e.g. `rank3`), "
+            "`file_order` (sorted paths), `single` (a one-file run)",
+        ),
+        _SOURCE_PATH,
+        _SOURCE_HASH,
+        _SOURCE_BYTES,
+        _SOURCE_FORMAT,
+        _FLAVOUR,
+        _PROFILER_VERSION,
+        _DEVICES,
+        _DISTRIBUTED,
+        _CLOCK_OFFSET,
+        _N_EVENTS,
+        _N_STEPS,
+        _START,
+        _END,
+        _WARNINGS,
     ),
 )
 
 #: Tables stored per rank of a run, in the order they are written.
-RANK_TABLES: tuple[Table, ...] = (EVENTS, STEPS, THREADS, KERNEL_CLASS_TABLE, OP_STATS, KERNEL_STATS, SUMMARY_CELLS)
+RANK_TABLES: tuple[Table, ...] = (
+    EVENTS, STEPS, THREADS, KERNEL_CLASS_TABLE, OP_STATS, KERNEL_STATS, SUMMARY_CELLS, SOURCES,
+)  # fmt: skip
 TABLES: dict[str, Table] = {t.name: t for t in (RUNS, *RANK_TABLES)}
 
 

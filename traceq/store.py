@@ -28,7 +28,7 @@ import polars as pl
 
 from traceq.errors import StoreError
 from traceq.model.build import RunTables
-from traceq.schema import RANK_TABLES, RUNS
+from traceq.schema import RANK_TABLES, RUNS, SOURCES
 
 DEFAULT_STORE = ".traceq"
 STORE_ENV = "TRACEQ_STORE"
@@ -110,34 +110,18 @@ class Store:
             tmp.write_text(json.dumps({"format": FORMAT_VERSION}) + "\n")
             os.replace(tmp, marker)
 
-    def write_run(self, run_id: str, run_row: pl.DataFrame, ranks: Mapping[int, RunTables]) -> bool:
-        """Write a run atomically. Returns False (writing nothing) if ``run_id`` is already stored."""
-        self._init()
-        self._clean_tmp()
-        final = self.runs_dir / f"run_id={run_id}"
-        if final.exists():
-            return False
-        tmp = self.root / "tmp" / f"{run_id}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
-        try:
-            tmp.mkdir(parents=True)
+    def write_run(
+        self, run_id: str, run_row: pl.DataFrame, ranks: Mapping[int, RunTables], sources: pl.DataFrame | None = None
+    ) -> bool:
+        """Write a run held in memory atomically. Returns False (writing nothing) if already stored."""
+        with RunWriter(self) as writer:
             for rank, tables in ranks.items():
-                rank_dir = tmp / f"rank={rank}"
-                rank_dir.mkdir()
-                for table in RANK_TABLES:
-                    _write_parquet(getattr(tables, table.name), rank_dir / f"{table.name}.parquet")
-            _write_parquet(RUNS.conform(run_row), tmp / "runs.parquet")
-            _fsync_dir(tmp)
-            try:
-                os.rename(tmp, final)
-            except OSError:
-                if final.exists():  # another process stored the same content first
-                    return False
-                raise
-            _fsync_dir(self.runs_dir)
-            return True
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+                write_partition(writer.dir, f"part-{rank}", tables)
+            return writer.commit(run_id, run_row, {f"part-{rank}": rank for rank in ranks}, sources)
+
+    def begin_run(self) -> RunWriter:
+        """Start writing a run whose rank partitions are written by :func:`write_partition` (any process)."""
+        return RunWriter(self)
 
     def _clean_tmp(self) -> None:
         """Remove leftovers of interrupted writes (their writer process is gone)."""
@@ -149,6 +133,72 @@ class Store:
             if pid == os.getpid():
                 continue
             shutil.rmtree(d, ignore_errors=True)
+
+
+class RunWriter:
+    """A run being written: rank partitions are staged in one folder under ``tmp/`` (by this or other
+    processes, see :func:`write_partition`), then :meth:`commit` names them ``rank=<r>`` and moves the
+    folder into ``runs/`` with one rename. Leaving the ``with`` block without committing removes it."""
+
+    def __init__(self, store: Store) -> None:
+        store._init()
+        store._clean_tmp()
+        self.store = store
+        self.dir = store.root / "tmp" / f"run.{os.getpid()}.{uuid.uuid4().hex[:12]}"
+        self.dir.mkdir(parents=True)
+
+    def commit(
+        self, run_id: str, run_row: pl.DataFrame, parts: Mapping[str, int], sources: pl.DataFrame | None = None
+    ) -> bool:
+        """Publish the staged parts as ranks of ``run_id``, each with its row of ``sources`` (matched on a
+        ``rank`` column). Returns False (nothing written) if the run is already stored."""
+        final = self.store.runs_dir / f"run_id={run_id}"
+        if final.exists():
+            return False
+        if len(set(parts.values())) != len(parts):
+            raise StoreError(f"run {run_id}: two parts claim the same rank")
+        for part, rank in parts.items():
+            if not (self.dir / part).is_dir():
+                raise StoreError(f"run {run_id}: rank {rank} was not written")
+            os.rename(self.dir / part, self.dir / f"rank={rank}")
+            source = sources.filter(pl.col("rank") == rank) if sources is not None else SOURCES.empty()
+            _write_parquet(SOURCES.conform(source), self.dir / f"rank={rank}" / f"{SOURCES.name}.parquet")
+        _write_parquet(RUNS.conform(run_row), self.dir / "runs.parquet")
+        _fsync_dir(self.dir)
+        try:
+            os.rename(self.dir, final)
+        except OSError:
+            if final.exists():  # another process stored the same content first
+                return False
+            raise
+        _fsync_dir(self.store.runs_dir)
+        return True
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.dir.exists():
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def write_partition(run_dir: Path, part: str, tables: RunTables) -> None:
+    """Write one rank's tables as ``run_dir/part``, all or nothing (its ``sources`` row comes at commit).
+
+    Called by whichever process read the rank's file; the folder appears only once every file in it is
+    written and synced, so a run is never committed with a half-written rank.
+    """
+    staging = run_dir / f".{part}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    staging.mkdir()
+    try:
+        for table in RANK_TABLES:
+            if table is not SOURCES:
+                _write_parquet(getattr(tables, table.name), staging / f"{table.name}.parquet")
+        _fsync_dir(staging)
+        os.rename(staging, run_dir / part)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _write_parquet(frame: pl.DataFrame, path: Path) -> None:

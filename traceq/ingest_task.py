@@ -1,0 +1,109 @@
+"""One file's share of an ingest: read it, write its rank partition into a run being written, report back.
+
+This runs wherever the executor puts it (this process, a pool worker, a Ray task), so it takes and
+returns plain values only. The tables never travel back: the worker writes them, the caller gets counts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from traceq.errors import TraceqError
+from traceq.readers import ReadResult, read_trace
+from traceq.store import write_partition
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """Read ``path`` (content hash ``digest``) and write it as ``run_dir/part``."""
+
+    path: str
+    digest: str
+    run_dir: str
+    part: str
+
+
+def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Do ``task``; return ``{"error": message}`` or the file's ``source`` row, counts and summary line."""
+    start = time.perf_counter()
+    path = Path(task.path)
+    try:
+        result = read_trace(path, progress)
+        write_partition(Path(task.run_dir), task.part, result.tables)
+    except TraceqError as e:
+        return {"error": str(e)}
+    except OSError as e:
+        return {"error": f"{path}: {e.strerror or e}"}
+    ev = result.tables.events
+    span = ev.select(pl.col("ts_ns").min().alias("start"), (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end"))
+    declared = result.distributed.get("rank")
+    return {
+        "error": None,
+        "declared_rank": declared if isinstance(declared, int) and declared >= 0 else None,
+        "source": {
+            "source_path": str(path.resolve()),
+            "source_hash": task.digest,
+            "source_bytes": path.stat().st_size,
+            "source_format": result.source_format,
+            "flavour": result.flavour,
+            "profiler_version": result.profiler_version,
+            "devices": json.dumps(result.devices),
+            "distributed": json.dumps(result.distributed),
+            "clock_offset_ns": result.clock_offset_ns,
+            "n_events": ev.height,
+            "n_steps": result.tables.steps.height,
+            "start_ns": span["start"][0],
+            "end_ns": span["end"][0],
+            "warnings": json.dumps(result.warnings),
+        },
+        "events_by_kind": dict(ev.group_by("kind").len().iter_rows()),
+        "summary": summary_line(result),
+        "seconds": time.perf_counter() - start,
+        "peak_rss_bytes": peak_rss_bytes(),
+    }
+
+
+def peak_rss_bytes() -> int | None:
+    """This process's peak resident memory (VmHWM): unlike ru_maxrss, not inherited from a parent."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def summary_line(result: ReadResult) -> str:
+    """``events by kind, steps, devices, time span`` in one line (for summary text: its tables)."""
+    ev = result.tables.events
+    if ev.is_empty() and not result.tables.summary_cells.is_empty():
+        ops = result.tables.op_stats
+        sections = result.tables.summary_cells["section"].unique(maintain_order=True).to_list()
+        return (
+            f"{result.profiler_version}: {len(sections)} tables ({', '.join(sections)}); "
+            f"{ops.filter(pl.col('row_type') == 'op').height:,} op rows, "
+            f"{ops.filter(pl.col('row_type') == 'kernel').height + result.tables.kernel_stats.height:,} kernel rows; "
+            "no timeline, so time-based metrics need a trace"
+        )
+    counts = ev.group_by("kind").len().sort("len", descending=True)
+    kinds = ", ".join(f"{k} {n:,}" for k, n in counts.iter_rows())
+    span_ns = ev.select((pl.col("ts_ns") + pl.col("dur_ns")).max() - pl.col("ts_ns").min()).item() or 0
+    gpus = sorted({str(d.get("name")) for d in result.devices if d.get("name")})
+    devices = ev.filter(pl.col("device").is_not_null())["device"].n_unique()
+    dev_text = (plural(devices, "GPU") if devices else "no GPU events") + (f" ({', '.join(gpus)})" if gpus else "")
+    return (
+        f"{result.profiler_version}: {ev.height:,} events ({kinds}); "
+        f"{plural(result.tables.steps.height, 'step')}; {dev_text}; span {span_ns / 1e6:,.1f} ms"
+    )
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
