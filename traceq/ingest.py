@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from traceq import __version__
-from traceq.errors import InputError, TraceqError
+from traceq.errors import InputError, StoreError, TraceqError
 from traceq.executors import Executor, default_jobs, run_tasks
 from traceq.ingest_task import FileTask, ingest_file
 from traceq.ranks import assign_ranks, natural_key
@@ -39,6 +39,7 @@ INGEST_COLUMNS = {
     "warnings": pl.String,
     "seconds": pl.Float64,
     "peak_rss_bytes": pl.Int64,
+    "worker": pl.String,
 }
 
 
@@ -117,7 +118,8 @@ def ingest(
     pl.DataFrame
         One row per input file: ``path``, ``status`` (``ingested``/``duplicate``/``failed``),
         ``run_id``, ``name``, ``rank``, ``events``, ``steps``, ``summary`` (one line), ``warnings``
-        (JSON list), ``seconds`` (reading and writing it) and ``peak_rss_bytes`` (of the process that did).
+        (JSON list), ``seconds`` (reading and writing it), ``worker`` (host:pid of the process that did)
+        and ``peak_rss_bytes`` (that process's peak memory so far).
     """
     store = store if isinstance(store, Store) else Store(store)
     listed = list(map(Path, paths))
@@ -210,6 +212,8 @@ def _run_tasks(
 def _finish(run: _Run, store: Store, rows: dict[Path, dict[str, Any]], fail: Callable[..., None]) -> None:
     """All of a run's files are read: rank them, then commit the run (or drop it if a file failed)."""
     for i, result in sorted(run.results.items()):
+        if result["error_in"] == "store":
+            raise StoreError(result["error"])
         if result["error"]:
             fail(run, InputError(run.files[i], result["error"].split(": ", 1)[-1]), run.files[i])
             return
@@ -225,7 +229,10 @@ def _finish(run: _Run, store: Store, rows: dict[Path, dict[str, Any]], fail: Cal
     run_id = "r" + _run_hash(run.digests, run.multi_rank)[:12]
     row = _catalog_row(run, results, ranks, warnings)
     assert run.writer is not None
-    written = run.writer.commit(run_id, row, {f"part-{i}": rank for i, rank in enumerate(ranks)}, sources)
+    try:
+        written = run.writer.commit(run_id, row, {f"part-{i}": rank for i, rank in enumerate(ranks)}, sources)
+    except OSError as e:
+        raise StoreError(f"{store.root}: cannot write the store: {e.strerror or e}") from None
     for path, result, rank in zip(run.files, results, ranks, strict=True):
         rows[path] = {
             "path": str(path),
@@ -239,6 +246,7 @@ def _finish(run: _Run, store: Store, rows: dict[Path, dict[str, Any]], fail: Cal
             "warnings": json.dumps((warnings if rank == min(ranks) else []) + json.loads(result["source"]["warnings"])),
             "seconds": result["seconds"],
             "peak_rss_bytes": result["peak_rss_bytes"],
+            "worker": result["worker"],
         }
 
 

@@ -7,6 +7,8 @@ returns plain values only. The tables never travel back: the worker writes them,
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,21 +33,26 @@ class FileTask:
 
 
 def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Do ``task``; return ``{"error": message}`` or the file's ``source`` row, counts and summary line."""
+    """Do ``task``; return the file's ``source`` row, counts and summary line, or ``{"error": message,
+    "error_in": "input" | "store"}``."""
     start = time.perf_counter()
     path = Path(task.path)
     try:
         result = read_trace(path, progress)
-        write_partition(Path(task.run_dir), task.part, result.tables)
     except TraceqError as e:
-        return {"error": str(e)}
+        return {"error": str(e), "error_in": "input"}
     except OSError as e:
-        return {"error": f"{path}: {e.strerror or e}"}
+        return {"error": f"{path}: {e.strerror or e}", "error_in": "input"}
+    try:
+        write_partition(Path(task.run_dir), task.part, result.tables)
+    except OSError as e:
+        return {"error": f"{task.run_dir}: cannot write the store: {e.strerror or e}", "error_in": "store"}
     ev = result.tables.events
     span = ev.select(pl.col("ts_ns").min().alias("start"), (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end"))
     declared = result.distributed.get("rank")
     return {
         "error": None,
+        "error_in": None,
         "declared_rank": declared if isinstance(declared, int) and declared >= 0 else None,
         "source": {
             "source_path": str(path.resolve()),
@@ -67,6 +74,7 @@ def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -
         "summary": summary_line(result),
         "seconds": time.perf_counter() - start,
         "peak_rss_bytes": peak_rss_bytes(),
+        "worker": f"{socket.gethostname()}:{os.getpid()}",
     }
 
 

@@ -46,15 +46,17 @@ def _timeline(steps: pl.DataFrame, width: int = 1000) -> str:
     """Per-step stacked bars of GPU busy and idle time for both runs."""
     if steps.is_empty():
         return ""
-    rows = steps.sort("run", "step").to_dicts()
+    ranked = "rank" in steps.columns and steps["rank"].n_unique() > 1
+    rows = steps.sort("run", "step", *(["rank"] if ranked else [])).to_dicts()
     top = max(r["window_ns"] for r in rows) or 1
-    h, label_w = 18, 120
+    h, label_w = 18, 160
     scale = (width - label_w - 20) / top
     out = [f'<svg width="{width}" height="{h * len(rows) + 40}" role="img" aria-label="GPU busy and idle per step">']
     for i, r in enumerate(rows):
         y = i * h
         busy, idle = r["busy_ns"] * scale, r["idle_ns"] * scale
-        out.append(f'<text x="0" y="{y + 13}">{r["run"]} step {r["step"]}</text>')
+        label = f"{r['run']} step {r['step']}" + (f" rank {r['rank']}" if ranked else "")
+        out.append(f'<text x="0" y="{y + 13}">{html.escape(label)}</text>')
         out.append(f'<rect x="{label_w}" y="{y + 3}" width="{busy:.1f}" height="{h - 6}" fill="#3b6ea5"/>')
         out.append(f'<rect x="{label_w + busy:.1f}" y="{y + 3}" width="{idle:.1f}" height="{h - 6}" fill="#d9d9d9"/>')
     y = h * len(rows) + 20
@@ -110,6 +112,10 @@ def render_html(result: Any) -> str:
         ("tensor-core coverage, NEW", (n.summary.get("tensor_core_coverage") or 0.0) * 100),
     ]
     parts += ["<h2>Coverage of GEMM/conv/attention time (%)</h2>", _bar_chart(cov, "coverage", unit="%", neutral=True)]
+    if not result.ranks.is_empty():
+        deltas = [(f"rank {r}", d or 0.0) for r, d in result.ranks.select("rank", "step_delta").iter_rows()]
+        parts += ["<h2>Step time change per rank (ms per step)</h2>", _bar_chart(deltas, "rank deltas")]
+        parts += ["<h2>Rank-aligned changes (NEW - BASE, ms per step)</h2>", _table(result.ranks)]
     if not result.op_deltas.is_empty():
         parts += ["<h2>Largest per-op changes</h2>", _table(result.op_deltas.head(20))]
     parts += [f"<p class='note'>{html.escape(note)}</p>" for note in result.notes]

@@ -61,7 +61,7 @@ def test_a_failed_write_leaves_no_partial_run(store_dir: Path, monkeypatch: pyte
         frame.write_parquet(path)
 
     monkeypatch.setattr("traceq.store._write_parquet", failing_write)
-    with pytest.raises(OSError):
+    with pytest.raises(traceq.StoreError, match="cannot write the store: disk full"):
         traceq.ingest([KINETO], store=store_dir)
     assert tree_state(store_dir) == before
     assert traceq.runs(store_dir)["name"].to_list() == ["paddlefmt_conformer_fp32_b64_2steps"]
