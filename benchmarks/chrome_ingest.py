@@ -1,0 +1,153 @@
+"""Benchmark: chrome-trace ingest, traceq against HTA 0.5 (and Perfetto if it runs), over 4 trace sizes.
+
+Traces are built from a real one (HTA's V100 DDP ``df_index_resolver`` trace by default) by replicating
+its steps in time (``replicate_trace.py``). For each size, each tool loads the same file in a fresh
+process: traceq ingests it into a new store (read, model, write Parquet); HTA builds its
+``TraceAnalysis`` (parse into a DataFrame). Times exclude interpreter start and imports (both tools'
+imports are printed once); peak memory is the process's VmHWM. The last table fits time against events to
+show how cost grows.
+
+HTA runs in the interpreter given by ``--hta-python`` (a venv with ``pip install
+holistictraceanalysis==0.5.0``); it is skipped, with a note, when it cannot be imported there.
+
+Usage: python benchmarks/chrome_ingest.py [--source TRACE] [--copies 1,2,5,10] [--work DIR]
+       [--hta-python PYTHON] [--skip-hta-above MB]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replicate_trace import replicate
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT.parent / "shared/traces/hta/df_index_resolver/df_index_resolver.json.gz"
+
+_PEAK = """
+def _peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+"""
+_TRACEQ = (
+    _PEAK
+    + """
+import json, sys, time
+t0 = time.perf_counter()
+import traceq
+t1 = time.perf_counter()
+rows = traceq.ingest([sys.argv[1]], store=sys.argv[2], jobs=1)
+t2 = time.perf_counter()
+assert rows["status"][0] == "ingested", rows
+print(json.dumps({"import": t1 - t0, "load": t2 - t1, "peak": _peak(), "events": int(rows["events"][0])}))
+"""
+)
+_HTA = (
+    _PEAK
+    + """
+import json, logging, os, sys, time
+logging.disable(logging.CRITICAL)
+t0 = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+t1 = time.perf_counter()
+analysis = TraceAnalysis(trace_dir=sys.argv[1])
+t2 = time.perf_counter()
+frame = next(iter(analysis.t.traces.values()))
+print(json.dumps({"import": t1 - t0, "load": t2 - t1, "peak": _peak(), "events": len(frame)}))
+"""
+)
+_PERFETTO = """
+import sys, time
+from perfetto.trace_processor import TraceProcessor
+t0 = time.perf_counter()
+tp = TraceProcessor(trace=sys.argv[1])
+print(time.perf_counter() - t0)
+"""
+
+
+def _child(python: str, code: str, *args: str) -> dict | str:
+    proc = subprocess.run([python, "-c", code, *args], capture_output=True, text=True, check=False)
+    if proc.returncode:
+        lines = [x for x in proc.stderr.strip().splitlines() if x.strip()]
+        return lines[-1] if lines else f"exit {proc.returncode}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _raw_mb(path: Path) -> float:
+    n = 0
+    with gzip.open(path, "rb") as f:
+        while block := f.read(1 << 24):
+            n += len(block)
+    return n / 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--source", type=Path, default=DEFAULT)
+    ap.add_argument("--copies", default="1,2,5,10")
+    ap.add_argument("--work", type=Path, default=None, help="where the built traces are kept (reused)")
+    ap.add_argument("--hta-python", default=sys.executable)
+    ap.add_argument("--skip-hta-above", type=float, default=float("inf"), help="raw MB above which HTA is skipped")
+    a = ap.parse_args()
+    work = a.work or Path(tempfile.mkdtemp(prefix="traceq-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    perfetto = _child(sys.executable, _PERFETTO, str(a.source))
+    print(f"Perfetto trace_processor: {'ran' if isinstance(perfetto, dict) else 'not runnable here: ' + perfetto}")
+    rows = []
+    for k in (int(x) for x in a.copies.split(",")):
+        path = work / f"{a.source.name.split('.')[0]}_x{k}.json.gz"
+        if not path.exists():
+            replicate(a.source, path, k)
+        mb = _raw_mb(path)
+        with tempfile.TemporaryDirectory() as tmp:
+            ours = _child(sys.executable, _TRACEQ, str(path), str(Path(tmp) / "store"))
+            hta_dir = Path(tmp) / "hta"
+            hta_dir.mkdir()
+            (hta_dir / path.name).symlink_to(path)
+            hta = _child(a.hta_python, _HTA, str(hta_dir)) if mb <= a.skip_hta_above else "skipped (size)"
+        rows.append((k, mb, ours, hta))
+        _print_row(k, mb, ours, hta)
+    _print_fit(rows)
+
+
+def _print_row(k: int, mb: float, ours: dict | str, hta: dict | str) -> None:
+    if len(_print_row.__dict__) == 0:
+        _print_row.__dict__["done"] = True
+        print(f"\n{'copies':>6}{'raw MB':>9}{'events':>11}{'traceq s':>10}{'MB/s':>7}{'peak MB':>9}"
+              f"{'HTA s':>8}{'MB/s':>7}{'peak MB':>9}{'speed x':>9}{'memory x':>10}")  # fmt: skip
+    if isinstance(ours, str):
+        print(f"{k:>6}{mb:>9.1f}  traceq failed: {ours}")
+        return
+    line = (f"{k:>6}{mb:>9.1f}{ours['events']:>11,}{ours['load']:>10.2f}{mb / ours['load']:>7.1f}"
+            f"{ours['peak'] / 1e6:>9.0f}")  # fmt: skip
+    if isinstance(hta, dict):
+        line += (f"{hta['load']:>8.2f}{mb / hta['load']:>7.1f}{hta['peak'] / 1e6:>9.0f}"
+                 f"{hta['load'] / ours['load']:>9.2f}{ours['peak'] / hta['peak']:>10.2f}")  # fmt: skip
+    else:
+        line += f"  HTA: {hta}"
+    print(line, flush=True)
+
+
+def _print_fit(rows: list[tuple[int, float, dict | str, dict | str]]) -> None:
+    ok = [(r[2]["events"], r[2]["load"], r[2]["peak"]) for r in rows if isinstance(r[2], dict)]
+    if len(ok) < 2:
+        return
+    n = len(ok)
+    mx, my = sum(e for e, _, _ in ok) / n, sum(t for _, t, _ in ok) / n
+    slope = sum((e - mx) * (t - my) for e, t, _ in ok) / sum((e - mx) ** 2 for e, _, _ in ok)
+    icpt = my - slope * mx
+    print(f"\ntraceq time = {icpt:.2f} s + {slope * 1e6:.2f} s per million events (least squares over {n} sizes)")
+    print(f"{'events':>11}{'s':>8}{'fit s':>8}{'us/event':>10}{'peak MB':>9}")
+    for e, t, p in ok:
+        print(f"{e:>11,}{t:>8.2f}{icpt + slope * e:>8.2f}{t / e * 1e6:>10.2f}{p / 1e6:>9.0f}")
+
+
+if __name__ == "__main__":
+    main()
