@@ -1,7 +1,8 @@
 """Benchmark: chrome-trace ingest, traceq against HTA 0.5 (and Perfetto if it runs), over 4 trace sizes.
 
 Traces are built from a real one (HTA's V100 DDP ``df_index_resolver`` trace by default) by replicating
-its steps in time (``replicate_trace.py``). For each size, each tool loads the same file in a fresh
+its steps in time (``replicate_trace.py``; 1 copy is the original file, more copies are written compact,
+so their MB per event is lower). For each size, each tool loads the same file in a fresh
 process: traceq ingests it into a new store (read, model, write Parquet); HTA builds its
 ``TraceAnalysis`` (parse into a DataFrame). Times exclude interpreter start and imports (both tools'
 imports are printed once); peak memory is the process's VmHWM. The last table fits time against events to
@@ -64,11 +65,11 @@ print(json.dumps({"import": t1 - t0, "load": t2 - t1, "peak": _peak(), "events":
 """
 )
 _PERFETTO = """
-import sys, time
+import json, sys, time
 from perfetto.trace_processor import TraceProcessor
 t0 = time.perf_counter()
 tp = TraceProcessor(trace=sys.argv[1])
-print(time.perf_counter() - t0)
+print(json.dumps({"load": time.perf_counter() - t0}))
 """
 
 
@@ -98,11 +99,14 @@ def main() -> None:
     a = ap.parse_args()
     work = a.work or Path(tempfile.mkdtemp(prefix="traceq-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    perfetto = _child(sys.executable, _PERFETTO, str(a.source))
-    print(f"Perfetto trace_processor: {'ran' if isinstance(perfetto, dict) else 'not runnable here: ' + perfetto}")
+    perfetto = _child(a.hta_python, _PERFETTO, str(a.source))
+    if isinstance(perfetto, str) and "CalledProcessError" in perfetto:
+        perfetto = "its package downloads the trace_processor binary at first use, and that download failed"
+    ran = f"loaded the 1-copy trace in {perfetto['load']:.2f} s" if isinstance(perfetto, dict) else None
+    print(f"Perfetto trace_processor: {ran or 'not runnable here: ' + str(perfetto)}")
     rows = []
     for k in (int(x) for x in a.copies.split(",")):
-        path = work / f"{a.source.name.split('.')[0]}_x{k}.json.gz"
+        path = a.source if k == 1 else work / f"{a.source.name.split('.')[0]}_x{k}.json.gz"
         if not path.exists():
             replicate(a.source, path, k)
         mb = _raw_mb(path)

@@ -17,9 +17,8 @@ from typing import Any
 import polars as pl
 
 from traceq import rank_views
-from traceq.query_files import query_text
 from traceq.report import RunReport, resolve_run, run_report
-from traceq.sql import sql
+from traceq.sql import Session
 from traceq.store import Store
 
 #: A finding is named when its impact is at least this many ms per step and this share of a step.
@@ -61,11 +60,11 @@ class Comparison:
         }
 
 
-def _parts(report: RunReport, store: Store) -> dict[str, float]:
+def _parts(report: RunReport, session: Session) -> dict[str, float]:
     """Mean per-step ms of every waterfall part of one run (reusing the report's metric frames)."""
-    runs = [report.run["run_id"]]
+    mine = pl.col("run_id") == report.run["run_id"]
     busy, gaps, activity = (report.frames[k] for k in ("gpu_busy", "gpu_gaps", "gap_cpu_activity"))
-    kernels, work = sql(query_text("_kernels"), store, runs), sql(query_text("_gpu_work"), store, runs)
+    kernels, work = session.query("_kernels").filter(mine), session.query("_gpu_work").filter(mine)
     windows = max(busy.select(pl.struct("rank", "step").n_unique()).item(), 1)
     gap_ms = dict(gaps.group_by("kind").agg(pl.col("gap_ns").sum() / windows / 1e6).iter_rows())
     k_ms = dict(kernels.group_by("kernel_class").agg(pl.col("dur_ns").sum() / windows / 1e6).iter_rows())
@@ -96,10 +95,15 @@ def compare(base_ref: str, new_ref: str, store: Store | str | Path | None = None
     """Compare two runs (run ids, names or trace files): waterfall, findings, verdict."""
     store = store if isinstance(store, Store) else Store(store)
     base_id, new_id = resolve_run(base_ref, store), resolve_run(new_ref, store)
-    base, new = run_report(base_id, store), run_report(new_id, store)
+    with Session(store, [base_id, new_id]) as session:
+        return _compare(base_id, new_id, store, session)
+
+
+def _compare(base_id: str, new_id: str, store: Store, session: Session) -> Comparison:
+    base, new = run_report(base_id, store, session), run_report(new_id, store, session)
     if "paddle_summary" in (base.run["source_format"], new.run["source_format"]):
         return _compare_summaries(base, new)
-    b, n = _parts(base, store), _parts(new, store)
+    b, n = _parts(base, session), _parts(new, session)
     delta = n["window"] - b["window"]
     d = {k: n[k] - b[k] for k in b if k != "gap_by_op"}
     # busy time is a union; summed work can exceed it (overlap). Scale per-class deltas onto busy time.
@@ -129,7 +133,7 @@ def compare(base_ref: str, new_ref: str, store: Store | str | Path | None = None
         {"part": list(parts), "ms_per_step": list(parts.values())},
         schema={"part": pl.String, "ms_per_step": pl.Float64},
     )
-    candidates = _findings(parts, base, new, b, n, store, base_id, new_id) + grown
+    candidates = _findings(parts, base, new, b, n, session, base_id, new_id) + grown
     findings = [f for f in candidates if abs(f["impact_ms"]) >= threshold]
     findings.sort(key=lambda f: -abs(f["impact_ms"]))
     explained = sum(f["impact_ms"] for f in findings)
@@ -195,7 +199,7 @@ def _findings(
     new: RunReport,
     b: dict[str, float],
     n: dict[str, float],
-    store: Store,
+    session: Session,
     base_id: str,
     new_id: str,
 ) -> list[dict[str, Any]]:
@@ -290,7 +294,7 @@ def _findings(
             "next_step": "Avoid host<->device copies inside the step (pinned memory, non_blocking, keep data on GPU).",
         }
     )
-    sync_b, sync_n = _syncs(store, base_id), _syncs(store, new_id)
+    sync_b, sync_n = _syncs(session, base_id), _syncs(session, new_id)
     out.append(
         {
             "id": "dependency_idle",
@@ -348,13 +352,12 @@ def _still_fp32(ops: pl.DataFrame, n: int = 5) -> dict[str, float]:
     return {name: round(ns / 1e6, 3) for name, ns in heavy.select("name", "gpu_ns_per_step").iter_rows() if ns}
 
 
-def _syncs(store: Store, run_id: str) -> int:
-    return sql(
-        "select count(*) n from events where kind = 'runtime' and (name like '%Synchronize%' or "
-        "(name like 'cudaMemcpy%' and name not like '%Async%'))",
-        store,
-        [run_id],
-    ).item()
+def _syncs(session: Session, run_id: str) -> int:
+    found = session.sql(
+        "select run_id, count(*) n from events where kind = 'runtime' and (name like '%Synchronize%' or "
+        "(name like 'cudaMemcpy%' and name not like '%Async%')) group by run_id"
+    ).filter(pl.col("run_id") == run_id)
+    return int(found["n"][0]) if found.height else 0
 
 
 def _cpu_growth(base: pl.DataFrame, new: pl.DataFrame, n: int = 6) -> dict[str, float]:

@@ -15,8 +15,7 @@ import polars as pl
 
 from traceq import rank_views
 from traceq.errors import StoreError
-from traceq.query_files import query_text
-from traceq.sql import sql
+from traceq.sql import Session, sql
 from traceq.store import Store
 
 #: Thresholds for naming a finding (a finding is only named when its evidence clears the bar).
@@ -76,19 +75,26 @@ def resolve_run(ref: str, store: Store) -> str:
     return ingest([path], store=store)["run_id"][0]
 
 
-def run_report(ref: str, store: Store | str | Path | None = None) -> RunReport:
-    """Compute the report of one run (a run id, a run name, or a trace file)."""
+def run_report(ref: str, store: Store | str | Path | None = None, session: Session | None = None) -> RunReport:
+    """Compute the report of one run (a run id, a run name, or a trace file).
+
+    ``session``: a :class:`~traceq.sql.Session` over this run and others (a comparison's two runs) whose
+    metric results are shared; by default one is opened for this run alone.
+    """
     store = store if isinstance(store, Store) else Store(store)
     run_id = resolve_run(ref, store)
+    if session is None:
+        with Session(store, [run_id]) as own:
+            return run_report(run_id, store, own)
     runs = [run_id]
-    run = sql("select * from runs", store, runs).row(0, named=True)
+    run = session.sql("select * from runs").filter(pl.col("run_id") == run_id).row(0, named=True)
     run_info = {k: run[k] for k in ("run_id", "name", "source_format", "flavour", "profiler_version", "source_path")}
     run_info["n_ranks"] = run.get("n_ranks") or 1
     if run["source_format"] == "paddle_summary":
         return _summary_report(run_info, store, runs)
 
     def q(name: str) -> pl.DataFrame:
-        return sql(query_text(name), store, runs)
+        return session.query(name).filter(pl.col("run_id") == run_id)
 
     busy, bound, cover, casts = q("gpu_busy"), q("launch_bound"), q("precision_coverage"), q("cast_overhead")
     gaps, activity, ops = q("gpu_gaps"), q("gap_cpu_activity"), q("op_summary")

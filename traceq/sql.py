@@ -82,6 +82,64 @@ def sql(query: str, store: Store | str | Path | None = None, runs: list[str] | N
         con.close()
 
 
+class Session:
+    """One read-only connection over some runs in which each query of ``queries/`` runs at most once.
+
+    A query and the building blocks it requires become temporary tables the first time they are needed,
+    so the metrics of a report (which share ``_windows``, ``_gpu_work``, ``_gpu_islands``, ``gpu_gaps``)
+    scan the store once instead of once per metric, and a comparison computes both runs in one pass.
+    Temporary tables live in this connection's memory only; the store is never written.
+    """
+
+    def __init__(self, store: Store | str | Path | None = None, runs: list[str] | None = None) -> None:
+        self.store = store if isinstance(store, Store) else Store(store)
+        self.runs = runs
+        self.con = connect(self.store, runs)
+        self._made: set[str] = set()
+        self._frames: dict[str, pl.DataFrame] = {}
+
+    def query(self, name: str) -> pl.DataFrame:
+        """The result of ``queries/NAME.sql`` over this session's runs (computed once)."""
+        if name not in self._frames:
+            self._make(name)
+            self._frames[name] = self._run(f"SELECT * FROM {name}")
+        return self._frames[name]
+
+    def sql(self, query: str) -> pl.DataFrame:
+        """An ad-hoc read-only query; the blocks named in its ``-- Requires:`` line are made first."""
+        check_read_only(query)
+        for name, _ in dependency_order(query):
+            self._make(name)
+        return self._run(query)
+
+    def _make(self, name: str) -> None:
+        from traceq.query_files import query_text
+
+        text = query_text(name)
+        for dep, dep_text in [*dependency_order(text), (name, text)]:
+            if dep not in self._made:
+                try:
+                    self.con.execute(f"CREATE TEMP TABLE {dep} AS {_strip_terminator(dep_text)}")
+                except duckdb.Error as e:
+                    raise QueryError(f"{dep}: {_one_line(str(e))}") from None
+                self._made.add(dep)
+
+    def _run(self, query: str) -> pl.DataFrame:
+        try:
+            return _plain_types(self.con.sql(query).pl())
+        except duckdb.Error as e:
+            raise QueryError(_one_line(str(e))) from None
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def _plain_types(frame: pl.DataFrame) -> pl.DataFrame:
     """DuckDB's HUGEINT sums and DECIMAL averages as Int64/Float64, so JSON and CSV carry plain numbers."""
     casts = []
