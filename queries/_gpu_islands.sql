@@ -2,31 +2,43 @@
 -- Requires: _gpu_work
 -- Definition: GPU work intervals of a device in a window, across all streams, sorted by start; an
 -- interval starting after every earlier one has ended opens a new island (touching intervals merge).
--- work_set 'all' covers kernels, memcpy and memset; 'kernel' covers kernels only; 'not_comm' covers
--- all but communication kernels (kernel_class 'comm': NCCL/RCCL collectives), so that 'all' minus
--- 'not_comm' is the communication time no other GPU work hides.
+-- work_set 'all' covers kernels, memcpy and memset; 'kernel' covers kernels only; 'comm' covers
+-- communication kernels (kernel_class 'comm': NCCL/RCCL collectives) and, in windows that have any,
+-- 'not_comm' covers all the other work, so that 'all' minus 'not_comm' is the communication time no
+-- other GPU work hides (windows without collectives skip that third pass over their work).
 -- Reads: _gpu_work, kernel_classes(name, kernel_class).
 -- Columns:
 --   run_id          VARCHAR  run id
 --   rank            BIGINT   rank
 --   step            INTEGER  window's step
 --   device          INTEGER  GPU index
---   work_set        VARCHAR  'all', 'kernel' or 'not_comm'
+--   work_set        VARCHAR  'all', 'kernel', 'comm' or 'not_comm'
 --   island          BIGINT   island number within the window and device, in time order (1, 2, ...)
 --   start_ns        BIGINT   island start, ns
 --   end_ns          BIGINT   island end, ns
 --   first_event_id  BIGINT   the island's earliest-starting GPU event
 --   first_launch_id BIGINT   the runtime call that launched that event
-WITH work AS (
+WITH comm AS (
+  SELECT g.* FROM _gpu_work g
+  JOIN kernel_classes c ON c.run_id = g.run_id AND c.rank = g.rank AND c.name = g.name
+  WHERE g.kind = 'kernel' AND c.kernel_class = 'comm'
+),
+comm_windows AS (
+  SELECT DISTINCT run_id, rank, step, device FROM comm
+),
+work AS (
   SELECT run_id, rank, step, device, 'all' AS work_set, event_id, launch_id, start_ns, end_ns FROM _gpu_work
   UNION ALL
   SELECT run_id, rank, step, device, 'kernel', event_id, launch_id, start_ns, end_ns FROM _gpu_work
   WHERE kind = 'kernel'
   UNION ALL
+  SELECT run_id, rank, step, device, 'comm', event_id, launch_id, start_ns, end_ns FROM comm
+  UNION ALL
   SELECT g.run_id, g.rank, g.step, g.device, 'not_comm', g.event_id, g.launch_id, g.start_ns, g.end_ns
   FROM _gpu_work g
-  LEFT JOIN kernel_classes c ON c.run_id = g.run_id AND c.rank = g.rank AND c.name = g.name
-  WHERE g.kind <> 'kernel' OR c.kernel_class IS DISTINCT FROM 'comm'
+  SEMI JOIN comm_windows c
+    ON c.run_id = g.run_id AND c.rank = g.rank AND c.step IS NOT DISTINCT FROM g.step AND c.device = g.device
+  ANTI JOIN comm x ON x.run_id = g.run_id AND x.rank = g.rank AND x.event_id = g.event_id
 ),
 ordered AS (
   SELECT *,

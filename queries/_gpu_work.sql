@@ -2,7 +2,7 @@
 -- Requires: _windows
 -- Definition: kernels, memcpy and memset (sync records and GPU-side annotations are not work), each cut
 -- to the part inside a window; work spanning two windows counts in both, once per window.
--- Reads: events(run_id, rank, event_id, kind, name, device, ts_ns, dur_ns, launch_id).
+-- Reads: events(run_id, rank, event_id, kind, name, op_id, top_op_id, device, ts_ns, dur_ns, launch_id).
 -- Columns:
 --   run_id     VARCHAR  run id
 --   rank       BIGINT   rank
@@ -10,11 +10,16 @@
 --   device     INTEGER  GPU index
 --   kind       VARCHAR  kernel, memcpy or memset
 --   name       VARCHAR  event name (the kernel name for kernels)
+--   op_id      BIGINT   innermost op that launched it
+--   top_op_id  BIGINT   top-level op that launched it
+--   ts_ns      BIGINT   the event's own start (not clipped), ns
+--   dur_ns     BIGINT   the event's own duration (not clipped), ns
 --   event_id   BIGINT   the GPU event
 --   launch_id  BIGINT   the runtime call that launched it
 --   start_ns   BIGINT   start inside the window, ns
 --   end_ns     BIGINT   end inside the window, ns
-SELECT w.run_id, w.rank, w.step, e.device, e.kind, e.name, e.event_id, e.launch_id,
+SELECT w.run_id, w.rank, w.step, e.device, e.kind, e.name, e.op_id, e.top_op_id, e.ts_ns, e.dur_ns,
+       e.event_id, e.launch_id,
        greatest(e.ts_ns, w.win_start) AS start_ns,
        least(e.ts_ns + e.dur_ns, w.win_end) AS end_ns
 FROM events e

@@ -4,7 +4,7 @@
 -- kernel-name rule table). Where the name does not reveal the precision, the input dtypes the framework
 -- recorded on the launching op decide (PyTorch `Input type`, Paddle `input_dtypes`): half -> fp16,
 -- bfloat16 -> bf16, float -> fp32.
--- Reads: _gpu_work, events(name, op_id, top_op_id, input_dtypes), kernel_classes.
+-- Reads: _gpu_work, events(input_dtypes of the launching op), kernel_classes.
 -- Columns:
 --   run_id        VARCHAR  run id
 --   rank          BIGINT   rank
@@ -19,7 +19,7 @@
 --   precision     VARCHAR  fp32, tf32, fp16, bf16, fp8, int8, fp64 or unknown
 --   tensor_core   BOOLEAN  runs on tensor cores
 --   compute       BOOLEAN  a gemm, conv or attention kernel (where precision decides AMP's gain)
-SELECT g.run_id, g.rank, g.step, g.device, g.event_id, e.name, e.op_id, e.top_op_id,
+SELECT g.run_id, g.rank, g.step, g.device, g.event_id, g.name, g.op_id, g.top_op_id,
        (g.end_ns - g.start_ns)::BIGINT AS dur_ns, c.kernel_class,
        CASE WHEN c.precision <> 'unknown' THEN c.precision
             WHEN list_has_any(o.input_dtypes, ['c10::Half', 'float16', 'half']) THEN 'fp16'
@@ -29,7 +29,6 @@ SELECT g.run_id, g.rank, g.step, g.device, g.event_id, e.name, e.op_id, e.top_op
        c.tensor_core,
        c.kernel_class IN ('gemm', 'conv', 'attention') AS compute
 FROM _gpu_work g
-JOIN events e ON e.run_id = g.run_id AND e.rank = g.rank AND e.event_id = g.event_id
-JOIN kernel_classes c ON c.run_id = g.run_id AND c.rank = g.rank AND c.name = e.name
-LEFT JOIN events o ON o.run_id = g.run_id AND o.rank = g.rank AND o.event_id = e.op_id
+JOIN kernel_classes c ON c.run_id = g.run_id AND c.rank = g.rank AND c.name = g.name
+LEFT JOIN events o ON o.run_id = g.run_id AND o.rank = g.rank AND o.event_id = g.op_id
 WHERE g.kind = 'kernel'

@@ -20,35 +20,57 @@
 --   kernels      BIGINT   GPU events those ops launched
 --   cpu_share    DOUBLE   cpu_ns / window_ns
 --   round_trips  BIGINT   float -> half -> float round trips on one shape (NULL without shapes)
-WITH family AS (
+WITH op_names AS (  -- the patterns are columns, so match each distinct op name once, not every call
+  SELECT n.name, regexp_matches(n.name, c.family) AS in_family, regexp_matches(n.name, c.conversion) AS is_conversion
+  FROM (SELECT DISTINCT name FROM events WHERE kind = 'op') n
+  CROSS JOIN _cast_ops c
+),
+family AS (
   SELECT e.*, w.step, w.win_end - w.win_start AS window_ns,
-         regexp_matches(e.name, c.conversion)
+         n.is_conversion
            OR (e.name = 'aten::copy_' AND len(list_distinct(list_filter(e.input_dtypes, lambda x: x <> ''))) > 1)
            AS converts
   FROM events e
-  CROSS JOIN _cast_ops c
-  JOIN _windows w ON e.run_id = w.run_id AND e.rank = w.rank AND e.ts_ns >= w.win_start AND e.ts_ns < w.win_end
-  WHERE e.kind = 'op' AND (regexp_matches(e.name, c.family) OR e.name = 'aten::copy_')
+  JOIN op_names n ON n.name = e.name
+  JOIN _windows w  -- an op's step is the window its start falls in: match on it, then check the range
+    ON e.run_id = w.run_id AND e.rank = w.rank AND e.step IS NOT DISTINCT FROM w.step
+   AND e.ts_ns >= w.win_start AND e.ts_ns < w.win_end
+  WHERE e.kind = 'op' AND (n.in_family OR e.name = 'aten::copy_')
 ),
 conversions AS (
   SELECT * FROM family f
   WHERE converts AND NOT EXISTS (  -- a copy_ inside a _to_copy is the same conversion
     SELECT 1 FROM family p WHERE p.run_id = f.run_id AND p.rank = f.rank AND p.event_id = f.parent_id AND p.converts)
 ),
-outermost AS (  -- cast-family ops not inside another one, that contain a conversion (or are one)
-  SELECT DISTINCT o.* EXCLUDE (converts)
-  FROM family o
-  JOIN conversions c ON c.run_id = o.run_id AND c.rank = o.rank AND c.pid = o.pid AND c.tid = o.tid
-   AND c.ts_ns >= o.ts_ns AND c.ts_ns + c.dur_ns <= o.ts_ns + o.dur_ns
-  LEFT JOIN family p ON p.run_id = o.run_id AND p.rank = o.rank AND p.event_id = o.parent_id
+tops AS (  -- cast-family ops not inside another one (on a thread they do not overlap each other)
+  SELECT f.*
+  FROM family f
+  LEFT JOIN family p ON p.run_id = f.run_id AND p.rank = f.rank AND p.event_id = f.parent_id
   WHERE p.event_id IS NULL
 ),
-launched AS (
-  SELECT o.run_id, o.rank, o.event_id, sum(g.dur_ns) AS gpu_ns, count(*) AS kernels
-  FROM outermost o
-  JOIN events r ON r.run_id = o.run_id AND r.rank = o.rank AND r.kind = 'runtime' AND r.pid = o.pid
-   AND r.tid = o.tid AND r.ts_ns >= o.ts_ns AND r.ts_ns < o.ts_ns + o.dur_ns
-  JOIN events g ON g.run_id = r.run_id AND g.rank = r.rank AND g.launch_id = r.event_id
+owners AS (  -- the top family op enclosing each conversion: the last one on its thread starting by then
+  SELECT t.run_id, t.rank, t.event_id
+  FROM conversions c
+  ASOF JOIN tops t
+    ON t.run_id = c.run_id AND t.rank = c.rank AND t.pid = c.pid AND t.tid = c.tid AND c.ts_ns >= t.ts_ns
+  WHERE c.ts_ns + c.dur_ns <= t.ts_ns + t.dur_ns
+),
+outermost AS (  -- top family ops that contain a conversion (or are one)
+  SELECT t.* EXCLUDE (converts)
+  FROM tops t
+  WHERE EXISTS (SELECT 1 FROM owners o WHERE o.run_id = t.run_id AND o.rank = t.rank AND o.event_id = t.event_id)
+),
+launches AS (  -- GPU work and the runtime call that launched it
+  SELECT r.run_id, r.rank, r.pid, r.tid, r.ts_ns, g.dur_ns
+  FROM events g
+  JOIN events r ON r.run_id = g.run_id AND r.rank = g.rank AND r.event_id = g.launch_id AND r.kind = 'runtime'
+),
+launched AS (  -- GPU work launched from inside each outermost op
+  SELECT o.run_id, o.rank, o.event_id, sum(l.dur_ns) AS gpu_ns, count(*) AS kernels
+  FROM launches l
+  ASOF JOIN outermost o
+    ON o.run_id = l.run_id AND o.rank = l.rank AND o.pid = l.pid AND o.tid = l.tid AND l.ts_ns >= o.ts_ns
+  WHERE l.ts_ns < o.ts_ns + o.dur_ns
   GROUP BY ALL
 ),
 cost AS (

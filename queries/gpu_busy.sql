@@ -23,7 +23,8 @@ WITH busy AS (
   SELECT run_id, rank, step, device,
          sum(end_ns - start_ns) FILTER (WHERE work_set = 'all')::BIGINT AS busy_ns,
          coalesce(sum(end_ns - start_ns) FILTER (WHERE work_set = 'kernel'), 0)::BIGINT AS kernel_busy_ns,
-         coalesce(sum(end_ns - start_ns) FILTER (WHERE work_set = 'not_comm'), 0)::BIGINT AS not_comm_ns
+         coalesce(sum(end_ns - start_ns) FILTER (WHERE work_set = 'not_comm'), 0)::BIGINT AS not_comm_ns,
+         count(*) FILTER (WHERE work_set = 'comm') > 0 AS has_comm
   FROM _gpu_islands
   GROUP BY run_id, rank, step, device
 )
@@ -32,7 +33,7 @@ SELECT b.run_id, b.rank, b.step, b.device,
        b.busy_ns, b.kernel_busy_ns,
        (w.win_end - w.win_start - b.busy_ns)::BIGINT AS idle_ns,
        (w.win_end - w.win_start - b.busy_ns) / (w.win_end - w.win_start) AS idle_ratio,
-       (b.busy_ns - b.not_comm_ns)::BIGINT AS exposed_comm_ns
+       (CASE WHEN b.has_comm THEN b.busy_ns - b.not_comm_ns ELSE 0 END)::BIGINT AS exposed_comm_ns
 FROM busy b
 JOIN _windows w ON b.run_id = w.run_id AND b.rank = w.rank AND b.step IS NOT DISTINCT FROM w.step
 ORDER BY b.run_id, b.rank, b.step, b.device

@@ -26,9 +26,8 @@ WITH gaps AS (
   GROUP BY ALL
 ),
 work AS (
-  SELECT g.*, e.ts_ns, e.dur_ns, l.ts_ns AS launch_ts, l.dur_ns AS launch_dur
+  SELECT g.*, l.ts_ns AS launch_ts, l.dur_ns AS launch_dur
   FROM _gpu_work g
-  JOIN events e ON e.run_id = g.run_id AND e.rank = g.rank AND e.event_id = g.event_id
   LEFT JOIN events l ON l.run_id = g.run_id AND l.rank = g.rank AND l.event_id = g.launch_id
 ),
 stats AS (

@@ -23,7 +23,9 @@
 WITH ops AS (
   SELECT o.run_id, o.rank, o.event_id, o.name, o.dur_ns
   FROM events o
-  JOIN _windows w ON o.run_id = w.run_id AND o.rank = w.rank AND o.ts_ns >= w.win_start AND o.ts_ns < w.win_end
+  JOIN _windows w  -- an op's step is the window its start falls in: match on it, then check the range
+    ON o.run_id = w.run_id AND o.rank = w.rank AND o.step IS NOT DISTINCT FROM w.step
+   AND o.ts_ns >= w.win_start AND o.ts_ns < w.win_end
   WHERE o.kind = 'op'
 ),
 children AS (
@@ -32,14 +34,14 @@ children AS (
   GROUP BY ALL
 ),
 gpu AS (
-  SELECT g.run_id, g.rank, e.op_id AS event_id, sum(g.end_ns - g.start_ns) AS gpu_ns,
+  SELECT g.run_id, g.rank, g.op_id AS event_id, sum(g.end_ns - g.start_ns) AS gpu_ns,
          count(*) FILTER (WHERE g.kind = 'kernel') AS kernels
-  FROM _gpu_work g JOIN events e ON e.run_id = g.run_id AND e.rank = g.rank AND e.event_id = g.event_id
+  FROM _gpu_work g
   GROUP BY ALL
 ),
 gpu_top AS (
-  SELECT g.run_id, g.rank, e.top_op_id AS event_id, sum(g.end_ns - g.start_ns) AS gpu_top_ns
-  FROM _gpu_work g JOIN events e ON e.run_id = g.run_id AND e.rank = g.rank AND e.event_id = g.event_id
+  SELECT g.run_id, g.rank, g.top_op_id AS event_id, sum(g.end_ns - g.start_ns) AS gpu_top_ns
+  FROM _gpu_work g
   GROUP BY ALL
 ),
 cover AS (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import polars as pl
@@ -136,3 +137,16 @@ def test_a_directory_ingests_every_kind_of_input_and_skips_other_files(store_dir
     result = traceq.ingest([folder], store=store_dir)
     assert sorted(result["status"]) == ["ingested"] * 3
     assert set(traceq.runs(store_dir)["source_format"]) == {"chrome_json", "nsys_sqlite", "paddle_summary"}
+
+
+def test_sql_reads_only_the_columns_and_rows_a_query_names(store_dir: Path) -> None:
+    traceq.ingest([KINETO], store=store_dir)
+    plan = traceq.sql(
+        "explain select name, sum(dur_ns) from events where kind = 'kernel' group by name", store_dir
+    ).row(0)[1]
+    scan = plan[plan.index("READ_PARQUET") :]
+    projected = re.search(r"Projections:(.*?)(?:Filters|~)", scan, re.S)
+    assert projected is not None
+    columns = {c.strip(" │,\n") for c in projected.group(1).split() if c.strip(" │,\n")}
+    assert columns == {"name", "dur_ns"}  # of the 22 columns of events
+    assert "kind = 'kernel'" in scan  # the filter is pushed into the Parquet scan (row groups skipped)
