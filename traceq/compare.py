@@ -64,11 +64,12 @@ def _parts(report: RunReport, session: Session) -> dict[str, float]:
     """Mean per-step ms of every waterfall part of one run (reusing the report's metric frames)."""
     mine = pl.col("run_id") == report.run["run_id"]
     busy, gaps, activity = (report.frames[k] for k in ("gpu_busy", "gpu_gaps", "gap_cpu_activity"))
-    kernels, work = session.query("_kernels").filter(mine), session.query("_gpu_work").filter(mine)
+    gpu_time = session.query("gpu_time").filter(mine)
     windows = max(busy.select(pl.struct("rank", "step").n_unique()).item(), 1)
     gap_ms = dict(gaps.group_by("kind").agg(pl.col("gap_ns").sum() / windows / 1e6).iter_rows())
-    k_ms = dict(kernels.group_by("kernel_class").agg(pl.col("dur_ns").sum() / windows / 1e6).iter_rows())
-    w_ms = dict(work.group_by("kind").agg((pl.col("end_ns") - pl.col("start_ns")).sum() / windows / 1e6).iter_rows())
+    kernels = gpu_time.filter(pl.col("kind") == "kernel")
+    k_ms = dict(kernels.group_by("kernel_class").agg(pl.col("time_ns").sum() / windows / 1e6).iter_rows())
+    w_ms = dict(gpu_time.group_by("kind").agg(pl.col("time_ns").sum() / windows / 1e6).iter_rows())
     cast_gap = activity.filter(pl.col("is_cast"))["gap_ns"].sum() / windows / 1e6
     by_op = dict(
         activity.filter(~pl.col("is_cast")).group_by("op").agg(pl.col("gap_ns").sum() / windows / 1e6).iter_rows()

@@ -17,9 +17,10 @@ from typing import Any
 
 import polars as pl
 
+from traceq import metrics_cache
 from traceq.errors import TraceqError
 from traceq.readers import ReadResult, read_trace
-from traceq.store import write_partition
+from traceq.store import publish_partition, stage_partition
 
 
 @dataclass(frozen=True)
@@ -43,14 +44,15 @@ def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -
         return {"error": str(e), "error_in": "input"}
     except OSError as e:
         return {"error": f"{path}: {e.strerror or e}", "error_in": "input"}
+    run_dir = Path(task.run_dir)
     try:
-        write_partition(Path(task.run_dir), task.part, result.tables)
+        staging = stage_partition(run_dir, task.part, result.tables)
     except OSError as e:
-        return {"error": f"{task.run_dir}: cannot write the store: {e.strerror or e}", "error_in": "store"}
+        return _store_error(task, e)
     ev = result.tables.events
     span = ev.select(pl.col("ts_ns").min().alias("start"), (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end"))
     declared = result.distributed.get("rank")
-    return {
+    info = {
         "error": None,
         "error_in": None,
         "declared_rank": declared if isinstance(declared, int) and declared >= 0 else None,
@@ -72,10 +74,19 @@ def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -
         },
         "events_by_kind": dict(ev.group_by("kind").len().iter_rows()),
         "summary": summary_line(result),
-        "seconds": time.perf_counter() - start,
-        "peak_rss_bytes": peak_rss_bytes(),
-        "worker": f"{socket.gethostname()}:{os.getpid()}",
     }
+    del result, ev  # the metrics below read the staged files: the tables need not stay in memory
+    try:
+        metrics_cache.write(metrics_cache.compute_from_partition(staging), staging)
+        publish_partition(staging, run_dir, task.part)
+    except OSError as e:
+        return _store_error(task, e)
+    return {**info, "seconds": time.perf_counter() - start, "peak_rss_bytes": peak_rss_bytes(),
+            "worker": f"{socket.gethostname()}:{os.getpid()}"}  # fmt: skip
+
+
+def _store_error(task: FileTask, e: OSError) -> dict[str, Any]:
+    return {"error": f"{task.run_dir}: cannot write the store: {e.strerror or e}", "error_in": "store"}
 
 
 def peak_rss_bytes() -> int | None:

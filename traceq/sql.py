@@ -17,7 +17,7 @@ import polars as pl
 
 from traceq.errors import QueryError
 from traceq.query_files import dependency_order
-from traceq.schema import RUNS, TABLES
+from traceq.schema import RUNS, TABLES, Table
 from traceq.store import Store
 
 _READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
@@ -91,12 +91,48 @@ class Session:
     Temporary tables live in this connection's memory only; the store is never written.
     """
 
-    def __init__(self, store: Store | str | Path | None = None, runs: list[str] | None = None) -> None:
-        self.store = store if isinstance(store, Store) else Store(store)
+    def __init__(
+        self,
+        store: Store | str | Path | None = None,
+        runs: list[str] | None = None,
+        con: duckdb.DuckDBPyConnection | None = None,
+    ) -> None:
+        self.store = None if con is not None else store if isinstance(store, Store) else Store(store)
         self.runs = runs
-        self.con = connect(self.store, runs)
+        self.con = con if con is not None else connect(self.store, runs)
         self._made: set[str] = set()
         self._frames: dict[str, pl.DataFrame] = {}
+
+    @classmethod
+    def over_partition(cls, folder: Path, run_id: str = "run", rank: int = 0) -> Session:
+        """A session over one rank's Parquet files in ``folder`` (a rank partition being written)."""
+        con = duckdb.connect(":memory:")
+        con.execute("SET enable_progress_bar = false")
+        for table in TABLES.values():
+            if table is RUNS:
+                continue
+            path = folder / f"{table.name}.parquet"
+            source = f"read_parquet({_quote(str(path))})" if path.is_file() else _empty_select(table)
+            con.execute(
+                f"CREATE VIEW {table.name} AS SELECT {_quote(run_id)}::VARCHAR AS run_id, {int(rank)}::BIGINT AS rank, "
+                f"* FROM {source}"
+            )
+        return cls(runs=[run_id], con=con)
+
+    @classmethod
+    def over_frames(cls, frames: dict[str, pl.DataFrame], run_id: str = "run", rank: int = 0) -> Session:
+        """A session over one rank's tables held in memory (``frames`` by table name), not a store."""
+        con = duckdb.connect(":memory:")
+        con.execute("SET enable_progress_bar = false")
+        for table in TABLES.values():
+            if table is RUNS:
+                continue
+            con.register(f"_frame_{table.name}", frames.get(table.name, table.empty()).to_arrow())
+            con.execute(
+                f"CREATE VIEW {table.name} AS SELECT {_quote(run_id)}::VARCHAR AS run_id, {int(rank)}::BIGINT AS rank, "
+                f"* FROM _frame_{table.name}"
+            )
+        return cls(runs=[run_id], con=con)
 
     def query(self, name: str) -> pl.DataFrame:
         """The result of ``queries/NAME.sql`` over this session's runs (computed once)."""
@@ -108,21 +144,34 @@ class Session:
     def sql(self, query: str) -> pl.DataFrame:
         """An ad-hoc read-only query; the blocks named in its ``-- Requires:`` line are made first."""
         check_read_only(query)
-        for name, _ in dependency_order(query):
+        from traceq.query_files import requires
+
+        for name in requires(query):
             self._make(name)
         return self._run(query)
 
-    def _make(self, name: str) -> None:
-        from traceq.query_files import query_text
+    def _make(self, name: str, stack: tuple[str, ...] = ()) -> None:
+        """Create the temp table ``name``: from its results stored at ingest when every run of the
+        session has them, else from its SQL after the blocks it requires."""
+        from traceq.metrics_cache import cached_source
+        from traceq.query_files import query_text, requires
 
-        text = query_text(name)
-        for dep, dep_text in [*dependency_order(text), (name, text)]:
-            if dep not in self._made:
-                try:
-                    self.con.execute(f"CREATE TEMP TABLE {dep} AS {_strip_terminator(dep_text)}")
-                except duckdb.Error as e:
-                    raise QueryError(f"{dep}: {_one_line(str(e))}") from None
-                self._made.add(dep)
+        if name in self._made:
+            return
+        if name in stack:
+            raise QueryError(f"circular Requires: {' -> '.join((*stack, name))}")
+        stored = cached_source(self.store, self.runs, name) if self.store is not None else None
+        if stored is not None:
+            text = f"SELECT run_id, rank, * EXCLUDE (run_id, rank) FROM {stored}"
+        else:
+            text = query_text(name)
+            for dep in requires(text):
+                self._make(dep, (*stack, name))
+        try:
+            self.con.execute(f"CREATE TEMP TABLE {name} AS {_strip_terminator(text)}")
+        except duckdb.Error as e:
+            raise QueryError(f"{name}: {_one_line(str(e))}") from None
+        self._made.add(name)
 
     def _run(self, query: str) -> pl.DataFrame:
         try:
@@ -138,6 +187,11 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _empty_select(table: Table) -> str:
+    cols = ", ".join(f"NULL::{_duck_type(c.dtype)} AS {c.name}" for c in table.columns)
+    return f"(SELECT {cols} WHERE false)"
 
 
 def _plain_types(frame: pl.DataFrame) -> pl.DataFrame:

@@ -183,17 +183,28 @@ class RunWriter:
 
 
 def write_partition(run_dir: Path, part: str, tables: RunTables) -> None:
-    """Write one rank's tables as ``run_dir/part``, all or nothing (its ``sources`` row comes at commit).
+    """Write one rank's tables as ``run_dir/part``, all or nothing (its ``sources`` row comes at commit)."""
+    publish_partition(stage_partition(run_dir, part, tables), run_dir, part)
 
-    Called by whichever process read the rank's file; the folder appears only once every file in it is
-    written and synced, so a run is never committed with a half-written rank.
-    """
+
+def stage_partition(run_dir: Path, part: str, tables: RunTables) -> Path:
+    """Write one rank's tables into a staging folder inside ``run_dir`` (invisible to commits); more can
+    be added to it (the metrics stored at ingest) before :func:`publish_partition`."""
     staging = run_dir / f".{part}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
     staging.mkdir()
     try:
         for table in RANK_TABLES:
             if table is not SOURCES:
                 _write_parquet(getattr(tables, table.name), staging / f"{table.name}.parquet")
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return staging
+
+
+def publish_partition(staging: Path, run_dir: Path, part: str) -> None:
+    """Make a staged rank folder the part ``part`` of the run being written, in one rename."""
+    try:
         _fsync_dir(staging)
         os.rename(staging, run_dir / part)
     finally:

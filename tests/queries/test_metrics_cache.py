@@ -1,0 +1,68 @@
+"""Metrics stored at ingest are exactly what the queries compute from the events, and are used only
+when they were made by the current query files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceq
+from tests.conftest import SAMPLES, shared
+from traceq import metrics_cache
+from traceq.sql import Session
+from traceq.store import Store
+
+RUNS = {
+    "kineto": SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz",
+    "paddle_layout": SAMPLES / "paddlefmt_conformer_fp16_b64_2steps.json.gz",
+    "hta_triton": SAMPLES / "hta_triton_example.json.gz",
+}
+
+
+def _live(store: Store, run_id: str, name: str) -> pl.DataFrame:
+    """The metric computed from the events, with the stored results hidden."""
+    session = Session(store, [run_id])
+    session.store = None  # no stored results: every query runs on the events
+    with session:
+        return session.query(name)
+
+
+@pytest.mark.parametrize("label", sorted(RUNS))
+def test_stored_metrics_equal_the_queries_on_the_events(label: str, store_dir: Path) -> None:
+    run_id = traceq.ingest([RUNS[label]], store=store_dir, jobs=1)["run_id"][0]
+    store = Store(store_dir)
+    with Session(store, [run_id]) as session:
+        for name in metrics_cache.CACHED:
+            assert metrics_cache.cached_source(store, [run_id], name) is not None
+            stored = session.query(name)
+            live = _live(store, run_id, name)
+            assert stored.columns == live.columns, name
+            assert stored.height == live.height > 0 or name in ("cast_overhead", "precision_coverage"), name
+            key = [c for c in stored.columns if stored.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
+            assert stored.sort(key, nulls_last=True).equals(live.cast(stored.schema).sort(key, nulls_last=True)), name
+
+
+def test_a_multi_rank_run_stores_metrics_per_rank(store_dir: Path) -> None:
+    run_id = traceq.ingest([SAMPLES / "ddp" / "fp32"], store=store_dir, name="ddp", jobs=1)["run_id"][0]
+    store = Store(store_dir)
+    with Session(store, [run_id]) as session:
+        stored = session.query("gpu_busy")
+    assert sorted(stored["rank"].unique()) == [0, 1]
+    assert stored.sort("rank", "step").equals(_live(store, run_id, "gpu_busy").sort("rank", "step"))
+
+
+def test_results_of_other_query_files_are_not_used(store_dir: Path) -> None:
+    run_id = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)["run_id"][0]
+    store = Store(store_dir)
+    stamp = next((store_dir / "runs").glob("*/rank=0/metrics/fingerprint.txt"))
+    stamp.write_text("0" * 16 + "\n")
+    assert metrics_cache.cached_source(store, [run_id], "gpu_busy") is None
+    with Session(store, [run_id]) as session:  # computed from the events instead
+        assert session.query("gpu_busy")["busy_ns"].sum() == _live(store, run_id, "gpu_busy")["busy_ns"].sum()
+
+
+def test_summary_text_runs_store_no_metrics(store_dir: Path) -> None:
+    traceq.ingest([shared("paddle/issue48321_fp32_operator_summary.txt")], store=store_dir, jobs=1)
+    assert not list((store_dir / "runs").glob("*/rank=0/metrics"))

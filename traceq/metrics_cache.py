@@ -1,0 +1,93 @@
+"""Metric results computed once at ingest and stored beside each rank's tables.
+
+A report of a large run otherwise recomputes every metric from every event (seconds for millions of
+events); with the results stored, ``report`` and ``report --compare`` read small tables. The stored
+results are the same queries of ``queries/`` run over the rank's tables while they are still in memory,
+so there is one definition of each metric. They are used only when every rank of every run in a
+session has them and they were made by the current query files (a fingerprint of their text);
+otherwise the session computes the metric from the events as before. Layout::
+
+    STORE/runs/run_id=<id>/rank=<r>/metrics/<query>.parquet
+    STORE/runs/run_id=<id>/rank=<r>/metrics/fingerprint.txt
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import polars as pl
+
+#: The metric queries a report and a comparison read, stored per rank at ingest. (``rank_balance`` is
+#: across ranks, so it is computed from the stored ``gpu_busy`` and ``launch_bound`` when needed.)
+CACHED: tuple[str, ...] = (
+    "gpu_busy",
+    "gpu_gaps",
+    "launch_bound",
+    "precision_coverage",
+    "cast_overhead",
+    "gap_cpu_activity",
+    "op_summary",
+    "gpu_time",
+)
+FOLDER = "metrics"
+_FINGERPRINT = "fingerprint.txt"
+
+
+@cache
+def fingerprint() -> str:
+    """A hash of every query file's text: stored results made by other query files are not used."""
+    digest = hashlib.sha256()
+    for entry in sorted(resources.files("traceq.queries").iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".sql"):
+            digest.update(entry.name.encode() + b"\0" + entry.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def compute_from_partition(folder: Path) -> dict[str, pl.DataFrame]:
+    """The stored metrics of one rank from its staged Parquet files (nothing for a run without events,
+    e.g. summary text). Reading the files, not the frames, lets the caller free the tables first."""
+    import pyarrow.parquet as pq
+
+    from traceq.sql import Session
+
+    if pq.ParquetFile(folder / "events.parquet").metadata.num_rows == 0:
+        return {}
+    with Session.over_partition(folder) as session:
+        return {name: session.query(name).drop("run_id", "rank") for name in CACHED}
+
+
+def write(metrics: dict[str, pl.DataFrame], part_dir: Path) -> None:
+    """Write ``metrics`` into a rank folder being staged (its fingerprint last)."""
+    if not metrics:
+        return
+    folder = part_dir / FOLDER
+    folder.mkdir()
+    for name, frame in metrics.items():
+        frame.write_parquet(folder / f"{name}.parquet", compression="zstd", statistics=True)
+    (folder / _FINGERPRINT).write_text(fingerprint() + "\n")
+
+
+def cached_source(store: object, runs: list[str] | None, name: str) -> str | None:
+    """A ``read_parquet(...)`` of the stored results of ``name`` for every rank of ``runs``, or None when
+    any rank lacks them (or has results from other query files)."""
+    if name not in CACHED or runs is None:
+        return None
+    root = Path(store.root)  # type: ignore[attr-defined]
+    files = []
+    for run_id in runs:
+        rank_dirs = sorted((root / "runs" / f"run_id={run_id}").glob("rank=*"))
+        if not rank_dirs:
+            return None
+        for rank_dir in rank_dirs:
+            path = rank_dir / FOLDER / f"{name}.parquet"
+            stamp = rank_dir / FOLDER / _FINGERPRINT
+            if not path.is_file() or not stamp.is_file() or stamp.read_text().strip() != fingerprint():
+                return None
+            files.append("'" + str(path).replace("'", "''") + "'")
+    return (
+        f"read_parquet([{', '.join(files)}], hive_partitioning = true, "
+        "hive_types = {'run_id': VARCHAR, 'rank': BIGINT})"
+    )
