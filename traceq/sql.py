@@ -10,6 +10,8 @@ to the store, so a query cannot change or write anything.
 from __future__ import annotations
 
 import glob
+import shutil
+import tempfile
 from pathlib import Path
 
 import duckdb
@@ -17,7 +19,7 @@ import polars as pl
 
 from traceq.errors import QueryError
 from traceq.query_files import dependency_order
-from traceq.schema import RUNS, TABLES, Table
+from traceq.schema import RUNS, TABLES
 from traceq.store import Store
 
 _READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
@@ -30,10 +32,13 @@ _DUCK_TYPES = {
 }
 
 
-def connect(store: Store | str | Path | None = None, runs: list[str] | None = None) -> duckdb.DuckDBPyConnection:
+def connect(
+    store: Store | str | Path | None = None, runs: list[str] | None = None, locked: bool = True
+) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per canonical table, locked to read the store.
 
     ``runs`` restricts every view to those run ids (the files of other runs are never opened).
+    ``locked=False`` leaves file access open (only for traceq's own queries, never for users' SQL).
     """
     store = store if isinstance(store, Store) else Store(store)
     con = duckdb.connect(":memory:")
@@ -53,10 +58,11 @@ def connect(store: Store | str | Path | None = None, runs: list[str] | None = No
             cols = ", ".join(f"NULL::{_duck_type(c.dtype)} AS {c.name}" for c in table.columns)
             keys = "NULL::VARCHAR AS run_id" + ("" if table is RUNS else ", NULL::BIGINT AS rank")
             con.execute(f"CREATE VIEW {table.name} AS SELECT {keys}, {cols} WHERE false")
-    root = str(store.root.resolve())
-    con.execute(f"SET allowed_directories = [{_quote(root + '/')}]")
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
+    if locked:
+        root = str(store.root.resolve())
+        con.execute(f"SET allowed_directories = [{_quote(root + '/')}]")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
     return con
 
 
@@ -102,37 +108,23 @@ class Session:
         self.con = con if con is not None else connect(self.store, runs)
         self._made: set[str] = set()
         self._frames: dict[str, pl.DataFrame] = {}
+        self._scratch: Path | None = None
 
     @classmethod
-    def over_partition(cls, folder: Path, run_id: str = "run", rank: int = 0) -> Session:
-        """A session over one rank's Parquet files in ``folder`` (a rank partition being written)."""
-        con = duckdb.connect(":memory:")
-        con.execute("SET enable_progress_bar = false")
-        for table in TABLES.values():
-            if table is RUNS:
-                continue
-            path = folder / f"{table.name}.parquet"
-            source = f"read_parquet({_quote(str(path))})" if path.is_file() else _empty_select(table)
-            con.execute(
-                f"CREATE VIEW {table.name} AS SELECT {_quote(run_id)}::VARCHAR AS run_id, {int(rank)}::BIGINT AS rank, "
-                f"* FROM {source}"
-            )
-        return cls(runs=[run_id], con=con)
+    def over_partition(cls, folder: Path, run_id: str = "run") -> Session:
+        """A session over one rank's Parquet files in ``folder`` (a rank partition being written).
 
-    @classmethod
-    def over_frames(cls, frames: dict[str, pl.DataFrame], run_id: str = "run", rank: int = 0) -> Session:
-        """A session over one rank's tables held in memory (``frames`` by table name), not a store."""
-        con = duckdb.connect(":memory:")
-        con.execute("SET enable_progress_bar = false")
-        for table in TABLES.values():
-            if table is RUNS:
-                continue
-            con.register(f"_frame_{table.name}", frames.get(table.name, table.empty()).to_arrow())
-            con.execute(
-                f"CREATE VIEW {table.name} AS SELECT {_quote(run_id)}::VARCHAR AS run_id, {int(rank)}::BIGINT AS rank, "
-                f"* FROM _frame_{table.name}"
-            )
-        return cls(runs=[run_id], con=con)
+        The files are linked into a scratch store layout so that the views are exactly the store's
+        (hive keys as partition constants, which DuckDB plans joins on far better than literals)."""
+        scratch = Path(tempfile.mkdtemp(prefix="traceq-partition-"))
+        rank_dir = scratch / "runs" / f"run_id={run_id}" / "rank=0"
+        rank_dir.mkdir(parents=True)
+        for path in folder.glob("*.parquet"):
+            (rank_dir / path.name).symlink_to(path.resolve())
+        (scratch / "traceq-store.json").write_text("{}\n")
+        session = cls(runs=[run_id], con=connect(Store(scratch), [run_id], locked=False))
+        session._scratch = scratch
+        return session
 
     def query(self, name: str) -> pl.DataFrame:
         """The result of ``queries/NAME.sql`` over this session's runs (computed once)."""
@@ -181,17 +173,14 @@ class Session:
 
     def close(self) -> None:
         self.con.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _empty_select(table: Table) -> str:
-    cols = ", ".join(f"NULL::{_duck_type(c.dtype)} AS {c.name}" for c in table.columns)
-    return f"(SELECT {cols} WHERE false)"
 
 
 def _plain_types(frame: pl.DataFrame) -> pl.DataFrame:
