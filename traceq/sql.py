@@ -111,16 +111,16 @@ class Session:
         self._scratch: Path | None = None
 
     @classmethod
-    def over_partition(cls, folder: Path, run_id: str = "run") -> Session:
-        """A session over one rank's Parquet files in ``folder`` (a rank partition being written).
-
-        The files are linked into a scratch store layout so that the views are exactly the store's
-        (hive keys as partition constants, which DuckDB plans joins on far better than literals)."""
-        scratch = Path(tempfile.mkdtemp(prefix="traceq-partition-"))
-        rank_dir = scratch / "runs" / f"run_id={run_id}" / "rank=0"
-        rank_dir.mkdir(parents=True)
-        for path in folder.glob("*.parquet"):
-            (rank_dir / path.name).symlink_to(path.resolve())
+    def over_ranks(cls, folders: dict[int, Path], run_id: str = "run") -> Session:
+        """A session over rank folders of a run being written (``folders`` by rank), for traceq's own
+        queries. The files are linked into a scratch store layout so that the views are exactly the
+        store's (hive keys as partition constants, which DuckDB plans joins on far better than literals)."""
+        scratch = Path(tempfile.mkdtemp(prefix="traceq-ranks-"))
+        for rank, folder in folders.items():
+            rank_dir = scratch / "runs" / f"run_id={run_id}" / f"rank={rank}"
+            rank_dir.mkdir(parents=True)
+            for path in folder.glob("*.parquet"):
+                (rank_dir / path.name).symlink_to(path.resolve())
         (scratch / "traceq-store.json").write_text("{}\n")
         session = cls(runs=[run_id], con=connect(Store(scratch), [run_id], locked=False))
         session._scratch = scratch
