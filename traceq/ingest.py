@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from traceq import __version__, metrics_cache
+from traceq import __version__
 from traceq.errors import InputError, StoreError, TraceqError
 from traceq.executors import Executor, default_jobs, run_tasks
 from traceq.ingest_task import FileTask, ingest_file
@@ -231,7 +231,7 @@ def _finish(run: _Run, store: Store, rows: dict[Path, dict[str, Any]], fail: Cal
     assert run.writer is not None
     try:
         parts = {f"part-{i}": rank for i, rank in enumerate(ranks)}
-        written = run.writer.commit(run_id, row, parts, sources, prepare=metrics_cache.fill_missing)
+        written = run.writer.commit(run_id, row, parts, sources)
     except OSError as e:
         raise StoreError(f"{store.root}: cannot write the store: {e.strerror or e}") from None
     for path, result, rank in zip(run.files, results, ranks, strict=True):

@@ -1,7 +1,8 @@
 """Metric results computed once at ingest and stored beside each rank's tables.
 
 A report of a large run otherwise recomputes every metric from every event (seconds for millions of
-events); with the results stored, ``report`` and ``report --compare`` read small tables. The stored
+events); with the results stored, ``report`` and ``report --compare`` read small tables. Only ranks of
+at least :data:`STORE_MIN_EVENTS` events get them: for smaller ones recomputing is cheaper than storing. The stored
 results are the same queries of ``queries/`` run over the rank's tables while they are still in memory,
 so there is one definition of each metric. They are used only when every rank of every run in a
 session has them and they were made by the current query files (a fingerprint of their text);
@@ -46,51 +47,19 @@ def fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-#: A rank with at least this many events gets its metrics computed by the process that read it (in
-#: parallel with other ranks); smaller ranks are computed together when the run is committed, since
-#: the queries' fixed cost (about 0.3 s per set) would dominate each small rank.
-WORKER_MIN_EVENTS = 250_000
+#: Metrics are stored for ranks with at least this many events. Below it, computing them from the
+#: events when a report asks takes about a second, less than storing them adds to every ingest.
+STORE_MIN_EVENTS = 250_000
 
 
 def compute_from_partition(folder: Path) -> dict[str, pl.DataFrame]:
-    """The stored metrics of one staged rank folder (nothing when it has no events, e.g. summary text)."""
-    if _events(folder) == 0:
+    """The stored metrics of one staged rank folder (nothing below :data:`STORE_MIN_EVENTS` events)."""
+    if _events(folder) < max(STORE_MIN_EVENTS, 1):
         return {}
     from traceq.sql import Session
 
     with Session.over_ranks({0: folder}) as session:
         return {name: session.query(name).drop("run_id", "rank") for name in CACHED}
-
-
-#: Ranks computed together at commit hold at most this many events per pass (bounded memory).
-BATCH_EVENTS = 250_000
-
-
-def fill_missing(run_dir: Path) -> None:
-    """Compute the metrics of the rank folders of a run being written that lack them, several small
-    ranks per pass."""
-    batch: dict[int, Path] = {}
-    size = 0
-    for folder in sorted(run_dir.glob("rank=*")):
-        events = _events(folder)
-        if (folder / FOLDER / _FINGERPRINT).is_file() or events == 0:
-            continue
-        if batch and size + events > BATCH_EVENTS:
-            _compute_batch(batch)
-            batch, size = {}, 0
-        batch[int(folder.name.split("=", 1)[1])] = folder
-        size += events
-    if batch:
-        _compute_batch(batch)
-
-
-def _compute_batch(folders: dict[int, Path]) -> None:
-    from traceq.sql import Session
-
-    with Session.over_ranks(folders) as session:
-        results = {name: session.query(name) for name in CACHED}
-    for rank, folder in folders.items():
-        write({name: f.filter(pl.col("rank") == rank).drop("run_id", "rank") for name, f in results.items()}, folder)
 
 
 def _events(folder: Path) -> int:

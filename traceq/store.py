@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
@@ -153,11 +153,9 @@ class RunWriter:
         run_row: pl.DataFrame,
         parts: Mapping[str, int],
         sources: pl.DataFrame | None = None,
-        prepare: Callable[[Path], None] | None = None,
     ) -> bool:
         """Publish the staged parts as ranks of ``run_id``, each with its row of ``sources`` (matched on a
-        ``rank`` column). ``prepare`` may add to the run folder once its ranks are named, before it is
-        published. Returns False (nothing written) if the run is already stored."""
+        ``rank`` column). Returns False (nothing written) if the run is already stored."""
         final = self.store.runs_dir / f"run_id={run_id}"
         if final.exists():
             return False
@@ -169,8 +167,6 @@ class RunWriter:
             os.rename(self.dir / part, self.dir / f"rank={rank}")
             source = sources.filter(pl.col("rank") == rank) if sources is not None else SOURCES.empty()
             _write_parquet(SOURCES.conform(source), self.dir / f"rank={rank}" / f"{SOURCES.name}.parquet")
-        if prepare is not None:
-            prepare(self.dir)
         _write_parquet(RUNS.conform(run_row), self.dir / "runs.parquet")
         _fsync_dir(self.dir)
         try:

@@ -14,6 +14,13 @@ from traceq import metrics_cache
 from traceq.sql import Session
 from traceq.store import Store
 
+
+@pytest.fixture(autouse=True)
+def store_metrics_of_small_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The samples are small: store their metrics anyway (ingest runs in this process with jobs=1)."""
+    monkeypatch.setattr(metrics_cache, "STORE_MIN_EVENTS", 0)
+
+
 RUNS = {
     "kineto": SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz",
     "paddle_layout": SAMPLES / "paddlefmt_conformer_fp16_b64_2steps.json.gz",
@@ -66,3 +73,11 @@ def test_results_of_other_query_files_are_not_used(store_dir: Path) -> None:
 def test_summary_text_runs_store_no_metrics(store_dir: Path) -> None:
     traceq.ingest([shared("paddle/issue48321_fp32_operator_summary.txt")], store=store_dir, jobs=1)
     assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
+
+
+def test_small_runs_store_no_metrics_by_default(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics_cache, "STORE_MIN_EVENTS", 250_000)
+    run_id = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)["run_id"][0]
+    assert traceq.runs(store_dir)["n_events"][0] < 250_000
+    assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
+    assert metrics_cache.cached_source(Store(store_dir), [run_id], "gpu_busy") is None
