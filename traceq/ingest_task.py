@@ -77,7 +77,7 @@ def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -
     }
     del result, ev  # the metrics below read the staged files: the tables need not stay in memory
     try:
-        metrics_cache.write(metrics_cache.compute_from_partition(staging), staging)
+        metrics_cache.write(metrics_cache.compute_from_partition(staging, info["source"]["n_events"]), staging)
         publish_partition(staging, run_dir, task.part)
     except OSError as e:
         return _store_error(task, e)

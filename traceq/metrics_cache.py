@@ -52,20 +52,15 @@ def fingerprint() -> str:
 STORE_MIN_EVENTS = 250_000
 
 
-def compute_from_partition(folder: Path) -> dict[str, pl.DataFrame]:
-    """The stored metrics of one staged rank folder (nothing below :data:`STORE_MIN_EVENTS` events)."""
-    if _events(folder) < max(STORE_MIN_EVENTS, 1):
+def compute_from_partition(folder: Path, n_events: int) -> dict[str, pl.DataFrame]:
+    """The stored metrics of one staged rank folder of ``n_events`` events (nothing below
+    :data:`STORE_MIN_EVENTS`, nor for a rank without events such as summary text)."""
+    if n_events < max(STORE_MIN_EVENTS, 1):
         return {}
     from traceq.sql import Session
 
     with Session.over_ranks({0: folder}) as session:
         return {name: session.query(name).drop("run_id", "rank") for name in CACHED}
-
-
-def _events(folder: Path) -> int:
-    import pyarrow.parquet as pq
-
-    return pq.ParquetFile(folder / "events.parquet").metadata.num_rows
 
 
 def write(metrics: dict[str, pl.DataFrame], part_dir: Path) -> None:
