@@ -234,29 +234,24 @@ _START = Column("start_ns", _I64, "first event start, ns")
 _END = Column("end_ns", _I64, "last event end, ns")
 _WARNINGS = Column("warnings", _STR, "what the reader could not read or had to repair, JSON list of strings")
 
+#: Where a rank's data came from, and its size: in ``runs`` for the whole run, in ``sources`` per rank.
+_SOURCE_COLUMNS = (
+    _SOURCE_PATH, _SOURCE_HASH, _SOURCE_BYTES, _SOURCE_FORMAT, _FLAVOUR, _PROFILER_VERSION, _DEVICES,
+    _DISTRIBUTED, _CLOCK_OFFSET,
+)  # fmt: skip
+_COUNT_COLUMNS = (_N_EVENTS, _N_STEPS, _START, _END, _WARNINGS)
+
 RUNS = Table(
     "runs",
     "The catalog: one row per ingested run (a multi-rank run's files are listed per rank in `sources`).",
     (
         Column("name", _STR, "run name (given at ingest, else the file name)"),
         Column("n_ranks", _I64, "ranks (trace files) in the run"),
-        _SOURCE_PATH,
-        _SOURCE_HASH,
-        _SOURCE_BYTES,
-        _SOURCE_FORMAT,
-        _FLAVOUR,
-        _PROFILER_VERSION,
-        _DEVICES,
-        _DISTRIBUTED,
-        _CLOCK_OFFSET,
+        *_SOURCE_COLUMNS,
         Column("ingested_at", pl.Datetime("us", "UTC"), "when the run was ingested"),
         Column("traceq_version", _STR, "traceq version that wrote the run"),
-        _N_EVENTS,
         Column("events_by_kind", _STR, "rows per kind, JSON object"),
-        _N_STEPS,
-        _START,
-        _END,
-        _WARNINGS,
+        *_COUNT_COLUMNS,
     ),
 )
 
@@ -268,22 +263,10 @@ SOURCES = Table(
             "rank_from",
             _STR,
             "where the rank number came from: `distributedInfo` (Kineto), `file_name` (e.g. `rank3`), "
-            "`file_order` (sorted paths), `single` (a one-file run)",
+            "`file_order` (the order given; a directory's files in natural order), `single` (a one-file run)",
         ),
-        _SOURCE_PATH,
-        _SOURCE_HASH,
-        _SOURCE_BYTES,
-        _SOURCE_FORMAT,
-        _FLAVOUR,
-        _PROFILER_VERSION,
-        _DEVICES,
-        _DISTRIBUTED,
-        _CLOCK_OFFSET,
-        _N_EVENTS,
-        _N_STEPS,
-        _START,
-        _END,
-        _WARNINGS,
+        *_SOURCE_COLUMNS,
+        *_COUNT_COLUMNS,
     ),
 )
 
