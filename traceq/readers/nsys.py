@@ -227,12 +227,14 @@ def _runtime_events(export: _Export, strings: pl.DataFrame) -> pl.DataFrame | No
     cols = export.columns(_RUNTIME)
     extra = [c for c in _ARG_COLUMNS["runtime"] if c in cols]
     wanted = ", ".join(_quoted(c) for c in ["start", "end", "globalTid", "correlationId", "nameId", *extra])
-    raw = _names(export.query(f"select {wanted} from {_RUNTIME}"), strings, "nameId", "name")
+    # strip the API version suffix once per distinct string, not once per call
+    api_names = strings.with_columns(pl.col("value").cast(pl.String).str.replace(API_SUFFIX, ""))
+    raw = _names(export.query(f"select {wanted} from {_RUNTIME}"), api_names, "nameId", "name")
     api = pl.col("eventClass") if "eventClass" in cols else pl.lit(0)
     return raw.select(
         pl.lit("runtime").alias("kind"),
         pl.when(api == 1).then(pl.lit("cuda_driver")).otherwise(pl.lit("cuda_runtime")).alias("category"),
-        pl.col("name").cast(pl.String).str.replace(API_SUFFIX, ""),
+        pl.col("name").cast(pl.String),
         pl.col("start").alias("ts_ns"),
         (pl.col("end") - pl.col("start")).alias("dur_ns"),
         _pid("globalTid").alias("pid"),
