@@ -28,7 +28,7 @@ app = typer.Typer(
 
 StoreOpt = Annotated[
     Path | None,
-    typer.Option("--store", envvar=STORE_ENV, help="Store directory [default: ./.traceq, or $TRACEQ_STORE]."),
+    typer.Option("--store", envvar=STORE_ENV, help="Store directory (default: ./.traceq, or $TRACEQ_STORE)."),
 ]
 FormatOpt = Annotated[Format, typer.Option("--format", help="Output format.")]
 _PROGRESS_MIN_BYTES = 4 << 20
@@ -42,12 +42,12 @@ def ingest(
         str | None,
         typer.Option(
             "--name",
-            help="Run name [default: the file name]. With several files or a directory: "
+            help="Run name (default: the file name). With several files or a directory: "
             "one multi-rank run of that name.",
         ),
     ] = None,
     jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", min=1, help="Files read in parallel [default: all cores].")
+        int | None, typer.Option("--jobs", "-j", min=1, help="Files read in parallel (default: all cores).")
     ] = None,
     executor: Annotated[
         str,
@@ -63,7 +63,7 @@ def ingest(
     """Read trace files into the store (one run per file; with --name, one run of many ranks).
 
     Example: traceq ingest sample_traces/kineto_conformer_fp16_b4_2steps.json.gz --name amp
-    Example: traceq ingest sample_traces/ddp --name ddp --jobs 2
+    Example: traceq ingest sample_traces/ddp/fp32 --name ddp --jobs 2
     """  # fmt: skip
     if executor not in EXECUTORS:
         raise typer.BadParameter(f"{executor!r}; choose one of {', '.join(EXECUTORS)}", param_hint="--executor")
