@@ -100,7 +100,8 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
     """
     cat = traceq.runs(_store(store))
     if fmt is Format.table:
-        cat = cat.select("run_id", "name", "flavour", "profiler_version", "n_events", "n_steps", "ingested_at")
+        shown = ("run_id", "name", "n_ranks", "flavour", "profiler_version", "n_events", "n_steps", "ingested_at")
+        cat = cat.select(shown)
     render(cat, fmt)
 
 

@@ -69,10 +69,12 @@ class Store:
         """The ``runs`` table: one row per stored run, oldest first, with ``run_id``."""
         frames = []
         for d in self.run_dirs():
-            frames.append(pl.read_parquet(d / "runs.parquet").with_columns(run_id=pl.lit(d.name[7:])))
+            # conformed: runs written by other traceq versions may order or lack columns differently
+            row = RUNS.conform(pl.read_parquet(d / "runs.parquet"))
+            frames.append(row.with_columns(run_id=pl.lit(d.name[7:])))
         if not frames:
             return RUNS.empty().with_columns(run_id=pl.lit(None, pl.String)).select("run_id", *RUNS.schema)
-        return pl.concat(frames, how="vertical_relaxed").select("run_id", *RUNS.schema).sort("ingested_at")
+        return pl.concat(frames).select("run_id", *RUNS.schema).sort("ingested_at")
 
     def find_hash(self, source_hash: str) -> dict[str, object] | None:
         """The catalog row of a run with this content hash, if stored."""

@@ -150,3 +150,15 @@ def test_sql_reads_only_the_columns_and_rows_a_query_names(store_dir: Path) -> N
     columns = {c.strip(" │,\n") for c in projected.group(1).split() if c.strip(" │,\n")}
     assert columns == {"name", "dur_ns"}  # of the 22 columns of events
     assert "kind = 'kernel'" in scan  # the filter is pushed into the Parquet scan (row groups skipped)
+
+
+def test_runs_written_by_other_versions_are_read_with_their_columns_conformed(store_dir: Path) -> None:
+    traceq.ingest([KINETO], store=store_dir)
+    traceq.ingest([PADDLE], store=store_dir)
+    older = next((store_dir / "runs").glob("*/runs.parquet"))
+    row = pl.read_parquet(older)
+    row.select(list(reversed(row.columns))).drop("n_ranks").write_parquet(older)  # other order, no n_ranks
+    runs = traceq.runs(store_dir)
+    assert runs.height == 2 and runs.columns[:3] == ["run_id", "name", "n_ranks"]
+    assert runs["n_ranks"].null_count() == 1
+    assert traceq.sql("select count(*) from runs", store_dir).item() == 2
