@@ -83,7 +83,9 @@ def _read(path: Path, progress: Progress | None) -> ReadResult:
     events = events.with_columns(pl.col("dur_ns").clip(lower_bound=0))
     coarse = flavour is paddle and not paddle.uses_relative_times(trace)
     tolerance = chrome_common.TICK_NS if coarse or chrome_common.whole_microseconds(trace.events) else 0
-    tables = build_run_tables(events, flavour.threads(trace), tolerance_ns=tolerance)
+    threads = flavour.threads(trace)
+    trace.events = trace.events.clear()  # the decoded columns are in ``events`` now: free them first
+    tables = build_run_tables(events, threads, tolerance_ns=tolerance)
     warnings = list(trace.warnings)
     if negative:
         warnings.append(f"{negative} events had negative durations; counted as 0")
