@@ -59,43 +59,46 @@ def build_run_tables(
     """Order events in time, give them ids, and fill steps, nesting and launch links.
 
     ``events`` holds the reader's columns (a subset of ``events`` without the derived ones), plus
-    any ``launch_keys`` helper columns.
+    any ``launch_keys`` helper columns. The derived columns are computed on narrow frames and attached
+    once, so the wide frame (names, args) is copied only by the time sort.
     """
     missing = [c for c in EVENTS.columns if c.name not in events.columns and c.name not in _DERIVED]
     events = events.with_columns(pl.lit(None, c.dtype).alias(c.name) for c in missing)
     events = events.sort(["ts_ns", pl.col("dur_ns").neg()], nulls_last=True, maintain_order=True)
     events = events.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
 
-    nested = nest_host_events(events, tolerance_ns)
-    events = events.drop([c for c in nested.columns if c != "event_id" and c in events.columns])
-    events = events.join(nested, on="event_id", how="left")
-
-    launches = link_launches(events, launch_keys)
-    events = events.join(launches, on="event_id", how="left")
-
-    steps = steps_table(events)
-    events = events.with_columns(assign_steps(events, steps).alias("step"))
-
+    narrow = ("event_id", "kind", "name", "ts_ns", "dur_ns", "pid", "tid", "correlation", *launch_keys)
+    keys = events.select(list(dict.fromkeys(narrow)))
+    nested = nest_host_events(keys, tolerance_ns)
+    launches = link_launches(keys, launch_keys)
+    steps = steps_table(keys)
+    derived = (
+        keys.select("event_id", "kind")
+        .join(nested, on="event_id", how="left", maintain_order="left")
+        .join(launches, on="event_id", how="left", maintain_order="left")
+        .with_columns(assign_steps(keys, steps).alias("step"))
+    )
+    del keys
     # GPU work inherits op, top op and step from the call that launched it.
-    from_launch = events.select(
+    from_launch = derived.select(
         pl.col("event_id").alias("launch_id"),
         pl.col("op_id").alias("_l_op"),
         pl.col("top_op_id").alias("_l_top"),
         pl.col("step").alias("_l_step"),
     )
     is_gpu = pl.col("kind").is_in(GPU_WORK_KINDS)
-    events = (
-        events.join(from_launch, on="launch_id", how="left")
-        .with_columns(
-            pl.when(is_gpu).then(pl.col("_l_op")).otherwise(pl.col("op_id")).alias("op_id"),
-            pl.when(is_gpu).then(pl.col("_l_top")).otherwise(pl.col("top_op_id")).alias("top_op_id"),
-            pl.when(is_gpu & pl.col("launch_id").is_not_null())
-            .then(pl.col("_l_step"))
-            .otherwise(pl.col("step"))
-            .alias("step"),
-        )
-        .sort("event_id")
+    derived = derived.join(from_launch, on="launch_id", how="left", maintain_order="left").select(
+        "parent_id",
+        "depth",
+        pl.when(is_gpu).then(pl.col("_l_op")).otherwise(pl.col("op_id")).alias("op_id"),
+        pl.when(is_gpu).then(pl.col("_l_top")).otherwise(pl.col("top_op_id")).alias("top_op_id"),
+        "launch_id",
+        pl.when(is_gpu & pl.col("launch_id").is_not_null())
+        .then(pl.col("_l_step"))
+        .otherwise(pl.col("step"))
+        .alias("step"),
     )
+    events = events.drop([c for c in derived.columns if c in events.columns]).hstack(derived)
     if threads is None:
         threads = THREADS.empty()
     threads = THREADS.conform(threads).unique(["pid", "tid"], keep="last").sort(["pid", "tid"])
