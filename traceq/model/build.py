@@ -64,7 +64,7 @@ def build_run_tables(
     """
     missing = [c for c in EVENTS.columns if c.name not in events.columns and c.name not in _DERIVED]
     events = events.with_columns(pl.lit(None, c.dtype).alias(c.name) for c in missing)
-    events = events.sort(["ts_ns", pl.col("dur_ns").neg()], nulls_last=True, maintain_order=True)
+    events = _time_ordered(events)
     events = events.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
 
     narrow = ("event_id", "kind", "name", "ts_ns", "dur_ns", "pid", "tid", "correlation", *launch_keys)
@@ -103,3 +103,17 @@ def build_run_tables(
         threads = THREADS.empty()
     threads = THREADS.conform(threads).unique(["pid", "tid"], keep="last").sort(["pid", "tid"])
     return RunTables(EVENTS.conform(events), STEPS.conform(steps), threads)
+
+
+def _time_ordered(events: pl.DataFrame) -> pl.DataFrame:
+    """``events`` sorted by start (longest first on ties), one column at a time: each source column is
+    released once its sorted copy exists, so a caller that passed its only reference never holds two
+    copies of the wide frame."""
+    order = events.select(
+        pl.arg_sort_by(["ts_ns", pl.col("dur_ns").neg()], nulls_last=True, maintain_order=True)
+    ).to_series()
+    columns = []
+    for name in events.columns:
+        columns.append(events.get_column(name).gather(order))
+        events = events.drop(name)
+    return pl.DataFrame(columns)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import polars as pl
@@ -11,7 +12,7 @@ import polars as pl
 from traceq.errors import InputError
 from traceq.model.build import RunTables, build_run_tables
 from traceq.readers import chrome_common, kineto, nsys, paddle, paddle_summary
-from traceq.readers.chrome_json import read_chrome_trace
+from traceq.readers.chrome_json import ChromeTrace, read_chrome_trace
 from traceq.readers.source import Progress, check_readable, head_bytes
 
 
@@ -52,6 +53,17 @@ def read_trace(path: Path, progress: Progress | None = None) -> ReadResult:
     return result
 
 
+def _timed_events(path: Path, trace: ChromeTrace, flavour: ModuleType, counts: dict[str, int]) -> pl.DataFrame:
+    """The flavour's events with negative durations clamped (counted in ``counts``); the decoded
+    columns are freed as soon as they are mapped."""
+    events = flavour.events(trace)
+    trace.events = trace.events.clear()
+    if events.is_empty():
+        raise InputError(path, "a chrome trace with no timed events")
+    counts["negative"] = events.filter(pl.col("dur_ns") < 0).height
+    return events.with_columns(pl.col("dur_ns").clip(lower_bound=0))
+
+
 def _read(path: Path, progress: Progress | None) -> ReadResult:
     fmt = sniff_format(path)
     if fmt == "nsys_sqlite":
@@ -76,16 +88,13 @@ def _read(path: Path, progress: Progress | None) -> ReadResult:
         )
     trace = read_chrome_trace(path, progress)
     flavour = paddle if paddle.looks_like(trace) else kineto
-    events = flavour.events(trace)
-    if events.is_empty():
-        raise InputError(path, "a chrome trace with no timed events")
-    negative = events.filter(pl.col("dur_ns") < 0).height
-    events = events.with_columns(pl.col("dur_ns").clip(lower_bound=0))
     coarse = flavour is paddle and not paddle.uses_relative_times(trace)
     tolerance = chrome_common.TICK_NS if coarse or chrome_common.whole_microseconds(trace.events) else 0
     threads = flavour.threads(trace)
-    trace.events = trace.events.clear()  # the decoded columns are in ``events`` now: free them first
-    tables = build_run_tables(events, threads, tolerance_ns=tolerance)
+    counts: dict[str, int] = {}
+    # passed without a local reference, so the model build can release columns as it sorts them
+    tables = build_run_tables(_timed_events(path, trace, flavour, counts), threads, tolerance_ns=tolerance)
+    negative = counts["negative"]
     warnings = list(trace.warnings)
     if negative:
         warnings.append(f"{negative} events had negative durations; counted as 0")
