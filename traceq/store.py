@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -126,13 +128,21 @@ class Store:
         return RunWriter(self)
 
     def _clean_tmp(self) -> None:
-        """Remove leftovers of interrupted writes (their writer process is gone)."""
+        """Remove leftovers of interrupted writes: on this host, those whose writer process is gone; from
+        other hosts sharing the store (Ray workers, other nodes), whose process cannot be checked from
+        here, those untouched for :data:`FOREIGN_STALE_S`."""
+        here = _host()
         for d in (self.root / "tmp").iterdir():
-            parts = d.name.split(".")
-            pid = int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else None
-            if pid is not None and pid != os.getpid() and _alive(pid):
+            host, pid = _writer(d.name)
+            if host not in (None, here):
+                try:
+                    stale = time.time() - d.stat().st_mtime > FOREIGN_STALE_S
+                except OSError:
+                    continue
+                if stale:
+                    shutil.rmtree(d, ignore_errors=True)
                 continue
-            if pid == os.getpid():
+            if pid == os.getpid() or (pid is not None and _alive(pid)):
                 continue
             shutil.rmtree(d, ignore_errors=True)
 
@@ -146,7 +156,7 @@ class RunWriter:
         store._init()
         store._clean_tmp()
         self.store = store
-        self.dir = store.root / "tmp" / f"run.{os.getpid()}.{uuid.uuid4().hex[:12]}"
+        self.dir = store.root / "tmp" / f"run.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
         self.dir.mkdir(parents=True)
 
     def commit(
@@ -230,6 +240,26 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+#: A staging folder of another host is removed only after this long without change (seconds).
+FOREIGN_STALE_S = 24 * 3600
+
+
+def _host() -> str:
+    """This host's name as it appears in staging folder names (no dots)."""
+    return socket.gethostname().replace(".", "-") or "localhost"
+
+
+def _writer(name: str) -> tuple[str | None, int | None]:
+    """(host, pid) of the process that made a staging folder ``run.<host>.<pid>.<id>``; older names
+    ``<prefix>.<pid>.<id>`` carry no host."""
+    parts = name.split(".")
+    if len(parts) == 4 and parts[2].isdigit():
+        return parts[1], int(parts[2])
+    if len(parts) == 3 and parts[1].isdigit():
+        return None, int(parts[1])
+    return None, None
 
 
 def _alive(pid: int) -> bool:

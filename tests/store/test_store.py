@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
@@ -162,3 +163,15 @@ def test_runs_written_by_other_versions_are_read_with_their_columns_conformed(st
     assert runs.height == 2 and runs.columns[:3] == ["run_id", "name", "n_ranks"]
     assert runs["n_ranks"].null_count() == 1
     assert traceq.sql("select count(*) from runs", store_dir).item() == 2
+
+
+def test_a_write_in_progress_on_another_host_is_left_alone_until_stale(store_dir: Path) -> None:
+    traceq.ingest([PADDLE], store=store_dir)
+    foreign = store_dir / "tmp" / "run.other-node.4242.0123456789ab" / "part-0"
+    foreign.mkdir(parents=True)
+    traceq.ingest([KINETO], store=store_dir)  # cleans this host's leftovers only
+    assert foreign.exists()
+    day_ago = foreign.parent.stat().st_mtime - 2 * 24 * 3600
+    os.utime(foreign.parent, (day_ago, day_ago))
+    traceq.ingest([KINETO.with_name("kineto_conformer_fp32_b4_2steps.json.gz")], store=store_dir)
+    assert not foreign.parent.exists()
