@@ -145,8 +145,9 @@ def ingest(
     live = [r for r in runs if not any(p in rows for p in r.files)]
     _hash_files(live, jobs)
     todo: list[tuple[_Run, int]] = []
+    stored = {row["source_hash"]: row for row in store.catalog().iter_rows(named=True)}
     for run in live:
-        existing = store.find_hash(_run_hash(run.digests, run.multi_rank))
+        existing = stored.get(_run_hash(run.digests, run.multi_rank))
         if existing is not None:
             for path in run.files:
                 rows[path] = _duplicate_row(path, existing)
@@ -164,7 +165,7 @@ def ingest(
     finally:
         for run, _ in todo:
             if run.writer is not None:
-                run.writer.__exit__()
+                run.writer.discard()
     return pl.DataFrame([rows[p] for p in files if p in rows], schema=INGEST_COLUMNS)
 
 

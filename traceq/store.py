@@ -78,11 +78,6 @@ class Store:
             return RUNS.empty().with_columns(run_id=pl.lit(None, pl.String)).select("run_id", *RUNS.schema)
         return pl.concat(frames).select("run_id", *RUNS.schema).sort("ingested_at")
 
-    def find_hash(self, source_hash: str) -> dict[str, object] | None:
-        """The catalog row of a run with this content hash, if stored."""
-        hit = self.catalog().filter(pl.col("source_hash") == source_hash)
-        return hit.row(0, named=True) if hit.height else None
-
     def resolve(self, ref: str) -> str:
         """A run id from a run id, a unique run id prefix, or a run name."""
         cat = self.catalog()
@@ -190,12 +185,16 @@ class RunWriter:
         _fsync_dir(self.store.runs_dir)
         return True
 
+    def discard(self) -> None:
+        """Remove what is staged (nothing once committed)."""
+        if self.dir.exists():
+            shutil.rmtree(self.dir, ignore_errors=True)
+
     def __enter__(self) -> RunWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.dir.exists():
-            shutil.rmtree(self.dir, ignore_errors=True)
+        self.discard()
 
 
 def write_partition(run_dir: Path, part: str, tables: RunTables) -> None:
