@@ -29,12 +29,12 @@ _CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
 from traceq.cli import app
+from traceq.ingest_task import peak_rss_bytes
 sys.argv = ["traceq", *json.loads(sys.argv[1])]
 try:
     app(standalone_mode=False)
 finally:
-    peak = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmHWM:"))
-    print(json.dumps({"wall": time.perf_counter() - t0, "peak": peak}), file=sys.stderr)
+    print(json.dumps({"wall": time.perf_counter() - t0, "peak": peak_rss_bytes()}), file=sys.stderr)
 """
 
 

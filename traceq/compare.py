@@ -152,7 +152,7 @@ def _compare(base_id: str, new_id: str, store: Store, session: Session) -> Compa
     )
     ranks = pl.DataFrame()
     if not (base.ranks.is_empty() and new.ranks.is_empty()):
-        ranks = rank_views.aligned(_per_rank_or_one(base), _per_rank_or_one(new))
+        ranks = rank_views.aligned(_per_rank(base, session), _per_rank(new, session))
         if ranks.null_count().sum_horizontal().item():
             notes.append(
                 f"The runs have different ranks (BASE {base.run['n_ranks']}, NEW {new.run['n_ranks']}): "
@@ -174,24 +174,12 @@ def _compare(base_id: str, new_id: str, store: Store, session: Session) -> Compa
     )
 
 
-def _per_rank_or_one(report: RunReport) -> pl.DataFrame:
-    """A report's per-rank table; a one-rank run as a table of its one rank (no waiting, no straggler)."""
+def _per_rank(report: RunReport, session: Session) -> pl.DataFrame:
+    """A run's per-rank table (for a one-rank run, its one rank), from the same query as the report's."""
     if not report.ranks.is_empty():
         return report.ranks
-    rank = report.steps["rank"][0] if report.steps.height else 0
-    s = report.summary
-    busy = s["gpu_busy_ms"]
-    return pl.DataFrame(
-        {
-            "rank": [rank],
-            "step_ms": [s["step_time_ms"]],
-            "gpu_work_ms": [busy - (report.frames["gpu_busy"]["exposed_comm_ns"].mean() or 0) / 1e6 if busy else None],
-            "host_launch_gap_ms": [s["host_launch_gap_ms"]],
-            "exposed_comm_ms": [(report.frames["gpu_busy"]["exposed_comm_ns"].mean() or 0) / 1e6],
-            "wait_ms": [0.0],
-            "straggler_steps": [0],
-        }
-    )
+    balance = session.query("rank_balance").filter(pl.col("run_id") == report.run["run_id"])
+    return rank_views.per_rank(balance)
 
 
 def _findings(

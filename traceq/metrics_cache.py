@@ -21,6 +21,8 @@ from pathlib import Path
 
 import polars as pl
 
+from traceq.store import Store
+
 #: The metric queries a report and a comparison read, stored per rank at ingest. (``rank_balance`` is
 #: across ranks, so it is computed from the stored ``gpu_busy`` and ``launch_bound`` when needed.)
 CACHED: tuple[str, ...] = (
@@ -74,15 +76,14 @@ def write(metrics: dict[str, pl.DataFrame], part_dir: Path) -> None:
     (folder / _FINGERPRINT).write_text(fingerprint() + "\n")
 
 
-def cached_source(store: object, runs: list[str] | None, name: str) -> str | None:
-    """A ``read_parquet(...)`` of the stored results of ``name`` for every rank of ``runs``, or None when
-    any rank lacks them (or has results from other query files)."""
-    if name not in CACHED or runs is None:
+def stored_files(store: Store | None, runs: list[str] | None, name: str) -> list[Path] | None:
+    """The stored results of ``name`` for every rank of ``runs``, or None when any rank lacks them (or
+    has results made by other query files)."""
+    if name not in CACHED or runs is None or store is None:
         return None
-    root = Path(store.root)  # type: ignore[attr-defined]
     files = []
     for run_id in runs:
-        rank_dirs = sorted((root / "runs" / f"run_id={run_id}").glob("rank=*"))
+        rank_dirs = sorted((store.runs_dir / f"run_id={run_id}").glob("rank=*"))
         if not rank_dirs:
             return None
         for rank_dir in rank_dirs:
@@ -90,8 +91,5 @@ def cached_source(store: object, runs: list[str] | None, name: str) -> str | Non
             stamp = rank_dir / FOLDER / _FINGERPRINT
             if not path.is_file() or not stamp.is_file() or stamp.read_text().strip() != fingerprint():
                 return None
-            files.append("'" + str(path).replace("'", "''") + "'")
-    return (
-        f"read_parquet([{', '.join(files)}], hive_partitioning = true, "
-        "hive_types = {'run_id': VARCHAR, 'rank': BIGINT})"
-    )
+            files.append(path)
+    return files

@@ -64,8 +64,9 @@ def spread(ranks: pl.DataFrame) -> dict[str, Any]:
         values = ranks.select("rank", col).drop_nulls()
         if values.is_empty():
             continue
-        lo, hi = values.sort(col).row(0), values.sort(col).row(-1)
-        out[col] = {"min": lo[1], "median": values[col].median(), "max": hi[1], "min_rank": lo[0], "max_rank": hi[0]}
+        ordered = values.sort(col)
+        (lo_rank, lo), (hi_rank, hi) = ordered.row(0), ordered.row(-1)
+        out[col] = {"min": lo, "median": values[col].median(), "max": hi, "min_rank": lo_rank, "max_rank": hi_rank}
     return out
 
 

@@ -45,15 +45,10 @@ def connect(
     con.execute("SET enable_progress_bar = false")
     for table in TABLES.values():
         has_runs = next(iter(glob.iglob(store.table_files(table.name))), None) is not None
-        partition = "run_id" if table is RUNS else "run_id, rank"
-        types = "'run_id': VARCHAR" if table is RUNS else "'run_id': VARCHAR, 'rank': BIGINT"
         if has_runs:
-            source = (
-                f"read_parquet({_quote(store.table_files(table.name))}, hive_partitioning = true, "
-                f"union_by_name = true, hive_types = {{{types}}})"
-            )
+            source = _hive_select(_quote(store.table_files(table.name)), ranked=table is not RUNS)
             where = f" WHERE run_id IN ({', '.join(_quote(r) for r in runs)})" if runs is not None else ""
-            con.execute(f"CREATE VIEW {table.name} AS SELECT {partition}, * EXCLUDE ({partition}) FROM {source}{where}")
+            con.execute(f"CREATE VIEW {table.name} AS {source}{where}")
         else:
             cols = ", ".join(f"NULL::{_duck_type(c.dtype)} AS {c.name}" for c in table.columns)
             keys = "NULL::VARCHAR AS run_id" + ("" if table is RUNS else ", NULL::BIGINT AS rank")
@@ -64,6 +59,17 @@ def connect(
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
     return con
+
+
+def _hive_select(files: str, ranked: bool = True) -> str:
+    """``SELECT run_id[, rank], <file columns>`` over Parquet ``files`` (a quoted glob or a list), with
+    the keys taken from the store's ``run_id=``/``rank=`` folder names."""
+    keys = "run_id, rank" if ranked else "run_id"
+    types = "'run_id': VARCHAR, 'rank': BIGINT" if ranked else "'run_id': VARCHAR"
+    return (
+        f"SELECT {keys}, * EXCLUDE ({keys}) FROM read_parquet({files}, hive_partitioning = true, "
+        f"union_by_name = true, hive_types = {{{types}}})"
+    )
 
 
 def sql(query: str, store: Store | str | Path | None = None, runs: list[str] | None = None) -> pl.DataFrame:
@@ -102,9 +108,12 @@ class Session:
         store: Store | str | Path | None = None,
         runs: list[str] | None = None,
         con: duckdb.DuckDBPyConnection | None = None,
+        use_stored: bool = True,
     ) -> None:
         self.store = None if con is not None else store if isinstance(store, Store) else Store(store)
         self.runs = runs
+        #: read metrics stored at ingest where every run has them (False: always compute from events)
+        self.use_stored = use_stored and self.store is not None
         self.con = con if con is not None else connect(self.store, runs)
         self._made: set[str] = set()
         self._frames: dict[str, pl.DataFrame] = {}
@@ -145,16 +154,16 @@ class Session:
     def _make(self, name: str, stack: tuple[str, ...] = ()) -> None:
         """Create the temp table ``name``: from its results stored at ingest when every run of the
         session has them, else from its SQL after the blocks it requires."""
-        from traceq.metrics_cache import cached_source
+        from traceq.metrics_cache import stored_files
         from traceq.query_files import query_text, requires
 
         if name in self._made:
             return
         if name in stack:
             raise QueryError(f"circular Requires: {' -> '.join((*stack, name))}")
-        stored = cached_source(self.store, self.runs, name) if self.store is not None else None
+        stored = stored_files(self.store, self.runs, name) if self.use_stored else None
         if stored is not None:
-            text = f"SELECT run_id, rank, * EXCLUDE (run_id, rank) FROM {stored}"
+            text = _hive_select("[" + ", ".join(_quote(str(p)) for p in stored) + "]")
         else:
             text = query_text(name)
             for dep in requires(text):

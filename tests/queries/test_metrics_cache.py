@@ -30,9 +30,7 @@ RUNS = {
 
 def _live(store: Store, run_id: str, name: str) -> pl.DataFrame:
     """The metric computed from the events, with the stored results hidden."""
-    session = Session(store, [run_id])
-    session.store = None  # no stored results: every query runs on the events
-    with session:
+    with Session(store, [run_id], use_stored=False) as session:
         return session.query(name)
 
 
@@ -42,7 +40,7 @@ def test_stored_metrics_equal_the_queries_on_the_events(label: str, store_dir: P
     store = Store(store_dir)
     with Session(store, [run_id]) as session:
         for name in metrics_cache.CACHED:
-            assert metrics_cache.cached_source(store, [run_id], name) is not None
+            assert metrics_cache.stored_files(store, [run_id], name) is not None
             stored = session.query(name)
             live = _live(store, run_id, name)
             assert stored.columns == live.columns, name
@@ -65,7 +63,7 @@ def test_results_of_other_query_files_are_not_used(store_dir: Path) -> None:
     store = Store(store_dir)
     stamp = next((store_dir / "runs").glob("*/rank=0/metrics/fingerprint.txt"))
     stamp.write_text("0" * 16 + "\n")
-    assert metrics_cache.cached_source(store, [run_id], "gpu_busy") is None
+    assert metrics_cache.stored_files(store, [run_id], "gpu_busy") is None
     with Session(store, [run_id]) as session:  # computed from the events instead
         assert session.query("gpu_busy")["busy_ns"].sum() == _live(store, run_id, "gpu_busy")["busy_ns"].sum()
 
@@ -80,4 +78,4 @@ def test_small_runs_store_no_metrics_by_default(store_dir: Path, monkeypatch: py
     run_id = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)["run_id"][0]
     assert traceq.runs(store_dir)["n_events"][0] < 250_000
     assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
-    assert metrics_cache.cached_source(Store(store_dir), [run_id], "gpu_busy") is None
+    assert metrics_cache.stored_files(Store(store_dir), [run_id], "gpu_busy") is None

@@ -114,3 +114,16 @@ def test_compare_is_rank_aligned(ddp_store: Path) -> None:
     parts = dict(result.waterfall.iter_rows())
     assert sum(parts.values()) == pytest.approx(result.step_time_delta_ms, abs=0.01)
     assert "communication" in parts
+
+
+def test_compare_of_a_one_rank_run_with_a_two_rank_run_aligns_rank_0(ddp_store: Path) -> None:
+    single = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
+    traceq.ingest([single], store=ddp_store, jobs=1)
+    result = compare("kineto_conformer_fp16_b4_2steps", "ddp16", ddp_store)
+    ranks = result.ranks.sort("rank")
+    assert ranks["rank"].to_list() == [0, 1]
+    steps = [e["dur"] for e in raw_trace(single)["traceEvents"]
+             if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#")]  # fmt: skip
+    assert ranks["base_step_ms"][0] == pytest.approx(sum(steps) / len(steps) / 1e3, abs=1e-5)
+    assert ranks["base_step_ms"][1] is None
+    assert any("different ranks (BASE 1, NEW 2)" in n for n in result.notes)
