@@ -80,8 +80,10 @@ def ingest(
         )  # fmt: skip
     if fmt is Format.table:
         multi = result["run_id"].drop_nulls().n_unique() < result["run_id"].drop_nulls().len()
-        for row in result.filter(pl.col("status") != "failed").iter_rows(named=True):
-            verb = "ingested" if row["status"] == "ingested" else "duplicate"
+        for row in result.filter(pl.col("status") == "skipped").iter_rows(named=True):
+            typer.echo(f"skipped {row['path']}: {row['summary']}", err=True)
+        for row in result.filter(pl.col("status").is_in(["ingested", "duplicate"])).iter_rows(named=True):
+            verb = row["status"]
             rank = f" rank {row['rank']}" if multi and row["rank"] is not None else ""
             typer.echo(f"{verb} {row['name']}{rank} ({row['run_id']}): {row['summary']}")
             for w in json.loads(row["warnings"] or "[]"):

@@ -43,12 +43,29 @@ INGEST_COLUMNS = {
 }
 
 
-def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
-    """Files to ingest: each file as given; for a directory, every trace file directly inside it."""
+#: A directory's files with these endings that are not traces are reported as skipped (others, such as
+#: a README or a script, are left out silently).
+_TRACE_LIKE = (".json", ".gz", ".trace", ".sqlite")
+
+
+def expand_inputs(paths: Iterable[str | Path], skipped: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """Files to ingest: each file as given; for a directory, every trace file directly inside it.
+
+    A directory's trace-like files (``.json``, ``.gz``, ...) that are not traces are appended to
+    ``skipped`` with the reason, so that a corrupt rank of a job folder is not left out unnoticed.
+    """
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = [f for f in sorted(p.iterdir(), key=natural_key) if f.is_file() and _looks_like_trace(f)]
+            found = []
+            for f in sorted(p.iterdir(), key=natural_key):
+                if not f.is_file():
+                    continue
+                reason = _not_a_trace(f)
+                if reason is None:
+                    found.append(f)
+                elif skipped is not None and f.name.endswith(_TRACE_LIKE):
+                    skipped.append((f, reason))
             if not found:
                 raise InputError(p, "directory holds no trace files")
             out += found
@@ -57,16 +74,21 @@ def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
     return out
 
 
-def _looks_like_trace(path: Path) -> bool:
-    """Whether a file in a directory is an input (JSON that is not a trace, e.g. a config, is left out)."""
+def _not_a_trace(path: Path) -> str | None:
+    """Why a file in a directory is not an input (None if it is): JSON that is not a trace, e.g. a
+    config, or a file no format recognises."""
     try:
         fmt = sniff_format(path)
         if fmt != "chrome_json":
-            return True
+            return None
         head = head_bytes(path, 1 << 16).lstrip()
-    except (TraceqError, OSError):
-        return False
-    return head.startswith(b"[") or b'"traceEvents"' in head
+    except TraceqError as e:
+        return str(e).removeprefix(f"{path}: ")
+    except OSError as e:
+        return e.strerror or str(e)
+    if head.startswith(b"[") or b'"traceEvents"' in head:
+        return None
+    return "JSON without a traceEvents array (not a chrome trace)"
 
 
 def run_name(path: Path) -> str:
@@ -90,6 +112,7 @@ class _Run:
     multi_rank: bool
     digests: list[str] = field(default_factory=list)
     results: dict[int, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
     writer: RunWriter | None = None
 
 
@@ -116,15 +139,19 @@ def ingest(
     Returns
     -------
     pl.DataFrame
-        One row per input file: ``path``, ``status`` (``ingested``/``duplicate``/``failed``),
+        One row per input file: ``path``, ``status`` (``ingested``/``duplicate``/``failed``, or
+        ``skipped`` for a directory's ``.json``/``.gz``/``.sqlite`` file that is not a trace),
         ``run_id``, ``name``, ``rank``, ``events``, ``steps``, ``summary`` (one line), ``warnings``
         (JSON list), ``seconds`` (reading and writing it), ``worker`` (host:pid of the process that did)
         and ``peak_rss_bytes`` (that process's peak memory so far).
     """
     store = store if isinstance(store, Store) else Store(store)
     listed = list(map(Path, paths))
-    files = expand_inputs(listed)
+    skipped: list[tuple[Path, str]] = []
+    files = expand_inputs(listed, skipped)
     runs = _plan(files, name, multi_rank=bool(name) and (len(files) > 1 or any(p.is_dir() for p in listed)))
+    if runs and runs[0].multi_rank:  # a job folder's file that is not a trace may be a missing rank: say so
+        runs[0].notes += [f"left out {p}: {reason}" for p, reason in skipped]
     rows: dict[Path, dict[str, Any]] = {}
 
     def fail(run: _Run, error: TraceqError, culprit: Path | None) -> None:
@@ -166,7 +193,8 @@ def ingest(
         for run, _ in todo:
             if run.writer is not None:
                 run.writer.discard()
-    return pl.DataFrame([rows[p] for p in files if p in rows], schema=INGEST_COLUMNS)
+    left_out = [{"path": str(p), "status": "skipped", "summary": reason} for p, reason in skipped]
+    return pl.DataFrame([*(rows[p] for p in files if p in rows), *left_out], schema=INGEST_COLUMNS)
 
 
 def _plan(files: list[Path], name: str | None, multi_rank: bool) -> list[_Run]:
@@ -222,6 +250,7 @@ def _finish(run: _Run, store: Store, rows: dict[Path, dict[str, Any]], fail: Cal
     declared = [r["declared_rank"] for r in results]
     if run.multi_rank:
         ranks, rank_from, warnings = assign_ranks(run.files, declared)
+        warnings = run.notes + warnings
     else:
         ranks, rank_from, warnings = [declared[0] or 0], "distributedInfo" if declared[0] is not None else "single", []
     sources = pl.DataFrame(

@@ -163,3 +163,18 @@ def test_cli_names_each_rank_and_reports_a_duplicate_job(store_dir: Path) -> Non
     rows = json.loads(again.stdout)
     assert [r["status"] for r in rows] == ["duplicate", "duplicate"]
     assert traceq.runs(store_dir).height == 1
+
+
+def test_a_job_folder_file_that_is_not_a_trace_is_reported_not_dropped_silently(
+    store_dir: Path, tmp_path: Path
+) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copy(DDP32 / "ddp_fp32_rank1.json.gz", job / "rank1.json.gz")
+    (job / "rank0.json").write_text("garbage")  # a rank the profiler failed to write
+    proc = run_cli("ingest", str(job), "--name", "job", "--store", str(store_dir))
+    assert proc.returncode == 0, proc.stderr
+    assert f"skipped {job / 'rank0.json'}: not a trace" in proc.stderr
+    warnings = json.loads(traceq.runs(store_dir)["warnings"][0])
+    assert any(w.startswith(f"left out {job / 'rank0.json'}") for w in warnings)
+    assert traceq.runs(store_dir)["n_ranks"][0] == 1

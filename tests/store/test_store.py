@@ -136,7 +136,9 @@ def test_a_directory_ingests_every_kind_of_input_and_skips_other_files(store_dir
     (folder / "runs.json").write_text('{"note": "not a trace"}')
     (folder / "README.md").write_text("# notes")
     result = traceq.ingest([folder], store=store_dir)
-    assert sorted(result["status"]) == ["ingested"] * 3
+    assert sorted(result["status"]) == ["ingested"] * 3 + ["skipped"]  # runs.json is named, README.md not
+    skipped = result.filter(pl.col("status") == "skipped").row(0, named=True)
+    assert skipped["path"].endswith("runs.json") and "traceEvents" in skipped["summary"]
     assert set(traceq.runs(store_dir)["source_format"]) == {"chrome_json", "nsys_sqlite", "paddle_summary"}
 
 
