@@ -17,9 +17,15 @@ from typing import Any
 
 import msgspec
 import polars as pl
+import pyarrow as pa
 
 from traceq.errors import InputError
-from traceq.readers.source import Progress, TruncatedInput, iter_content
+from traceq.readers.source import Progress, TruncatedInput, iter_content, prefetched
+
+try:  # the optional C decoder (built at install where a compiler exists); same columns, ~10x faster
+    from traceq.readers import _chrome_scan
+except ImportError:  # pragma: no cover - depends on the install
+    _chrome_scan = None
 
 CHUNK = 16 << 20
 _HEAD_LIMIT = 64 << 20
@@ -66,6 +72,17 @@ class KnownArgs(msgspec.Struct, gc=False):
     name_arg: str | None = msgspec.field(default=None, name="name")
 
 
+#: Fields kept as their JSON text (shapes and types written as nested lists).
+_RAW_FIELDS = ("input_dims", "input_dtypes", "input_shapes")
+_ARG_FIELDS = msgspec.structs.fields(KnownArgs)
+#: The same keys with every value left as JSON text: the lenient path converts them one by one.
+_RawArgs = msgspec.defstruct(
+    "_RawArgs",
+    [(f.name, msgspec.Raw, msgspec.field(default_factory=msgspec.Raw)) for f in _ARG_FIELDS],
+    rename={f.name: f.encode_name for f in _ARG_FIELDS},
+    gc=False,
+)
+_RAW_ARGS = msgspec.json.Decoder(_RawArgs)
 _EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
 _ONE_EVENT = msgspec.json.Decoder(_Event)
 _ARGS_DECODER = msgspec.json.Decoder(list[KnownArgs])
@@ -82,21 +99,35 @@ class ChromeTrace:
     metadata_events: list[dict[str, Any]]
     skipped: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
+    #: Chunks decoded by each path: ``native`` (the C decoder) and ``python`` (msgspec, also repairing).
+    decoded_by: Counter[str] = field(default_factory=Counter)
 
 
-def read_chrome_trace(path: Path, progress: Progress | None = None, chunk: int = CHUNK) -> ChromeTrace:
+def native_available() -> bool:
+    """Whether the C decoder was built at install."""
+    return _chrome_scan is not None
+
+
+def read_chrome_trace(
+    path: Path, progress: Progress | None = None, chunk: int = CHUNK, native: bool = True
+) -> ChromeTrace:
     """Decode ``path`` (JSON or gzip JSON) into raw event columns.
 
     ``events`` has columns ``ph`` (``X`` or ``i``), ``cat``, ``name``, ``pid_raw``/``tid_raw`` (as text),
     ``ts_us``, ``dur_us``, ``args`` (JSON text) and one column per :class:`KnownArgs` field.
+    ``native=False`` uses only the msgspec path (the reference the C decoder is tested against); with
+    ``native=True`` the C decoder takes every chunk it can decode exactly and leaves the rest (broken
+    or unusual input) to the msgspec path, which also repairs.
     """
-    return _Decoder(path, chunk).run(iter_content(path, progress, block=chunk))
+    blocks = prefetched(iter_content(path, progress, block=chunk))
+    return _Decoder(path, chunk, native and _chrome_scan is not None).run(blocks)
 
 
 class _Decoder:
-    def __init__(self, path: Path, chunk: int) -> None:
+    def __init__(self, path: Path, chunk: int, native: bool) -> None:
         self.path = path
         self.chunk = chunk
+        self.native = native
         self.meta: dict[str, Any] = {}
         self.frames: list[pl.DataFrame] = []
         self.metadata_events: list[dict[str, Any]] = []
@@ -105,6 +136,7 @@ class _Decoder:
         self.repaired = 0
         self.dropped = 0
         self.n_events = 0
+        self.decoded_by: Counter[str] = Counter()
 
     # -- driving -----------------------------------------------------------------------------------
     def run(self, blocks: Iterator[bytes]) -> ChromeTrace:
@@ -133,7 +165,7 @@ class _Decoder:
         if self.dropped:
             self.warnings.append(f"{self.dropped} malformed events could not be decoded and were skipped")
         events = pl.concat(self.frames, how="vertical_relaxed") if self.frames else _empty_frame()
-        return ChromeTrace(self.meta, events, self.metadata_events, self.skipped, self.warnings)
+        return ChromeTrace(self.meta, events, self.metadata_events, self.skipped, self.warnings, self.decoded_by)
 
     def _read_head(self, blocks: Iterator[bytes]) -> tuple[bytes, bool]:
         """Consume bytes up to the start of the event array; return the rest and whether it is bare."""
@@ -206,11 +238,18 @@ class _Decoder:
 
     # -- decoding ----------------------------------------------------------------------------------
     def _try_decode(self, body: bytes) -> bool:
+        if self.native:
+            decoded = _chrome_scan.decode(body)
+            if decoded is not None:
+                self._add_native(body, *decoded)
+                self.decoded_by["native"] += 1
+                return True
         try:
             events = _EVENTS_DECODER.decode(b"[" + body + b"]")
         except msgspec.DecodeError:
             return False
         self._add(events)
+        self.decoded_by["python"] += 1
         return True
 
     def _try_decode_repairing(self, body: bytes) -> bool:
@@ -226,6 +265,7 @@ class _Decoder:
     def _decode_events(self, body: bytes) -> None:
         if not self._try_decode_repairing(body):
             self._add(list(self._decode_one_by_one(_repair(body))))
+            self.decoded_by["python"] += 1
 
     def _decode_one_by_one(self, body: bytes) -> Iterable[_Event]:
         """Slow path: decode event by event, joining pieces split inside nested objects."""
@@ -263,6 +303,47 @@ class _Decoder:
             self.frames.append(_to_frame(kept))
             self.n_events += len(kept)
 
+    def _add_native(
+        self, body: bytes, n: int, columns: tuple, spans: list[tuple[int, int]], skipped: dict[str, int]
+    ) -> None:
+        for start, end in spans:
+            e = _ONE_EVENT.decode(body[start:end])
+            self.metadata_events.append({"name": e.name, "pid": e.pid, "tid": e.tid, "args": _raw_to_obj(e.args)})
+        self.skipped.update(skipped)
+        if n:
+            self.frames.append(_native_frame(n, columns))
+            self.n_events += n
+
+
+def _native_frame(n: int, columns: tuple) -> pl.DataFrame:
+    """The C decoder's buffers as a frame with the same schema as :func:`_to_frame`'s. Columns with no
+    value in this chunk become constant nulls (no per-row string views)."""
+    arrays, names, absent = [], [], []
+    for (name, dtype), buffers in zip(_FRAME_SCHEMA.items(), columns, strict=True):
+        if buffers[1] == n:  # null_count: the column is empty in this chunk
+            absent.append(pl.lit(None, dtype).alias(name))
+            continue
+        names.append(name)
+        if dtype == pl.List(pl.String):
+            valid, nulls, offsets, cvalid, cnulls, coffsets, cdata, cn = buffers
+            child = pa.Array.from_buffers(pa.string(), cn, [_buf(cvalid), _buf(coffsets), _buf(cdata)], cnulls)
+            lists = pa.list_(pa.string())
+            arrays.append(pa.Array.from_buffers(lists, n, [_buf(valid), _buf(offsets)], nulls, 0, [child]))
+        elif dtype == pl.String:
+            valid, nulls, offsets, data = buffers
+            arrays.append(pa.Array.from_buffers(pa.string(), n, [_buf(valid), _buf(offsets), _buf(data)], nulls))
+        else:
+            valid, nulls, data = buffers
+            kind = pa.float64() if dtype == pl.Float64 else pa.int64()
+            arrays.append(pa.Array.from_buffers(kind, n, [_buf(valid), _buf(data)], nulls))
+    frame = pl.from_arrow(pa.Table.from_arrays(arrays, names=names))
+    assert isinstance(frame, pl.DataFrame)
+    return frame.with_columns(absent).select(list(_FRAME_SCHEMA))
+
+
+def _buf(data: bytes | None) -> pa.Buffer | None:
+    return None if data is None else pa.py_buffer(data)
+
 
 def _to_frame(events: list[_Event]) -> pl.DataFrame:
     raws = [e.args if len(e.args) else b"{}" for e in events]
@@ -283,8 +364,8 @@ def _to_frame(events: list[_Event]) -> pl.DataFrame:
     }
     for f in KnownArgs.__struct_fields__:
         values = [getattr(k, f) for k in known]
-        if f in ("input_dims", "input_dtypes", "input_shapes"):
-            values = [bytes(v).decode("utf-8", "replace") if len(v) else None for v in values]
+        if f in _RAW_FIELDS:  # JSON text; a JSON null is no value
+            values = [bytes(v).decode("utf-8", "replace") if len(v) and bytes(v) != b"null" else None for v in values]
         elif f == "input_type":
             values = [None if v is None else [None if x is None else str(x) for x in v] for v in values]
         cols[f] = values
@@ -322,26 +403,29 @@ def _empty_frame() -> pl.DataFrame:
 
 
 def _lenient_args(raw: Any) -> KnownArgs:
-    """Decode one event's args, dropping known keys whose values have an unexpected type."""
+    """Decode one event's args, dropping known keys whose values have an unexpected type (each key on
+    its own, so one bad value does not cost the others)."""
     try:
         return _ONE_ARGS.decode(raw)
     except msgspec.DecodeError:
         pass
-    obj = _raw_to_obj(raw)
-    good = {}
-    for key in KnownArgs.__struct_encode_fields__:
-        if key in obj:
-            try:
-                msgspec.convert({key: obj[key]}, KnownArgs)
-            except msgspec.ValidationError:
-                continue
-            good[key] = obj[key]
-    known = msgspec.convert(good, KnownArgs)
-    for f in ("input_dims", "input_dtypes", "input_shapes"):
-        v = getattr(known, f)
-        if not isinstance(v, msgspec.Raw):
-            setattr(known, f, msgspec.Raw(msgspec.json.encode(v)))
-    return known
+    try:
+        raws = _RAW_ARGS.decode(raw)
+    except msgspec.DecodeError:
+        return KnownArgs()  # args that are not an object
+    values: dict[str, Any] = {}
+    for f in _ARG_FIELDS:
+        text = getattr(raws, f.name)
+        if not len(text):
+            continue
+        if f.name in _RAW_FIELDS:
+            values[f.name] = text
+            continue
+        try:
+            values[f.name] = msgspec.json.decode(text, type=f.type)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return KnownArgs(**values)
 
 
 def _id_text(v: int | float | str | None) -> str | None:

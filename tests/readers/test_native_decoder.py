@@ -1,0 +1,252 @@
+"""The C chrome-trace decoder and the C nesting walk give exactly what the Python paths give.
+
+The Python paths (msgspec decoding, the Python walk) are the reference: every real trace is read both
+ways and compared column by column, and generated events with every JSON type in every field check
+that the C decoder either agrees or hands the chunk back (never a different answer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import hypothesis.strategies as st
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from polars.testing import assert_frame_equal
+
+from tests.conftest import SAMPLES, chrome_traces, shared
+from traceq.model import nesting
+from traceq.readers import chrome_json, read_trace
+from traceq.readers.source import prefetched
+
+
+def _require_native() -> None:
+    if not chrome_json.native_available() or nesting._nest_scan is None:
+        if os.environ.get("TRACEQ_ALLOW_NO_NATIVE") == "1":
+            pytest.skip("native parts not built on this install")
+        pytest.fail("the C extensions were not built (no compiler at install?); TRACEQ_ALLOW_NO_NATIVE=1 skips")
+
+
+@pytest.mark.parametrize("path", chrome_traces(), ids=lambda p: p.name)
+def test_real_traces_decode_identically(path: Path) -> None:
+    _require_native()
+    ref = chrome_json.read_chrome_trace(path, native=False)
+    got = chrome_json.read_chrome_trace(path, native=True)
+    assert got.decoded_by["python"] == 0 and got.decoded_by["native"] >= 1  # no chunk fell back
+    assert ref.decoded_by["native"] == 0
+    assert_frame_equal(got.events, ref.events)
+    assert got.metadata_events == ref.metadata_events
+    assert got.skipped == ref.skipped
+    assert got.meta == ref.meta
+    assert got.warnings == ref.warnings
+
+
+def test_small_chunks_decode_identically() -> None:
+    """Many chunk boundaries: each chunk is decoded on its own and the frames are concatenated."""
+    _require_native()
+    path = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
+    ref = chrome_json.read_chrome_trace(path, native=False, chunk=1 << 18)
+    got = chrome_json.read_chrome_trace(path, native=True, chunk=1 << 18)
+    assert got.decoded_by["native"] > 10
+    assert_frame_equal(got.events, ref.events)
+
+
+# ---- generated events ------------------------------------------------------------------------------
+
+_KNOWN_ARGS = [
+    "External id",
+    "correlation",
+    "correlation id",
+    "device",
+    "stream",
+    "bytes",
+    "Bytes",
+    "Input type",
+    "Input Dims",
+    "input_dtypes",
+    "input_shapes",
+    "start_time",
+    "end_time",
+    "name",
+]
+_text = st.text(max_size=12)
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    _text,
+)
+_json = st.recursive(
+    _scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3), max_leaves=8
+)
+_ids = st.one_of(
+    st.none(),
+    st.integers(-(2**62), 2**62),
+    st.floats(-1e6, 1e6, allow_nan=False).map(lambda f: float(round(f))),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(["", "123(Python)", "stream 7", "GPU 0"]),
+    _text,
+)
+_times = st.one_of(
+    st.none(),
+    st.integers(0, 2**60),
+    st.floats(0, 2e15, allow_nan=False),
+    st.integers(0, 10**15).map(lambda v: v / 1000),
+)
+_args_any = st.dictionaries(st.sampled_from([*_KNOWN_ARGS, "other", "Ev Idx"]), _json, max_size=6)
+_args_typed = st.fixed_dictionaries(
+    {},
+    optional={
+        "External id": st.integers(-(2**62), 2**62),
+        "correlation": st.integers(0, 2**40),
+        "device": st.integers(0, 8),
+        "stream": st.integers(0, 200),
+        "Bytes": st.integers(0, 2**40),
+        "Input type": st.lists(st.one_of(st.none(), _text), max_size=4),
+        "Input Dims": _json,
+        "start_time": _text,
+        "name": _text,
+        "other": _json,
+    },
+)
+
+
+def _event(args: st.SearchStrategy, ids: st.SearchStrategy, strings: st.SearchStrategy) -> st.SearchStrategy:
+    return st.fixed_dictionaries(
+        {"ph": st.sampled_from(["X", "i", "I", "M", "s", "f", "B", "", "XY"])},
+        optional={
+            "cat": strings,
+            "name": strings,
+            "pid": ids,
+            "tid": ids,
+            "ts": _times,
+            "dur": _times,
+            "args": args,
+            "id": _json,
+        },
+    )
+
+
+_any_event = _event(st.one_of(_args_any, _json), _ids, st.one_of(_text, st.none(), _json))
+_typed_event = _event(_args_typed, st.one_of(st.none(), st.integers(0, 2**40), _text), st.one_of(_text, st.none()))
+
+
+def _body(events: list[dict], indent: int | None, ascii_only: bool) -> bytes:
+    return ",\n".join(json.dumps(e, indent=indent, ensure_ascii=ascii_only) for e in events).encode()
+
+
+def _decode(body: bytes, native: bool) -> chrome_json._Decoder:
+    decoder = chrome_json._Decoder(Path("generated.json"), chrome_json.CHUNK, native)
+    decoder._try_decode(body)
+    return decoder
+
+
+def _assert_same(got: chrome_json._Decoder, ref: chrome_json._Decoder) -> None:
+    assert got.n_events == ref.n_events
+    if ref.frames:
+        assert_frame_equal(pl.concat(got.frames), pl.concat(ref.frames))
+    assert got.metadata_events == ref.metadata_events
+    assert got.skipped == ref.skipped
+
+
+_SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_SETTINGS
+@given(st.lists(_any_event, min_size=1, max_size=8), st.sampled_from([None, 0, 2]), st.booleans())
+def test_any_events_decode_identically_or_fall_back(events: list[dict], indent: int | None, ascii_only: bool) -> None:
+    _require_native()
+    body = _body(events, indent, ascii_only)
+    got = _decode(body, native=True)
+    if got.decoded_by["native"]:
+        _assert_same(got, _decode(body, native=False))
+
+
+@_SETTINGS
+@given(st.lists(_typed_event, min_size=1, max_size=8), st.sampled_from([None, 0, 2]), st.booleans())
+def test_well_typed_events_are_decoded_natively(events: list[dict], indent: int | None, ascii_only: bool) -> None:
+    _require_native()
+    body = _body(events, indent, ascii_only)
+    got = _decode(body, native=True)
+    assert got.decoded_by["native"] == 1, "the C decoder handed back ordinary events"
+    _assert_same(got, _decode(body, native=False))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"ph": "X", "name": "a\x01b"}',  # a control character inside a string
+        b'{"ph": "X", "name": "\xff"}',  # invalid UTF-8
+        b'{"ph": "X", "name": "a"},',  # a trailing comma
+        b'{"ph": "X", "ts": "12"}',  # a time written as text
+        b'{"ph": "X", "name": "\\ud800"}',  # a lone surrogate
+        b'{"ph": "X", "pid": true}',
+        b'{"ph": "X", "na\\u006de": "escaped key"}',
+        b'{"ph": "X"} {"ph": "X"}',
+    ],
+)
+def test_input_the_c_decoder_hands_back(body: bytes) -> None:
+    _require_native()
+    assert chrome_json._chrome_scan.decode(body) is None
+
+
+# ---- nesting -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "kineto/conformer_fp16_b4.json.gz",
+        "hta/trace_diff/test/test.json.gz",
+        "paddle/cpu_paddle_3.3.1/paddle_fp32.paddle_trace.json.gz",
+        "paddle-gpu-layout/paddlefmt_conformer_fp32_b64.json.gz",
+        "nsys/nsys_conformer_fp16_b4.sqlite.gz",
+    ],
+)
+def test_nesting_walks_agree(rel: str) -> None:
+    _require_native()
+    events = read_trace(shared(rel)).tables.events
+    for tolerance in (0, 1000):
+        ref = nesting._nest_containers(events, tolerance, native=False)
+        got = nesting._nest_containers(events, tolerance, native=True)
+        assert ref.height > 1000
+        assert_frame_equal(got, ref)
+        assert got["depth"].max() >= 2  # a real tree, not a flat list
+
+
+# ---- background reading --------------------------------------------------------------------------------
+
+
+def test_prefetched_keeps_order_and_raises_in_the_consumer() -> None:
+    def blocks():
+        yield b"a"
+        yield b"b"
+        raise ValueError("broken input")
+
+    got = []
+    with pytest.raises(ValueError, match="broken input"):
+        for block in prefetched(blocks()):
+            got.append(block)
+    assert got == [b"a", b"b"]
+
+
+def test_prefetched_stops_its_thread_when_the_consumer_stops() -> None:
+    closed = threading.Event()
+
+    def blocks():
+        try:
+            for i in range(1_000_000):
+                yield str(i).encode()
+        finally:
+            closed.set()
+
+    stream = prefetched(blocks(), depth=2)
+    assert next(stream) == b"0"
+    stream.close()
+    assert closed.wait(5)
+    assert not any(t.name == "traceq-read" and t.is_alive() for t in threading.enumerate())
