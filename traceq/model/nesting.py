@@ -11,27 +11,38 @@ one tick after its parent: ``tolerance_ns`` absorbs that.
 from __future__ import annotations
 
 import polars as pl
+import pyarrow as pa
 
 from traceq.schema import OP_TREE_KINDS
+
+try:  # the optional C walk (built at install where a compiler exists); same columns
+    from traceq.model import _nest_scan
+except ImportError:  # pragma: no cover - depends on the install
+    _nest_scan = None
 
 _CONTAINER_KINDS = (*OP_TREE_KINDS, "annotation")
 _LEAF_KINDS = ("runtime",)
 _OUT = {"event_id": pl.Int64, "parent_id": pl.Int64, "depth": pl.Int32, "op_id": pl.Int64, "top_op_id": pl.Int64}
 
 
-def nest_host_events(events: pl.DataFrame, tolerance_ns: int = 0) -> pl.DataFrame:
+def nest_host_events(events: pl.DataFrame, tolerance_ns: int = 0, native: bool = True) -> pl.DataFrame:
     """``event_id`` with ``parent_id``, ``depth``, ``op_id``, ``top_op_id`` for host ranges and calls.
 
     ``events`` needs ``event_id``, ``kind``, ``ts_ns``, ``dur_ns``, ``pid``, ``tid``. Runtime calls get
     the innermost op-tree range as ``parent_id`` and its depth plus one as ``depth``.
     """
-    containers = _nest_containers(events, tolerance_ns)
+    containers = _nest_containers(events, tolerance_ns, native)
     leaves = _place_leaves(events, containers, tolerance_ns)
     tree = containers.filter(pl.col("kind") != "annotation").select(_OUT.keys())
     return pl.concat([tree, leaves.select(_OUT.keys())], how="vertical_relaxed").cast(_OUT)
 
 
-def _nest_containers(events: pl.DataFrame, tolerance_ns: int) -> pl.DataFrame:
+_WALK_COLUMNS = ("container_parent", "parent_id", "depth", "op_id", "top_op_id", "leaf_parent", "leaf_depth")
+_KIND_CODES = {"op": 0, "annotation": 2}  # other op-tree kinds: 1
+_NONE = -(2**63)
+
+
+def _nest_containers(events: pl.DataFrame, tolerance_ns: int, native: bool = True) -> pl.DataFrame:
     """The range tree per thread (one pass over ranges in start order with a stack)."""
     host = (
         events.filter(pl.col("kind").is_in(_CONTAINER_KINDS) & pl.col("tid").is_not_null())
@@ -39,19 +50,51 @@ def _nest_containers(events: pl.DataFrame, tolerance_ns: int) -> pl.DataFrame:
         .sort(["pid", "tid", "ts_ns", pl.col("dur_ns").neg(), "event_id"], nulls_last=True)
         .with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns").clip(lower_bound=0))
     )
-    ids = host["event_id"].to_list()
-    kinds = host["kind"].to_list()
-    starts = host["ts_ns"].to_list()
-    ends = host["end_ns"].to_list()
-    threads = host.select(pl.struct("pid", "tid").rank("dense")).to_series().to_list()
+    inputs = host.select(
+        "event_id",
+        pl.col("kind").replace_strict(_KIND_CODES, default=1, return_dtype=pl.Int64),
+        "ts_ns",
+        "end_ns",
+        pl.struct("pid", "tid").rank("dense").cast(pl.Int64).alias("thread"),
+    )
+    if native and _nest_scan is not None and not inputs.null_count().sum_horizontal().item():
+        walked = _walk_native(inputs, tolerance_ns)
+    else:
+        walked = _walk(*(inputs.get_column(c).to_list() for c in inputs.columns), tolerance_ns)
+    dtypes = {"depth": pl.Int32, "leaf_depth": pl.Int32}
+    return host.with_columns(pl.Series(name, walked[name], dtype=dtypes.get(name, pl.Int64)) for name in _WALK_COLUMNS)
+
+
+def _walk_native(inputs: pl.DataFrame, tolerance_ns: int) -> dict[str, pl.Series]:
+    buffers = [_int64_bytes(inputs.get_column(c)) for c in inputs.columns]
+    n = inputs.height
+    out = {}
+    for name, data in zip(_WALK_COLUMNS, _nest_scan.nest(*buffers, tolerance_ns), strict=True):
+        values = pl.Series(name, pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(data)]))
+        out[name] = values.replace(_NONE, None) if name not in ("depth", "leaf_depth") else values
+    return out
+
+
+def _int64_bytes(column: pl.Series) -> memoryview:
+    """The values of a null-free int64 column as one contiguous buffer."""
+    array = column.rechunk().to_arrow()
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    return memoryview(array.buffers()[1]).cast("B")[array.offset * 8 : (array.offset + len(array)) * 8]
+
+
+def _walk(
+    ids: list[int], kinds: list[int], starts: list[int], ends: list[int], threads: list[int], tolerance_ns: int
+) -> dict[str, list[int | None]]:
+    """The reference walk (used where the C walk is not built)."""
     n = len(ids)
     cparent: list[int | None] = [None] * n
     parent: list[int | None] = [None] * n
-    depth: list[int] = [0] * n
+    depth: list[int | None] = [0] * n
     op_id: list[int | None] = [None] * n
     top_op: list[int | None] = [None] * n
     leaf_parent: list[int | None] = [None] * n
-    leaf_depth: list[int] = [0] * n
+    leaf_depth: list[int | None] = [0] * n
     # stack entry: (end, id, tree parent for children, tree depth for children, nearest op, outermost op,
     # nearest annotation)
     stack: list[tuple[int, int, int | None, int, int | None, int | None, int | None]] = []
@@ -69,14 +112,14 @@ def _nest_containers(events: pl.DataFrame, tolerance_ns: int) -> pl.DataFrame:
             tree_parent, tree_depth, near, outer, note = top[2:]
         else:
             tree_parent, tree_depth, near, outer, note = None, 0, None, None, None
-        if kind == "annotation":
+        if kind == _KIND_CODES["annotation"]:
             note = eid
             op_id[i] = near if near is not None else eid
             top_op[i] = outer if outer is not None else eid
             leaf_parent[i], leaf_depth[i] = tree_parent, tree_depth
             stack.append((end, eid, tree_parent, tree_depth, near, outer, note))
             continue
-        if kind == "op":
+        if kind == _KIND_CODES["op"]:
             near = eid
             outer = outer if outer is not None else eid
         parent[i], depth[i] = tree_parent, tree_depth
@@ -84,15 +127,7 @@ def _nest_containers(events: pl.DataFrame, tolerance_ns: int) -> pl.DataFrame:
         top_op[i] = outer if outer is not None else note
         leaf_parent[i], leaf_depth[i] = eid, tree_depth + 1
         stack.append((end, eid, eid, tree_depth + 1, near, outer, note))
-    return host.with_columns(
-        pl.Series("container_parent", cparent, dtype=pl.Int64),
-        pl.Series("parent_id", parent, dtype=pl.Int64),
-        pl.Series("depth", depth, dtype=pl.Int32),
-        pl.Series("op_id", op_id, dtype=pl.Int64),
-        pl.Series("top_op_id", top_op, dtype=pl.Int64),
-        pl.Series("leaf_parent", leaf_parent, dtype=pl.Int64),
-        pl.Series("leaf_depth", leaf_depth, dtype=pl.Int32),
-    )
+    return dict(zip(_WALK_COLUMNS, (cparent, parent, depth, op_id, top_op, leaf_parent, leaf_depth), strict=True))
 
 
 def _place_leaves(events: pl.DataFrame, containers: pl.DataFrame, tolerance_ns: int) -> pl.DataFrame:
