@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import queue
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -128,3 +130,53 @@ def iter_content(path: Path, progress: Progress | None = None, block: int = BLOC
         yield from _gunzip(counted, path, block)
     finally:
         raw.close()
+
+
+_DONE = object()
+
+
+def prefetched(blocks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
+    """``blocks`` produced by a background thread, at most ``depth`` ahead of the consumer.
+
+    Reading and gunzip (zlib releases the GIL) then overlap with decoding on another core; memory stays
+    bounded by ``depth`` blocks. Exceptions from ``blocks`` are raised in the consumer, in order; a
+    consumer that stops early stops the thread (which closes the file).
+    """
+    out: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for block in blocks:
+                if not put(block):
+                    return
+            put(_DONE)
+        except BaseException as e:  # handed to the consumer, raised there
+            put(e)
+        finally:
+            close = getattr(blocks, "close", None)
+            if close is not None:
+                close()
+
+    worker = threading.Thread(target=produce, name="traceq-read", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = out.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join()
