@@ -62,6 +62,10 @@ def build_run_tables(
     any ``launch_keys`` helper columns. The derived columns are computed on narrow frames and attached
     once, so the wide frame (names, args) is copied only by the time sort.
     """
+    # Only the model's columns (and launch keys) travel on: reader-only columns are dropped before the
+    # sort, which copies every column it keeps.
+    keep = {c.name for c in EVENTS.columns} | set(launch_keys)
+    events = events.select([c for c in events.columns if c in keep])
     missing = [c for c in EVENTS.columns if c.name not in events.columns and c.name not in _DERIVED]
     events = events.with_columns(pl.lit(None, c.dtype).alias(c.name) for c in missing)
     events = _time_ordered(events)
