@@ -21,7 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from traceq.store import Store
+from traceq.store import Store, write_parquet
 
 #: The metric queries a report and a comparison read, stored per rank at ingest. (``rank_balance`` is
 #: across ranks, so it is computed from the stored ``gpu_busy`` and ``launch_bound`` when needed.)
@@ -72,7 +72,7 @@ def write(metrics: dict[str, pl.DataFrame], part_dir: Path) -> None:
     folder = part_dir / FOLDER
     folder.mkdir()
     for name, frame in metrics.items():
-        frame.write_parquet(folder / f"{name}.parquet", compression="zstd", statistics=True)
+        write_parquet(frame, folder / f"{name}.parquet")
     (folder / _FINGERPRINT).write_text(fingerprint() + "\n")
 
 

@@ -62,7 +62,7 @@ def test_a_failed_write_leaves_no_partial_run(store_dir: Path, monkeypatch: pyte
             raise OSError("disk full")
         frame.write_parquet(path)
 
-    monkeypatch.setattr("traceq.store._write_parquet", failing_write)
+    monkeypatch.setattr("traceq.store.write_parquet", failing_write)
     with pytest.raises(traceq.StoreError, match="cannot write the store: disk full"):
         traceq.ingest([KINETO], store=store_dir)
     assert tree_state(store_dir) == before
