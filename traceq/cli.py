@@ -206,8 +206,15 @@ def schema() -> None:
 
 @app.command()
 def version() -> None:
-    """Print traceq's version."""
+    """Print traceq's version and whether its optional C parts were built."""
+    from traceq.model.nesting import native_available as nesting_native
+    from traceq.readers.chrome_json import native_available as decoder_native
+
+    def built(yes: bool) -> str:
+        return "built" if yes else "not built (Python path)"
+
     typer.echo(traceq.__version__)
+    typer.echo(f"chrome decoder: {built(decoder_native())}; nesting: {built(nesting_native())}")
 
 
 def _store(path: Path | None) -> Store:

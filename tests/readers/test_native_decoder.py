@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from polars.testing import assert_frame_equal
 
-from tests.conftest import SAMPLES, chrome_traces, shared
+from tests.conftest import SAMPLES, chrome_traces, run_cli, shared
 from traceq.model import nesting
 from traceq.readers import chrome_json, read_trace
 from traceq.readers.source import prefetched
@@ -250,3 +250,10 @@ def test_prefetched_stops_its_thread_when_the_consumer_stops() -> None:
     stream.close()
     assert closed.wait(5)
     assert not any(t.name == "traceq-read" and t.is_alive() for t in threading.enumerate())
+
+
+def test_version_says_whether_the_c_parts_are_built() -> None:
+    _require_native()
+    result = run_cli("version")
+    assert result.returncode == 0
+    assert "chrome decoder: built; nesting: built" in result.stdout

@@ -25,6 +25,11 @@ _LEAF_KINDS = ("runtime",)
 _OUT = {"event_id": pl.Int64, "parent_id": pl.Int64, "depth": pl.Int32, "op_id": pl.Int64, "top_op_id": pl.Int64}
 
 
+def native_available() -> bool:
+    """Whether the C walk was built at install."""
+    return _nest_scan is not None
+
+
 def nest_host_events(events: pl.DataFrame, tolerance_ns: int = 0, native: bool = True) -> pl.DataFrame:
     """``event_id`` with ``parent_id``, ``depth``, ``op_id``, ``top_op_id`` for host ranges and calls.
 
@@ -68,11 +73,14 @@ def _nest_containers(events: pl.DataFrame, tolerance_ns: int, native: bool = Tru
 def _walk_native(inputs: pl.DataFrame, tolerance_ns: int) -> dict[str, pl.Series]:
     buffers = [_int64_bytes(inputs.get_column(c)) for c in inputs.columns]
     n = inputs.height
-    out = {}
-    for name, data in zip(_WALK_COLUMNS, _nest_scan.nest(*buffers, tolerance_ns), strict=True):
-        values = pl.Series(name, pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(data)]))
-        out[name] = values.replace(_NONE, None) if name not in ("depth", "leaf_depth") else values
-    return out
+    arrays = [
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(b)]) for b in _nest_scan.nest(*buffers, tolerance_ns)
+    ]
+    walked = pl.from_arrow(pa.Table.from_arrays(arrays, names=list(_WALK_COLUMNS)))
+    assert isinstance(walked, pl.DataFrame)
+    nullable = [c for c in _WALK_COLUMNS if c not in ("depth", "leaf_depth")]
+    walked = walked.with_columns(pl.col(nullable).replace(_NONE, None))
+    return {name: walked.get_column(name) for name in _WALK_COLUMNS}
 
 
 def _int64_bytes(column: pl.Series) -> memoryview:
