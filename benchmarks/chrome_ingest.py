@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -73,8 +74,10 @@ print(json.dumps({"load": time.perf_counter() - t0}))
 """
 
 
-def _child(python: str, code: str, *args: str) -> dict | str:
-    proc = subprocess.run([python, "-c", code, *args], capture_output=True, text=True, check=False)
+def _child(python: str, code: str, *args: str, env: dict[str, str] | None = None) -> dict | str:
+    proc = subprocess.run(
+        [python, "-c", code, *args], capture_output=True, text=True, check=False, env={**os.environ, **(env or {})}
+    )
     if proc.returncode:
         lines = [x for x in proc.stderr.strip().splitlines() if x.strip()]
         return lines[-1] if lines else f"exit {proc.returncode}"
@@ -96,6 +99,12 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=None, help="where the built traces are kept (reused)")
     ap.add_argument("--hta-python", default=sys.executable)
     ap.add_argument("--skip-hta-above", type=float, default=float("inf"), help="raw MB above which HTA is skipped")
+    ap.add_argument(
+        "--no-python-path",
+        dest="python_path",
+        action="store_false",
+        help="skip the extra traceq run with its C parts off (TRACEQ_NATIVE=0)",
+    )
     a = ap.parse_args()
     work = a.work or Path(tempfile.mkdtemp(prefix="traceq-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -112,25 +121,32 @@ def main() -> None:
         mb = _raw_mb(path)
         with tempfile.TemporaryDirectory() as tmp:
             ours = _child(sys.executable, _TRACEQ, str(path), str(Path(tmp) / "store"))
+            python_path = (
+                _child(sys.executable, _TRACEQ, str(path), str(Path(tmp) / "store_py"), env={"TRACEQ_NATIVE": "0"})
+                if a.python_path
+                else "skipped"
+            )
             hta_dir = Path(tmp) / "hta"
             hta_dir.mkdir()
             (hta_dir / path.name).symlink_to(path)
             hta = _child(a.hta_python, _HTA, str(hta_dir)) if mb <= a.skip_hta_above else "skipped (size)"
         rows.append((k, mb, ours, hta))
-        _print_row(k, mb, ours, hta)
+        _print_row(k, mb, ours, python_path, hta)
     _print_fit(rows)
 
 
-def _print_row(k: int, mb: float, ours: dict | str, hta: dict | str) -> None:
+def _print_row(k: int, mb: float, ours: dict | str, python_path: dict | str, hta: dict | str) -> None:
     if len(_print_row.__dict__) == 0:
         _print_row.__dict__["done"] = True
-        print(f"\n{'copies':>6}{'raw MB':>9}{'events':>11}{'traceq s':>10}{'MB/s':>7}{'peak MB':>9}"
+        print("(py s: the same traceq with its C parts off, TRACEQ_NATIVE=0)")
+        print(f"\n{'copies':>6}{'raw MB':>9}{'events':>11}{'traceq s':>10}{'MB/s':>7}{'peak MB':>9}{'py s':>7}"
               f"{'HTA s':>8}{'MB/s':>7}{'peak MB':>9}{'speed x':>9}{'memory x':>10}")  # fmt: skip
     if isinstance(ours, str):
         print(f"{k:>6}{mb:>9.1f}  traceq failed: {ours}")
         return
+    py = f"{python_path['load']:>7.2f}" if isinstance(python_path, dict) else f"{'-':>7}"
     line = (f"{k:>6}{mb:>9.1f}{ours['events']:>11,}{ours['load']:>10.2f}{mb / ours['load']:>7.1f}"
-            f"{ours['peak'] / 1e6:>9.0f}")  # fmt: skip
+            f"{ours['peak'] / 1e6:>9.0f}{py}")  # fmt: skip
     if isinstance(hta, dict):
         line += (f"{hta['load']:>8.2f}{mb / hta['load']:>7.1f}{hta['peak'] / 1e6:>9.0f}"
                  f"{hta['load'] / ours['load']:>9.2f}{ours['peak'] / hta['peak']:>10.2f}")  # fmt: skip

@@ -211,7 +211,7 @@ def version() -> None:
     from traceq.readers.chrome_json import native_available as decoder_native
 
     def built(yes: bool) -> str:
-        return "built" if yes else "not built (Python path)"
+        return "built" if yes else "not in use (Python path)"
 
     typer.echo(traceq.__version__)
     typer.echo(f"chrome decoder: {built(decoder_native())}; nesting: {built(nesting_native())}")

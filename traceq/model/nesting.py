@@ -10,6 +10,8 @@ one tick after its parent: ``tolerance_ns`` absorbs that.
 
 from __future__ import annotations
 
+import os
+
 import polars as pl
 import pyarrow as pa
 
@@ -17,6 +19,9 @@ from traceq.schema import OP_TREE_KINDS
 
 try:  # the optional C walk (built at install where a compiler exists); same columns
     from traceq.model import _nest_scan
+
+    if os.environ.get("TRACEQ_NATIVE") == "0":  # the Python path only (comparisons, bisecting)
+        _nest_scan = None
 except ImportError:  # pragma: no cover - depends on the install
     _nest_scan = None
 

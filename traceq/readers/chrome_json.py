@@ -8,6 +8,7 @@ Paddle's trailing ``{}`` and its names written without JSON escaping. Producer-s
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -24,6 +25,9 @@ from traceq.readers.source import Progress, TruncatedInput, iter_content, prefet
 
 try:  # the optional C decoder (built at install where a compiler exists); same columns, ~10x faster
     from traceq.readers import _chrome_scan
+
+    if os.environ.get("TRACEQ_NATIVE") == "0":  # the Python path only (comparisons, bisecting)
+        _chrome_scan = None
 except ImportError:  # pragma: no cover - depends on the install
     _chrome_scan = None
 
