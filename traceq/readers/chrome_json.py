@@ -145,23 +145,27 @@ class _Decoder:
     # -- driving -----------------------------------------------------------------------------------
     def run(self, blocks: Iterator[bytes]) -> ChromeTrace:
         truncated = None
-        buf, bare = b"", True
+        # One growing buffer, consumed from the front in place: no new allocation (and page faults)
+        # per block; bodies go to the decoder as views of it.
+        buf, bare = bytearray(), True
         try:
-            buf, bare = self._read_head(blocks)
+            head, bare = self._read_head(blocks)
+            buf += head
+            del head
             for block in blocks:
                 buf += block
                 if len(buf) >= self.chunk:
-                    buf = self._consume_complete(buf)
+                    buf = self._consume_front(buf)
                     if len(buf) > MAX_PENDING:
                         if not buf.strip(_WHITESPACE):
-                            buf = b""  # padding: nothing to keep
+                            buf.clear()  # padding: nothing to keep
                             continue
                         raise InputError(
                             self.path, f"no complete event in {len(buf) >> 20} MB: not a chrome trace, or corrupt"
                         )
         except TruncatedInput as e:
             truncated = str(e)
-        self._finish(buf, bare, truncated)
+        self._finish(bytes(buf), bare, truncated)
         if self.n_events == 0 and not self.metadata_events:
             raise InputError(self.path, "a chrome trace with no events")
         if self.repaired:
@@ -200,6 +204,24 @@ class _Decoder:
                 raise InputError(self.path, "not valid JSON") from None
             raise InputError(self.path, "JSON without a traceEvents array (not a chrome trace)")
         raise InputError(self.path, "not JSON (expected a chrome trace object or array)")
+
+    def _consume_front(self, buf: bytearray) -> bytearray:
+        """Decode all complete events at the front of ``buf`` and remove them from it (in place, or in
+        a new buffer while something, such as a debugger holding frames, still references a view)."""
+        cut = _last_boundary(buf)
+        if cut is None:
+            return buf
+        with memoryview(buf) as view:
+            body = view[: cut[0]]
+            try:
+                self._decode_events(body)
+            finally:
+                body.release()
+        try:
+            del buf[: cut[1]]
+        except BufferError:
+            return bytearray(memoryview(buf)[cut[1] :])
+        return buf
 
     def _consume_complete(self, buf: bytes) -> bytes:
         """Decode all complete events at the front of ``buf``; return the unconsumed rest."""
@@ -241,13 +263,14 @@ class _Decoder:
         return 0
 
     # -- decoding ----------------------------------------------------------------------------------
-    def _try_decode(self, body: bytes) -> bool:
+    def _try_decode(self, body: bytes | memoryview) -> bool:
         if self.native:
             decoded = _chrome_scan.decode(body)
             if decoded is not None:
                 self._add_native(body, *decoded)
                 self.decoded_by["native"] += 1
                 return True
+        body = bytes(body)
         try:
             events = _EVENTS_DECODER.decode(b"[" + body + b"]")
         except msgspec.DecodeError:
@@ -256,19 +279,20 @@ class _Decoder:
         self.decoded_by["python"] += 1
         return True
 
-    def _try_decode_repairing(self, body: bytes) -> bool:
+    def _try_decode_repairing(self, body: bytes | memoryview) -> bool:
         """Decode ``body`` as is, else after repairing names and encoding; False if neither works."""
         if self._try_decode(body):
             return True
+        body = bytes(body)
         fixed = _repair(body)
         if fixed != body and self._try_decode(fixed):
             self.repaired += _count_repairs(body)
             return True
         return False
 
-    def _decode_events(self, body: bytes) -> None:
+    def _decode_events(self, body: bytes | memoryview) -> None:
         if not self._try_decode_repairing(body):
-            self._add(list(self._decode_one_by_one(_repair(body))))
+            self._add(list(self._decode_one_by_one(_repair(bytes(body)))))
             self.decoded_by["python"] += 1
 
     def _decode_one_by_one(self, body: bytes) -> Iterable[_Event]:
@@ -308,7 +332,7 @@ class _Decoder:
             self.n_events += len(kept)
 
     def _add_native(
-        self, body: bytes, n: int, columns: tuple, spans: list[tuple[int, int]], skipped: dict[str, int]
+        self, body: bytes | memoryview, n: int, columns: tuple, spans: list[tuple[int, int]], skipped: dict[str, int]
     ) -> None:
         for start, end in spans:
             e = _ONE_EVENT.decode(body[start:end])
