@@ -217,6 +217,14 @@ def test_nesting_walks_agree(rel: str) -> None:
         assert ref.height > 1000
         assert_frame_equal(got, ref)
         assert got["depth"].max() >= 2  # a real tree, not a flat list
+        ref_all = nesting.nest_host_events(events, tolerance, native=False)
+        got_all = nesting.nest_host_events(events, tolerance, native=True)
+        assert_frame_equal(got_all, ref_all)
+        calls = events.filter(pl.col("kind") == "runtime")["event_id"]
+        assert ref_all.height == ref.filter(pl.col("kind") != "annotation").height + calls.len()
+        if calls.len():  # calls were placed under ranges
+            placed = got_all.filter(pl.col("event_id").is_in(calls.implode()))["parent_id"]
+            assert placed.null_count() < calls.len()
 
 
 # ---- background reading --------------------------------------------------------------------------------

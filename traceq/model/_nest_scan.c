@@ -5,6 +5,11 @@
  * seven bytes objects of int64 values: container_parent, parent_id, depth, op_id, top_op_id, leaf_parent,
  * leaf_depth, with INT64_MIN where the Python walk gives None. The Python walk is the reference; both
  * are tested to give the same columns.
+ *
+ * climb(cand, ts, end, ids, c_end, c_parent, tolerance) moves each call (start ts, end end) from its
+ * candidate range (cand, an id of ids) up through c_parent until a range contains it, as
+ * traceq.model.nesting._place_leaves does with repeated joins; returns the new candidates (INT64_MIN for
+ * none).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -120,8 +125,58 @@ done:
     return result;
 }
 
+static PyObject *climb(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer in[6];
+    long long tol;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*L", &in[0], &in[1], &in[2], &in[3], &in[4], &in[5], &tol)) return NULL;
+    PyObject *out = NULL;
+    int64_t *index = NULL;
+    Py_ssize_t n = in[0].len / 8, m = in[3].len / 8;
+    if (in[1].len != n * 8 || in[2].len != n * 8 || in[4].len != m * 8 || in[5].len != m * 8) {
+        PyErr_SetString(PyExc_ValueError, "climb: buffers of different lengths");
+        goto done;
+    }
+    const int64_t *cand = in[0].buf, *ts = in[1].buf, *end = in[2].buf, *ids = in[3].buf, *c_end = in[4].buf,
+                  *c_parent = in[5].buf;
+    int64_t max_id = -1;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        if (ids[k] < 0) {
+            PyErr_SetString(PyExc_ValueError, "climb: negative range id");
+            goto done;
+        }
+        if (ids[k] > max_id) max_id = ids[k];
+    }
+    index = malloc((size_t)(max_id + 1) * sizeof *index);
+    out = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (!index || !out) {
+        Py_CLEAR(out);
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *got = (int64_t *)PyBytes_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS;
+    for (int64_t k = 0; k <= max_id; k++) index[k] = -1;
+    for (Py_ssize_t k = 0; k < m; k++) index[ids[k]] = k;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t c = cand[i];
+        for (Py_ssize_t guard = 0; c != NONE && guard <= m; guard++) {
+            int64_t k = c >= 0 && c <= max_id ? index[c] : -1;
+            if (k < 0 || !(c_end[k] <= ts[i] || end[i] > c_end[k] + (int64_t)tol)) break;
+            c = c_parent[k];
+        }
+        got[i] = c;
+    }
+    Py_END_ALLOW_THREADS;
+done:
+    free(index);
+    for (int k = 0; k < 6; k++) PyBuffer_Release(&in[k]);
+    return out;
+}
+
 static PyMethodDef METHODS[] = {
     {"nest", nest, METH_VARARGS, "The range tree walk over sorted host ranges (see module doc)."},
+    {"climb", climb, METH_VARARGS, "Move calls up the range tree until a range contains them (see module doc)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -42,7 +42,7 @@ def nest_host_events(events: pl.DataFrame, tolerance_ns: int = 0, native: bool =
     the innermost op-tree range as ``parent_id`` and its depth plus one as ``depth``.
     """
     containers = _nest_containers(events, tolerance_ns, native)
-    leaves = _place_leaves(events, containers, tolerance_ns)
+    leaves = _place_leaves(events, containers, tolerance_ns, native)
     tree = containers.filter(pl.col("kind") != "annotation").select(_OUT.keys())
     return pl.concat([tree, leaves.select(_OUT.keys())], how="vertical_relaxed").cast(_OUT)
 
@@ -143,7 +143,9 @@ def _walk(
     return dict(zip(_WALK_COLUMNS, (cparent, parent, depth, op_id, top_op, leaf_parent, leaf_depth), strict=True))
 
 
-def _place_leaves(events: pl.DataFrame, containers: pl.DataFrame, tolerance_ns: int) -> pl.DataFrame:
+def _place_leaves(
+    events: pl.DataFrame, containers: pl.DataFrame, tolerance_ns: int, native: bool = True
+) -> pl.DataFrame:
     """Each runtime call under the innermost range containing it: as-of join, then walk up."""
     leaves = (
         events.filter(pl.col("kind").is_in(_LEAF_KINDS) & pl.col("tid").is_not_null())
@@ -167,15 +169,11 @@ def _place_leaves(events: pl.DataFrame, containers: pl.DataFrame, tolerance_ns: 
         strategy="backward",
         check_sortedness=False,
     ).select("event_id", "ts_ns", "end_ns", "cand")
-    lookup = ranges.select("cand", "c_end", "c_parent")
-    for _ in range(1 + max(64, containers.height)):
-        cand = cand.drop("c_end", "c_parent", strict=False).join(lookup, on="cand", how="left")
-        outside = pl.col("cand").is_not_null() & (
-            (pl.col("c_end") <= pl.col("ts_ns")) | (pl.col("end_ns") > pl.col("c_end") + tolerance_ns)
-        )
-        if not cand.select(outside.any()).item():
-            break
-        cand = cand.with_columns(pl.when(outside).then(pl.col("c_parent")).otherwise(pl.col("cand")).alias("cand"))
+    complete = not ranges.select("c_end").null_count().item() and not cand.select("end_ns").null_count().item()
+    if native and _nest_scan is not None and complete:
+        cand = _climb_native(cand, ranges, tolerance_ns)
+    else:
+        cand = _climb(cand, ranges, tolerance_ns)
     owners = containers.select(
         pl.col("event_id").alias("cand"),
         pl.col("leaf_parent").alias("parent_id"),
@@ -187,3 +185,32 @@ def _place_leaves(events: pl.DataFrame, containers: pl.DataFrame, tolerance_ns: 
     return outside_all.join(owners, on="cand", how="left").with_columns(
         pl.when(pl.col("cand").is_null()).then(pl.lit(0, pl.Int32)).otherwise(pl.col("depth")).alias("depth")
     )
+
+
+def _climb_native(cand: pl.DataFrame, ranges: pl.DataFrame, tolerance_ns: int) -> pl.DataFrame:
+    buffers = [
+        _int64_bytes(cand.get_column("cand").fill_null(_NONE)),
+        _int64_bytes(cand.get_column("ts_ns")),
+        _int64_bytes(cand.get_column("end_ns")),
+        *(_int64_bytes(ranges.get_column(c).fill_null(_NONE)) for c in ("cand", "c_end", "c_parent")),
+    ]
+    climbed = _nest_scan.climb(*buffers, tolerance_ns)
+    array = pa.Array.from_buffers(pa.int64(), cand.height, [None, pa.py_buffer(climbed)])
+    new = pl.from_arrow(pa.table({"cand": array}))
+    assert isinstance(new, pl.DataFrame)
+    return cand.with_columns(new.get_column("cand").replace(_NONE, None))
+
+
+def _climb(cand: pl.DataFrame, ranges: pl.DataFrame, tolerance_ns: int) -> pl.DataFrame:
+    """The reference climb: join each call's candidate range, move the calls it does not contain to
+    the range's parent, until every call is inside its candidate (or has none)."""
+    lookup = ranges.select("cand", "c_end", "c_parent")
+    for _ in range(1 + max(64, lookup.height)):
+        cand = cand.drop("c_end", "c_parent", strict=False).join(lookup, on="cand", how="left")
+        outside = pl.col("cand").is_not_null() & (
+            (pl.col("c_end") <= pl.col("ts_ns")) | (pl.col("end_ns") > pl.col("c_end") + tolerance_ns)
+        )
+        if not cand.select(outside.any()).item():
+            break
+        cand = cand.with_columns(pl.when(outside).then(pl.col("c_parent")).otherwise(pl.col("cand")).alias("cand"))
+    return cand.select("event_id", "ts_ns", "end_ns", "cand")
