@@ -21,6 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from traceq.errors import InputError
+from traceq.memory import release_free_memory
 from traceq.readers.source import Progress, TruncatedInput, iter_content, prefetched
 
 try:  # the optional C decoder (built at install where a compiler exists); same columns, ~10x faster
@@ -124,7 +125,9 @@ def read_chrome_trace(
     or unusual input) to the msgspec path, which also repairs.
     """
     blocks = prefetched(iter_content(path, progress, block=chunk))
-    return _Decoder(path, chunk, native and _chrome_scan is not None).run(blocks)
+    trace = _Decoder(path, chunk, native and _chrome_scan is not None).run(blocks)
+    release_free_memory()  # the decode buffers, freed: the model build cannot reuse them otherwise
+    return trace
 
 
 class _Decoder:

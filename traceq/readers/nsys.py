@@ -26,6 +26,7 @@ from urllib.parse import quote
 import polars as pl
 
 from traceq.errors import InputError
+from traceq.memory import release_free_memory
 from traceq.model.build import RunTables, build_run_tables
 from traceq.readers.source import Progress, TruncatedInput, is_gzip, iter_content
 
@@ -149,6 +150,8 @@ def _read(export: _Export, path: Path) -> tuple[RunTables, dict[str, Any]]:
     if not frames:
         raise InputError(path, "an nsys export with no CUDA or NVTX events")
     events = pl.concat(frames, how="diagonal_relaxed").filter(pl.col("ts_ns").is_not_null())
+    del frames
+    release_free_memory()  # what the SQLite reads allocated and freed, before the model build
     tables = build_run_tables(events, _threads(export, strings), launch_keys=("pid",))
     if tables.steps.is_empty():
         tables.steps = _whole_capture(tables.events)

@@ -1,0 +1,37 @@
+"""Giving freed memory back to the operating system between ingest stages.
+
+The decoders allocate through the C library's malloc (decoded column buffers, decompressed blocks),
+the model build through Polars' own allocator. Memory glibc keeps after the decode cannot be reused by
+Polars, so without this it stays in the process's footprint through the build (about 170 MB on a
+430 MB trace). ``malloc_trim`` returns it; elsewhere (no glibc) this does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from functools import cache
+from typing import Any
+
+
+@cache
+def _trim() -> Any:
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
+
+
+def release_free_memory() -> bool:
+    """Return the C heap's free pages to the OS; False where the C library cannot."""
+    trim = _trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
