@@ -13,7 +13,8 @@ from traceq.compare import compare
 from traceq.errors import InputError, QueryError, StoreError, TraceqError
 from traceq.ingest import ingest
 from traceq.readers import read_trace
-from traceq.sql import sql
+from traceq.report import run_report
+from traceq.sql import query, sql
 from traceq.store import Store
 
 
