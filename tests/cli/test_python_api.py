@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import traceq
@@ -34,3 +36,16 @@ def test_query_and_run_report_from_the_library(tmp_path: Path) -> None:
     assert busy.filter(busy["step"].is_not_null()).height == steps == 2
     report = traceq.run_report(run, store)
     assert report.summary["steps"] == steps
+
+
+def test_ingest_of_a_small_trace_does_not_load_the_sql_engine(tmp_path: Path) -> None:
+    """Small ranks store no metrics, so their ingest never needs DuckDB (82 ms and 30 MB to load)."""
+    code = (
+        "import sys, traceq; "
+        f"traceq.ingest([{str(KINETO)!r}], store={str(tmp_path / 'store')!r}, jobs=1); "
+        "assert 'duckdb' not in sys.modules, 'duckdb was imported'; "
+        f"traceq.sql('select count(*) from events', {str(tmp_path / 'store')!r}); "
+        "assert 'duckdb' in sys.modules"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
