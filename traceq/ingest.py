@@ -183,10 +183,7 @@ def ingest(
     try:
         for run in {id(r): r for r, _ in todo}.values():
             run.writer = store.begin_run()
-        tasks = [
-            FileTask(str(r.files[i]), r.digests[i], str(r.writer.dir), f"part-{i}", len(r.files))  # type: ignore[union-attr]
-            for r, i in todo
-        ]
+        tasks = [FileTask(str(r.files[i]), r.digests[i], str(r.writer.dir), f"part-{i}") for r, i in todo]  # type: ignore[union-attr]
         for k, result in _run_tasks(tasks, jobs, executor, progress):
             run, i = todo[k]
             run.results[i] = result

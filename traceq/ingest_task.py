@@ -25,13 +25,12 @@ from traceq.store import publish_partition, stage_partition
 
 @dataclass(frozen=True)
 class FileTask:
-    """Read ``path`` (content hash ``digest``) and write it as ``run_dir/part`` of a run of ``n_ranks``."""
+    """Read ``path`` (content hash ``digest``) and write it as ``run_dir/part``."""
 
     path: str
     digest: str
     run_dir: str
     part: str
-    n_ranks: int = 1
 
 
 def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -78,8 +77,7 @@ def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -
     }
     del result, ev  # the metrics below read the staged files: the tables need not stay in memory
     try:
-        stored = metrics_cache.compute_from_partition(staging, info["source"]["n_events"], task.n_ranks)
-        metrics_cache.write(stored, staging)
+        metrics_cache.write(metrics_cache.compute_from_partition(staging, info["source"]["n_events"]), staging)
         publish_partition(staging, run_dir, task.part)
     except OSError as e:
         return _store_error(task, e)

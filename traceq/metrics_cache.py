@@ -1,11 +1,10 @@
 """Metric results computed once at ingest and stored beside each rank's tables.
 
 A report of a large run otherwise recomputes every metric from every event (seconds for millions of
-events); with the results stored, ``report`` and ``report --compare`` read small tables. Only runs of
-at least :data:`STORE_MIN_EVENTS` events get them (each rank's own count times the run's number of
-ranks, so a job of many small ranks gets them too): for smaller ones recomputing is cheaper than
-storing. The stored results are the same queries of ``queries/`` run over the rank's staged tables, so
-there is one definition of each metric. They are used only when every rank of every run in a
+events); with the results stored, ``report`` and ``report --compare`` read small tables. Only ranks of
+at least :data:`STORE_MIN_EVENTS` events get them: for smaller ones recomputing is cheaper than storing. The stored
+results are the same queries of ``queries/`` run over the rank's tables while they are still in memory,
+so there is one definition of each metric. They are used only when every rank of every run in a
 session has them and they were made by the current query files (a fingerprint of their text);
 otherwise the session computes the metric from the events as before. Layout::
 
@@ -50,17 +49,16 @@ def fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-#: Metrics are stored for runs of at least this many events. Below it a report computing them from
+#: Metrics are stored for ranks with at least this many events. Below it a report computing them from
 #: the events takes at most about 1.5 s here (whole command: 1.2 s at 303 k events, 2.7 s at 757 k),
-#: while storing them adds about 1.6 us per event to every ingest.
+#: while storing them adds about 1.6 us per event, and 0.25 s per rank, to every ingest.
 STORE_MIN_EVENTS = 350_000
 
 
-def compute_from_partition(folder: Path, n_events: int, n_ranks: int = 1) -> dict[str, pl.DataFrame]:
-    """The stored metrics of one staged rank folder of ``n_events`` events, in a run of ``n_ranks``
-    ranks (nothing for runs estimated below :data:`STORE_MIN_EVENTS`, nor for a rank without events
-    such as summary text)."""
-    if not n_events or n_events * max(n_ranks, 1) < STORE_MIN_EVENTS:
+def compute_from_partition(folder: Path, n_events: int) -> dict[str, pl.DataFrame]:
+    """The stored metrics of one staged rank folder of ``n_events`` events (nothing below
+    :data:`STORE_MIN_EVENTS`, nor for a rank without events such as summary text)."""
+    if n_events < max(STORE_MIN_EVENTS, 1):
         return {}
     from traceq.sql import Session
 

@@ -79,19 +79,3 @@ def test_small_runs_store_no_metrics_by_default(store_dir: Path, monkeypatch: py
     assert traceq.runs(store_dir)["n_events"][0] < 350_000
     assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
     assert metrics_cache.stored_files(Store(store_dir), [run_id], "gpu_busy") is None
-
-
-def test_a_job_of_small_ranks_counts_as_the_run_it_is(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each DDP rank alone is below the threshold, the two-rank run is not: every rank stores metrics."""
-    job = SAMPLES / "ddp" / "fp16"
-    per_rank = [traceq.read_trace(f).tables.events.height for f in sorted(job.glob("*.json.gz"))]
-    monkeypatch.setattr(metrics_cache, "STORE_MIN_EVENTS", max(per_rank) + 1)
-    assert sum(per_rank) >= metrics_cache.STORE_MIN_EVENTS
-    single = traceq.ingest([sorted(job.glob("*.json.gz"))[0]], store=store_dir, jobs=1)["run_id"][0]
-    assert metrics_cache.stored_files(Store(store_dir), [single], "gpu_busy") is None
-    run_id = traceq.ingest([job], store=store_dir, name="ddp16", jobs=1)["run_id"][0]
-    files = metrics_cache.stored_files(Store(store_dir), [run_id], "gpu_busy")
-    assert files is not None and len(files) == 2
-    with Session(Store(store_dir), [run_id]) as session:
-        stored = session.query("gpu_busy")
-    assert stored["busy_ns"].sum() == _live(Store(store_dir), run_id, "gpu_busy")["busy_ns"].sum()
