@@ -7,8 +7,11 @@ that the C decoder either agrees or hands the chunk back (never a different answ
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import random
+import re
 import threading
 from pathlib import Path
 
@@ -188,11 +191,60 @@ def test_well_typed_events_are_decoded_natively(events: list[dict], indent: int 
         b'{"ph": "X", "pid": true}',
         b'{"ph": "X", "na\\u006de": "escaped key"}',
         b'{"ph": "X"} {"ph": "X"}',
+        b'{"ph": "X", "cname": "a\\ud800b"}',  # a lone high surrogate, even in a field not kept
+        b'{"ph": "X", "cname": "\\udc00"}',  # a lone low surrogate
+        b'{"ph": "X", "ts": 51311821e999581240}',  # out of the float range
+        b'{"ph": "f", "ts": 1.5e999}',  # out of range in an event that is not kept
+        b'{"ph": 698, "ph": "X"}',  # a repeated key whose first value has the wrong type
     ],
 )
 def test_input_the_c_decoder_hands_back(body: bytes) -> None:
     _require_native()
     assert chrome_json._chrome_scan.decode(body) is None
+
+
+def _mutated_bodies(seed: int, n: int) -> list[bytes]:
+    """Runs of real events, cut at event boundaries, with a few bytes changed, inserted or removed."""
+    rng = random.Random(seed)
+    pieces = []
+    for path in (
+        SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz",
+        SAMPLES / "paddle331_cpu_fp32_noshapes.paddle_trace.json.gz",
+    ):
+        with gzip.open(path) as f:
+            text = f.read()
+        start = text.index(b"[", text.index(b'"traceEvents"')) + 1
+        pieces.append(re.split(rb"(?<=\})\s*,\s*(?=\{)", text[start : start + 300_000])[:-1])
+    alphabet = b'"\\{}[],:0123456789eE.-+ntfu \x00\xff\xc3'
+    bodies = []
+    for _ in range(n):
+        events = rng.choice(pieces)
+        k = rng.randrange(len(events) - 10)
+        body = bytearray(b",".join(events[k : k + rng.randint(1, 6)]))
+        for _ in range(rng.randint(0, 2)):
+            i = rng.randrange(len(body))
+            op = rng.random()
+            if op < 0.4:
+                body[i] = rng.randrange(256)
+            elif op < 0.7:
+                body[i:i] = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 3)))
+            else:
+                del body[i : i + rng.randint(1, 12)]
+        bodies.append(bytes(body))
+    return bodies
+
+
+def test_mutated_real_events_decode_identically_or_fall_back() -> None:
+    _require_native()
+    accepted = 0
+    for body in _mutated_bodies(20261130, 3000):
+        got = _decode(body, native=True)
+        if got.decoded_by["native"]:
+            accepted += 1
+            ref = chrome_json._Decoder(Path("generated.json"), chrome_json.CHUNK, False)
+            assert ref._try_decode(body), body  # never accepts what the reference refuses
+            _assert_same(got, ref)
+    assert accepted > 500  # most mutations keep the JSON valid
 
 
 # ---- nesting -----------------------------------------------------------------------------------------

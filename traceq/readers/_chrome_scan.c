@@ -16,6 +16,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -41,6 +42,7 @@ static int buf_grow(Buf *b, size_t extra) {
 static inline int buf_reserve(Buf *b, size_t extra) { return b->len + extra <= b->cap ? 1 : buf_grow(b, extra); }
 
 static inline int buf_put(Buf *b, const void *src, size_t n) {
+    if (!n) return 1;
     if (!buf_reserve(b, n)) return 0;
     memcpy(b->p + b->len, src, n);
     b->len += n;
@@ -148,6 +150,23 @@ static inline void ws(Scan *s) {
 }
 
 /* A string at s->p (on the opening quote). Sets the span without quotes and whether it has escapes. */
+static int hexval(const char *h) {
+    int v = 0;
+    for (int k = 0; k < 4; k++) {
+        char c = h[k];
+        v = v * 16 + (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    return v;
+}
+
+static int hex4(const char *h) {
+    for (int k = 0; k < 4; k++) {
+        char c = h[k];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) return 0;
+    }
+    return 1;
+}
+
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 /* Whether any of 8 bytes is a quote, a backslash or a control character. */
@@ -182,10 +201,14 @@ static int scan_string(Scan *s, const char **start, size_t *len, int *escaped) {
             if (p + 1 >= end) return 0;
             char e = p[1];
             if (e == 'u') {
-                if (p + 6 > end) return 0;
-                for (int k = 2; k < 6; k++) {
-                    char h = p[k];
-                    if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F'))) return 0;
+                if (p + 6 > end || !hex4(p + 2)) return 0;
+                int cp = hexval(p + 2);
+                if (cp >= 0xDC00 && cp <= 0xDFFF) return 0; /* a low surrogate first: invalid, as msgspec says */
+                if (cp >= 0xD800 && cp <= 0xDBFF) {         /* a high surrogate must be followed by a low one */
+                    if (p + 12 > end || p[6] != '\\' || p[7] != 'u' || !hex4(p + 8)) return 0;
+                    int lo = hexval(p + 8);
+                    if (lo < 0xDC00 || lo > 0xDFFF) return 0;
+                    p += 6;
                 }
                 p += 6;
                 continue;
@@ -197,15 +220,6 @@ static int scan_string(Scan *s, const char **start, size_t *len, int *escaped) {
         p++;
     }
     return 0;
-}
-
-static int hexval(const char *h) {
-    int v = 0;
-    for (int k = 0; k < 4; k++) {
-        char c = h[k];
-        v = v * 16 + (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
-    }
-    return v;
 }
 
 /* Unescape a validated string span into out. Lone surrogates are refused (Python could not encode them). */
@@ -406,7 +420,7 @@ static int to_double(const char *s, size_t n, double *out) {
     /* Python's parser (correctly rounded, locale-independent) needs the GIL: take it for this rare case. */
     PyEval_RestoreThread(NO_GIL_STATE);
     double v = PyOS_string_to_double(tmp, NULL, NULL);
-    int ok = !(v == -1.0 && PyErr_Occurred());
+    int ok = !(v == -1.0 && PyErr_Occurred()) && isfinite(v); /* msgspec refuses out-of-range numbers */
     PyErr_Clear();
     NO_GIL_STATE = PyEval_SaveThread();
     *out = v;
@@ -575,6 +589,24 @@ static int read_args(Scan *s, Event *ev) {
     }
 }
 
+/* Whether a number typed as a float (ts, dur, pid, tid) is one: the reference refuses 1e999. Only
+ * literals with an exponent or hundreds of digits can overflow, so only those are converted here. */
+static int in_float_range(const Val *v) {
+    if (v->n < 300 && !memchr(v->s, 'e', v->n) && !memchr(v->s, 'E', v->n)) return 1;
+    double d;
+    return to_double(v->s, v->n, &d);
+}
+
+/* Whether one occurrence of a field has a type the reference decoder (typed msgspec structs) accepts
+ * there. Checked at every occurrence: with a key repeated, the reference refuses a bad earlier value. */
+static int typed_as_the_reference(const Event *ev, const Val *v) {
+    if (v == &ev->ph) return v->type == V_STR && !v->escaped;
+    if (v == &ev->cat || v == &ev->name) return v->type == V_STR || v->type == V_NULL;
+    if (v->type == V_INT || v->type == V_FLOAT) return in_float_range(v);
+    if (v == &ev->pid || v == &ev->tid) return v->type != V_OTHER;
+    return v->type == V_NULL; /* ts, dur */
+}
+
 static int read_event(Scan *s, Event *ev) {
     memset(ev, 0, offsetof(Event, known));
     for (size_t k = 0; k < N_ARG_KEYS; k++) ev->known[ARG_KEYS[k].col].type = V_ABSENT;
@@ -623,7 +655,7 @@ static int read_event(Scan *s, Event *ev) {
             ev->args.s = start;
             ev->args.n = (size_t)(s->p - start);
         } else if (slot) {
-            if (!read_value(s, slot)) return 0;
+            if (!read_value(s, slot) || !typed_as_the_reference(ev, slot)) return 0;
         } else if (!skip_value(s, 1)) {
             return 0;
         }
@@ -883,13 +915,6 @@ static int scan_events(const char *base, size_t len, Out *o, Scanned *r) {
     while (s.p < s.end) {
         const char *start = s.p;
         if (!read_event(&s, &ev)) return SCAN_UNSUPPORTED;
-        /* Fields typed more strictly than JSON: the Python path refuses these, so must we. */
-        if ((ev.ph.type != V_ABSENT && ev.ph.type != V_STR) || ev.ph.escaped ||
-            (ev.cat.type != V_ABSENT && ev.cat.type != V_NULL && ev.cat.type != V_STR) ||
-            (ev.name.type != V_ABSENT && ev.name.type != V_NULL && ev.name.type != V_STR) ||
-            ev.pid.type == V_OTHER || ev.tid.type == V_OTHER || ev.ts.type == V_STR || ev.ts.type == V_OTHER ||
-            ev.dur.type == V_STR || ev.dur.type == V_OTHER)
-            return SCAN_UNSUPPORTED;
         char ph = ev.ph.n == 1 ? ev.ph.s[0] : 0;
         if (ph == 'X' || ph == 'i' || ph == 'I') {
             if (!emit(o, &ev)) return SCAN_UNSUPPORTED;
