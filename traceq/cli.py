@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import polars as pl
 import typer
@@ -247,13 +247,25 @@ class _progress:
     def factory(self, label: str, size: int) -> Callable[[int], None] | None:
         if self.bar is None or size < _PROGRESS_MIN_BYTES:
             return None
-        task = self.bar.add_task(label if label.startswith("reading") else f"reading {label}", total=size)
-        bar = self.bar
-        return lambda n: bar.advance(task, n)
+        return _Bar(self.bar, label, size)
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+class _Bar:
+    """One file's bar: advanced by bytes read, then relabelled with each later stage of its ingest."""
+
+    def __init__(self, bar: Any, label: str, size: int) -> None:
+        self.bar, self.label = bar, label.removeprefix("reading ")
+        self.task = bar.add_task(f"reading {self.label}", total=size)
+
+    def __call__(self, n: int) -> None:
+        self.bar.advance(self.task, n)
+
+    def stage(self, text: str) -> None:
+        self.bar.update(self.task, description=f"{self.label}: {text}")
 
 
 def _error(message: str) -> None:

@@ -20,6 +20,7 @@ import polars as pl
 from traceq import metrics_cache
 from traceq.errors import TraceqError
 from traceq.readers import ReadResult, read_trace
+from traceq.readers.source import report_stage
 from traceq.store import publish_partition, stage_partition
 
 
@@ -45,6 +46,7 @@ def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -
     except OSError as e:
         return {"error": f"{path}: {e.strerror or e}", "error_in": "input"}
     run_dir = Path(task.run_dir)
+    report_stage(progress, "writing Parquet")
     try:
         staging = stage_partition(run_dir, task.part, result.tables)
     except OSError as e:
@@ -76,6 +78,8 @@ def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -
         "summary": summary_line(result),
     }
     del result, ev  # the metrics below read the staged files: the tables need not stay in memory
+    if metrics_cache.stores_metrics(info["source"]["n_events"]):
+        report_stage(progress, "storing the report metrics")
     try:
         metrics_cache.write(metrics_cache.compute_from_partition(staging, info["source"]["n_events"]), staging)
         publish_partition(staging, run_dir, task.part)

@@ -55,10 +55,15 @@ def fingerprint() -> str:
 STORE_MIN_EVENTS = 350_000
 
 
+def stores_metrics(n_events: int) -> bool:
+    """Whether a rank of ``n_events`` events gets its metrics stored (not below
+    :data:`STORE_MIN_EVENTS`, nor without events, such as summary text)."""
+    return n_events >= max(STORE_MIN_EVENTS, 1)
+
+
 def compute_from_partition(folder: Path, n_events: int) -> dict[str, pl.DataFrame]:
-    """The stored metrics of one staged rank folder of ``n_events`` events (nothing below
-    :data:`STORE_MIN_EVENTS`, nor for a rank without events such as summary text)."""
-    if n_events < max(STORE_MIN_EVENTS, 1):
+    """The stored metrics of one staged rank folder of ``n_events`` events (see :func:`stores_metrics`)."""
+    if not stores_metrics(n_events):
         return {}
     from traceq.sql import Session
 

@@ -49,3 +49,36 @@ def test_ingest_of_a_small_trace_does_not_load_the_sql_engine(tmp_path: Path) ->
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.stages: list[str] = []
+
+    def __call__(self, n: int) -> None:
+        self.bytes += n
+
+    def stage(self, text: str) -> None:
+        self.stages.append(text)
+
+
+def test_progress_hears_every_byte_then_each_later_stage(tmp_path: Path, monkeypatch) -> None:
+    from traceq import metrics_cache
+
+    monkeypatch.setattr(metrics_cache, "STORE_MIN_EVENTS", 0)  # so that this small trace stores metrics
+    bars: dict[str, _Recorder] = {}
+
+    def factory(label: str, size: int) -> _Recorder:
+        bars[label] = _Recorder()
+        return bars[label]
+
+    traceq.ingest([KINETO], store=tmp_path / "store", jobs=1, progress=factory)
+    (bar,) = bars.values()
+    assert bar.bytes == KINETO.stat().st_size
+    assert bar.stages == [
+        "building the model",
+        "classifying kernels",
+        "writing Parquet",
+        "storing the report metrics",
+    ]

@@ -13,7 +13,7 @@ from traceq.errors import InputError
 from traceq.model.build import RunTables, build_run_tables
 from traceq.readers import chrome_common, kineto, nsys, paddle, paddle_summary
 from traceq.readers.chrome_json import ChromeTrace, read_chrome_trace
-from traceq.readers.source import Progress, check_readable, head_bytes
+from traceq.readers.source import Progress, check_readable, head_bytes, report_stage
 
 
 @dataclass
@@ -49,6 +49,7 @@ def sniff_format(path: Path) -> str:
 def read_trace(path: Path, progress: Progress | None = None) -> ReadResult:
     """Read one trace file of any supported format into the canonical tables."""
     result = _read(path, progress)
+    report_stage(progress, "classifying kernels")
     result.tables.classify_kernels()
     return result
 
@@ -87,6 +88,7 @@ def _read(path: Path, progress: Progress | None) -> ReadResult:
             warnings=warnings,
         )
     trace = read_chrome_trace(path, progress)
+    report_stage(progress, "building the model")
     flavour = paddle if paddle.looks_like(trace) else kineto
     coarse = flavour is paddle and not paddle.uses_relative_times(trace)
     tolerance = chrome_common.TICK_NS if coarse or chrome_common.whole_microseconds(trace.events) else 0

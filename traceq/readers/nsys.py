@@ -28,7 +28,7 @@ import polars as pl
 from traceq.errors import InputError
 from traceq.memory import release_free_memory
 from traceq.model.build import RunTables, build_run_tables
-from traceq.readers.source import Progress, TruncatedInput, is_gzip, iter_content
+from traceq.readers.source import Progress, TruncatedInput, is_gzip, iter_content, report_stage
 
 FLAVOUR = "nsys"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -132,12 +132,12 @@ def read_nsys(path: Path, progress: Progress | None = None) -> tuple[RunTables, 
                 raise InputError(path, "not an SQLite file")
         export = _Export(local, path)
         try:
-            return _read(export, path)
+            return _read(export, path, progress)
         finally:
             export.close()
 
 
-def _read(export: _Export, path: Path) -> tuple[RunTables, dict[str, Any]]:
+def _read(export: _Export, path: Path, progress: Progress | None) -> tuple[RunTables, dict[str, Any]]:
     if not (_EXPORT_MARKERS & export.tables) or "StringIds" not in export.tables:
         raise InputError(path, "an SQLite file that is not an Nsight Systems export (no StringIds or CUPTI tables)")
     strings = export.query("select id, value from StringIds")
@@ -152,6 +152,7 @@ def _read(export: _Export, path: Path) -> tuple[RunTables, dict[str, Any]]:
     events = pl.concat(frames, how="diagonal_relaxed").filter(pl.col("ts_ns").is_not_null())
     del frames
     release_free_memory()  # what the SQLite reads allocated and freed, before the model build
+    report_stage(progress, "building the model")
     tables = build_run_tables(events, _threads(export, strings), launch_keys=("pid",))
     if tables.steps.is_empty():
         tables.steps = _whole_capture(tables.events)

@@ -17,7 +17,15 @@ GZIP_MAGIC = b"\x1f\x8b"
 BLOCK = 8 << 20
 
 Progress = Callable[[int], None]
-"""Called with the number of *file* bytes consumed since the previous call."""
+"""Called with the number of *file* bytes consumed since the previous call. It may also have a
+``stage(text)`` method, told what an ingest does once the bytes are read (see :func:`report_stage`)."""
+
+
+def report_stage(progress: Progress | None, text: str) -> None:
+    """Tell ``progress`` (where it listens) that the work after reading is now ``text``."""
+    stage = getattr(progress, "stage", None)
+    if stage is not None:
+        stage(text)
 
 
 def check_readable(path: Path) -> None:
