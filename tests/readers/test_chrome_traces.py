@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import chrome_traces, raw_trace
 from traceq.readers import read_trace
+from traceq.readers.chrome_json import read_chrome_trace
 
 #: The model's kinds for the categories these traces use, stated independently of traceq's table.
 EXPECTED_KIND = {
@@ -165,3 +166,12 @@ def test_the_real_traces_are_all_here() -> None:
     names = {p.name for p in chrome_traces()}
     assert len(names) >= 24
     assert {"conformer_fp16_b64.json.gz", "df_index_resolver.json.gz", "paddlefmt_conformer_fp16_b64.json.gz"} <= names
+
+
+@pytest.mark.parametrize("path", chrome_traces(), ids=lambda p: p.name)
+def test_ids_parsed_once_per_distinct_value_equal_the_per_event_parse(path: Path) -> None:
+    from traceq.readers.chrome_common import leading_int, leading_int_of
+
+    raw = read_chrome_trace(path).events
+    for col in ("pid_raw", "tid_raw"):
+        assert raw.select(leading_int_of(raw, col)).equals(raw.select(leading_int(col)))

@@ -85,6 +85,17 @@ def leading_int(col: str) -> pl.Expr:
     return pl.col(col).str.extract(r"^\s*(-?\d+)", 1).cast(pl.Int64)
 
 
+def leading_int_of(frame: pl.DataFrame, col: str) -> pl.Expr:
+    """:func:`leading_int` of ``col``, worked out once per distinct value of ``frame``'s column (ids repeat:
+    a trace has a few processes and threads, so this is a lookup per event instead of a regex)."""
+    distinct = frame.select(pl.col(col).unique()).drop_nulls()
+    if distinct.height > 100_000:
+        return leading_int(col)
+    ints = distinct.with_columns(leading_int(col).alias("_int"))
+    mapping = dict(zip(ints.get_column(col).to_list(), ints.get_column("_int").to_list(), strict=True))
+    return pl.col(col).replace_strict(mapping, default=None, return_dtype=pl.Int64)
+
+
 def us_to_ns(col: str | pl.Expr, base_us: float) -> pl.Expr:
     """Microseconds (float) to int64 ns, exact to the ns near ``base_us`` (large values lose bits)."""
     e = pl.col(col) if isinstance(col, str) else col

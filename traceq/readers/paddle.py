@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from traceq.readers.chrome_common import base_us, gpu_device_stream, kind_expr, leading_int, us_to_ns
+from traceq.readers.chrome_common import base_us, gpu_device_stream, kind_expr, leading_int_of, us_to_ns
 from traceq.readers.chrome_json import ChromeTrace
 from traceq.schema import GPU_WORK_KINDS
 
@@ -56,8 +56,8 @@ def events(trace: ChromeTrace) -> pl.DataFrame:
             pl.col("cat").alias("category"),
             ts_ns.alias("ts_ns"),
             (pl.col("dur_us").fill_null(0.0) * 1000.0).round().cast(pl.Int64).alias("dur_ns"),
-            leading_int("pid_raw").alias("pid"),
-            leading_int("tid_raw").alias("tid"),
+            leading_int_of(raw, "pid_raw").alias("pid"),
+            leading_int_of(raw, "tid_raw").alias("tid"),
             pl.coalesce("correlation_id", "correlation").alias("correlation"),
             pl.coalesce("bytes", "Bytes").alias("bytes"),
             pl.col("input_dtypes").map_elements(_flat_dtypes, return_dtype=pl.List(pl.String)),
