@@ -322,6 +322,44 @@ static int scan_number(Scan *s, const char **start, size_t *len, int *is_int) {
 
 static int skip_value(Scan *s, int depth);
 
+/* Object members: object_open (at '{') says whether the object is empty (and consumes it), object_key
+ * reads `"key" :` (refusing escaped keys when asked), object_next reads what follows a value: 1 for
+ * another member, 0 for the closing '}', -1 for anything else. */
+static int object_open(Scan *s) {
+    s->p++;
+    ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        return 1;
+    }
+    return 0;
+}
+
+static int object_key(Scan *s, const char **k, size_t *kl, int escaped_ok) {
+    int esc;
+    if (s->p >= s->end || *s->p != '"' || !scan_string(s, k, kl, &esc) || (esc && !escaped_ok)) return 0;
+    ws(s);
+    if (s->p >= s->end || *s->p != ':') return 0;
+    s->p++;
+    ws(s);
+    return 1;
+}
+
+static int member_next(Scan *s, char close) {
+    ws(s);
+    if (s->p >= s->end) return -1;
+    if (*s->p == ',') {
+        s->p++;
+        ws(s);
+        return 1;
+    }
+    if (*s->p == close) {
+        s->p++;
+        return 0;
+    }
+    return -1;
+}
+
 static int skip_container(Scan *s, char close, int depth) {
     s->p++;
     ws(s);
@@ -330,29 +368,12 @@ static int skip_container(Scan *s, char close, int depth) {
         return 1;
     }
     for (;;) {
-        if (close == '}') {
-            const char *k;
-            size_t kl;
-            int e;
-            if (s->p >= s->end || *s->p != '"' || !scan_string(s, &k, &kl, &e)) return 0;
-            ws(s);
-            if (s->p >= s->end || *s->p != ':') return 0;
-            s->p++;
-            ws(s);
-        }
+        const char *k;
+        size_t kl;
+        if (close == '}' && !object_key(s, &k, &kl, 1)) return 0;
         if (!skip_value(s, depth + 1)) return 0;
-        ws(s);
-        if (s->p >= s->end) return 0;
-        if (*s->p == ',') {
-            s->p++;
-            ws(s);
-            continue;
-        }
-        if (*s->p == close) {
-            s->p++;
-            return 1;
-        }
-        return 0;
+        int next = member_next(s, close);
+        if (next <= 0) return next == 0;
     }
 }
 
@@ -538,21 +559,11 @@ static int check_input_type(const char *s, size_t n) {
 
 static int read_args(Scan *s, Event *ev) {
     for (size_t k = 0; k < N_ARG_KEYS; k++) ev->known[ARG_KEYS[k].col].type = V_ABSENT;
-    s->p++;
-    ws(s);
-    if (s->p < s->end && *s->p == '}') {
-        s->p++;
-        return 1;
-    }
+    if (object_open(s)) return 1;
     for (;;) {
         const char *k;
         size_t kl;
-        int esc;
-        if (s->p >= s->end || *s->p != '"' || !scan_string(s, &k, &kl, &esc) || esc) return 0;
-        ws(s);
-        if (s->p >= s->end || *s->p != ':') return 0;
-        s->p++;
-        ws(s);
+        if (!object_key(s, &k, &kl, 0)) return 0;
         int col = -1;
         for (size_t j = 0; j < N_ARG_KEYS; j++) {
             if (ARG_KEYS[j].len == kl && memcmp(k, ARG_KEYS[j].key, kl) == 0) {
@@ -574,18 +585,8 @@ static int read_args(Scan *s, Event *ev) {
                 if (!check_input_type(v->s, v->n)) return 0;
             }
         }
-        ws(s);
-        if (s->p >= s->end) return 0;
-        if (*s->p == ',') {
-            s->p++;
-            ws(s);
-            continue;
-        }
-        if (*s->p == '}') {
-            s->p++;
-            return 1;
-        }
-        return 0;
+        int next = member_next(s, '}');
+        if (next <= 0) return next == 0;
     }
 }
 
@@ -611,21 +612,11 @@ static int read_event(Scan *s, Event *ev) {
     memset(ev, 0, offsetof(Event, known));
     for (size_t k = 0; k < N_ARG_KEYS; k++) ev->known[ARG_KEYS[k].col].type = V_ABSENT;
     if (s->p >= s->end || *s->p != '{') return 0;
-    s->p++;
-    ws(s);
-    if (s->p < s->end && *s->p == '}') {
-        s->p++;
-        return 1;
-    }
+    if (object_open(s)) return 1;
     for (;;) {
         const char *k;
         size_t kl;
-        int esc;
-        if (s->p >= s->end || *s->p != '"' || !scan_string(s, &k, &kl, &esc) || esc) return 0;
-        ws(s);
-        if (s->p >= s->end || *s->p != ':') return 0;
-        s->p++;
-        ws(s);
+        if (!object_key(s, &k, &kl, 0)) return 0;
         Val *slot = NULL;
         switch (kl) {
         case 2:
@@ -659,18 +650,8 @@ static int read_event(Scan *s, Event *ev) {
         } else if (!skip_value(s, 1)) {
             return 0;
         }
-        ws(s);
-        if (s->p >= s->end) return 0;
-        if (*s->p == ',') {
-            s->p++;
-            ws(s);
-            continue;
-        }
-        if (*s->p == '}') {
-            s->p++;
-            return 1;
-        }
-        return 0;
+        int next = member_next(s, '}');
+        if (next <= 0) return next == 0;
     }
 }
 

@@ -85,8 +85,9 @@ class _Export:
     def _column(self, sql: str) -> list[Any]:
         return self.query(sql).to_series(0).to_list()
 
-    def query(self, sql: str) -> pl.DataFrame:
-        cur = self.con.cursor()
+    def query(self, sql: str, con: Any = None) -> pl.DataFrame:
+        """``sql``'s result as a frame, on this export's connection or ``con``."""
+        cur = (con or self.con).cursor()
         try:
             cur.execute(sql)
             return pl.from_arrow(cur.fetch_arrow_table())  # type: ignore[return-value]
@@ -112,14 +113,9 @@ class _Export:
 
         def run(sql: str) -> pl.DataFrame:
             con = adbc.connect(self.uri)
-            cur = con.cursor()
             try:
-                cur.execute(sql)
-                return pl.from_arrow(cur.fetch_arrow_table())  # type: ignore[return-value]
-            except Exception as e:
-                raise InputError(self.source, f"corrupt or unreadable nsys export ({_short(e)})") from None
+                return self.query(sql, con)
             finally:
-                cur.close()
                 con.close()
 
         with ThreadPoolExecutor(_READ_THREADS) as pool:
