@@ -10,20 +10,14 @@ one tick after its parent: ``tolerance_ns`` absorbs that.
 
 from __future__ import annotations
 
-import os
-
 import polars as pl
 import pyarrow as pa
 
+from traceq.native import load
 from traceq.schema import OP_TREE_KINDS
 
-try:  # the optional C walk (built at install where a compiler exists); same columns
-    from traceq.model import _nest_scan
-
-    if os.environ.get("TRACEQ_NATIVE") == "0":  # the Python path only (comparisons, bisecting)
-        _nest_scan = None
-except ImportError:  # pragma: no cover - depends on the install
-    _nest_scan = None
+#: The C walk and climb (same columns as the Python ones below).
+_nest_scan = load("traceq.model._nest_scan")
 
 _CONTAINER_KINDS = (*OP_TREE_KINDS, "annotation")
 _LEAF_KINDS = ("runtime",)
@@ -77,15 +71,17 @@ def _nest_containers(events: pl.DataFrame, tolerance_ns: int, native: bool = Tru
 
 def _walk_native(inputs: pl.DataFrame, tolerance_ns: int) -> dict[str, pl.Series]:
     buffers = [_int64_bytes(inputs.get_column(c)) for c in inputs.columns]
-    n = inputs.height
-    arrays = [
-        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(b)]) for b in _nest_scan.nest(*buffers, tolerance_ns)
-    ]
-    walked = pl.from_arrow(pa.Table.from_arrays(arrays, names=list(_WALK_COLUMNS)))
-    assert isinstance(walked, pl.DataFrame)
-    nullable = [c for c in _WALK_COLUMNS if c not in ("depth", "leaf_depth")]
-    walked = walked.with_columns(pl.col(nullable).replace(_NONE, None))
+    walked = _int64_frame(dict(zip(_WALK_COLUMNS, _nest_scan.nest(*buffers, tolerance_ns), strict=True)), inputs.height)
     return {name: walked.get_column(name) for name in _WALK_COLUMNS}
+
+
+def _int64_frame(columns: dict[str, bytes], n: int) -> pl.DataFrame:
+    """Int64 columns handed back by the C code, its ``INT64_MIN`` read as null (it never is a value:
+    depths are small and ids are row numbers)."""
+    arrays = [pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(data)]) for data in columns.values()]
+    frame = pl.from_arrow(pa.Table.from_arrays(arrays, names=list(columns)))
+    assert isinstance(frame, pl.DataFrame)
+    return frame.with_columns(pl.all().replace(_NONE, None))
 
 
 def _int64_bytes(column: pl.Series) -> memoryview:
@@ -194,11 +190,8 @@ def _climb_native(cand: pl.DataFrame, ranges: pl.DataFrame, tolerance_ns: int) -
         _int64_bytes(cand.get_column("end_ns")),
         *(_int64_bytes(ranges.get_column(c).fill_null(_NONE)) for c in ("cand", "c_end", "c_parent")),
     ]
-    climbed = _nest_scan.climb(*buffers, tolerance_ns)
-    array = pa.Array.from_buffers(pa.int64(), cand.height, [None, pa.py_buffer(climbed)])
-    new = pl.from_arrow(pa.table({"cand": array}))
-    assert isinstance(new, pl.DataFrame)
-    return cand.with_columns(new.get_column("cand").replace(_NONE, None))
+    climbed = _int64_frame({"cand": _nest_scan.climb(*buffers, tolerance_ns)}, cand.height)
+    return cand.with_columns(climbed.get_column("cand"))
 
 
 def _climb(cand: pl.DataFrame, ranges: pl.DataFrame, tolerance_ns: int) -> pl.DataFrame:

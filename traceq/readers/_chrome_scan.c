@@ -407,13 +407,16 @@ static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1
 /* Correctly rounded value of a validated number literal: exact fast path, else Python's own parser. */
 static _Thread_local PyThreadState *NO_GIL_STATE; /* set while decode() runs without the GIL */
 
+/* Past a literal's minus sign, if any. */
+static const char *after_sign(const char *p, int *neg) {
+    *neg = *p == '-';
+    return p + *neg;
+}
+
 static int to_double(const char *s, size_t n, double *out) {
-    const char *p = s, *end = s + n;
-    int neg = 0;
-    if (*p == '-') {
-        neg = 1;
-        p++;
-    }
+    const char *end = s + n;
+    int neg;
+    const char *p = after_sign(s, &neg);
     /* m / 10^frac is one correctly rounded division when m < 2^53 and 10^frac is exact (frac <= 22). */
     uint64_t m = 0;
     int digits = 0, frac = 0, simple = 1;
@@ -450,12 +453,9 @@ static int to_double(const char *s, size_t n, double *out) {
 
 /* int64 of an integer literal; 0 when out of range. */
 static int to_int64(const char *s, size_t n, int64_t *out) {
-    const char *p = s, *end = s + n;
-    int neg = 0;
-    if (*p == '-') {
-        neg = 1;
-        p++;
-    }
+    const char *end = s + n;
+    int neg;
+    const char *p = after_sign(s, &neg);
     uint64_t m = 0;
     for (; p < end; p++) {
         uint64_t d = (uint64_t)(*p - '0');

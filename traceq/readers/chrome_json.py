@@ -8,7 +8,6 @@ Paddle's trailing ``{}`` and its names written without JSON escaping. Producer-s
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -22,15 +21,11 @@ import pyarrow as pa
 
 from traceq.errors import InputError
 from traceq.memory import release_free_memory
+from traceq.native import load
 from traceq.readers.source import Progress, TruncatedInput, iter_content, prefetched
 
-try:  # the optional C decoder (built at install where a compiler exists); same columns, ~10x faster
-    from traceq.readers import _chrome_scan
-
-    if os.environ.get("TRACEQ_NATIVE") == "0":  # the Python path only (comparisons, bisecting)
-        _chrome_scan = None
-except ImportError:  # pragma: no cover - depends on the install
-    _chrome_scan = None
+#: The C decoder (same columns; about 3x faster than the msgspec path on decoding alone).
+_chrome_scan = load("traceq.readers._chrome_scan")
 
 CHUNK = 16 << 20
 _HEAD_LIMIT = 64 << 20
@@ -168,7 +163,7 @@ class _Decoder:
                         )
         except TruncatedInput as e:
             truncated = str(e)
-        self._finish(bytes(buf), bare, truncated)
+        self._finish(buf, bare, truncated)
         if self.n_events == 0 and not self.metadata_events:
             raise InputError(self.path, "a chrome trace with no events")
         if self.repaired:
@@ -226,17 +221,9 @@ class _Decoder:
             return bytearray(memoryview(buf)[cut[1] :])
         return buf
 
-    def _consume_complete(self, buf: bytes) -> bytes:
-        """Decode all complete events at the front of ``buf``; return the unconsumed rest."""
-        cut = _last_boundary(buf)
-        if cut is None:
-            return buf
-        self._decode_events(buf[: cut[0]])
-        return buf[cut[1] :]
-
-    def _finish(self, buf: bytes, bare: bool, truncated: str | None) -> None:
+    def _finish(self, rest: bytearray, bare: bool, truncated: str | None) -> None:
         """Decode the last events and the metadata after the array; salvage a truncated end."""
-        buf = self._consume_complete(buf)
+        buf = bytes(self._consume_front(rest))
         if truncated is None:
             for close in _close_candidates(buf):
                 body, tail = buf[:close].rstrip(), buf[close + 1 :].strip()
