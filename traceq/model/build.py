@@ -73,40 +73,39 @@ def build_run_tables(
 
     narrow = ("event_id", "kind", "name", "ts_ns", "dur_ns", "pid", "tid", "correlation", *launch_keys)
     keys = events.select(list(dict.fromkeys(narrow)))
-    nested = nest_host_events(keys, tolerance_ns)
-    launches = link_launches(keys, launch_keys)
+    # Event ids are row numbers here, so the derived columns are placed by id, not joined.
+    placed = _placed(nest_host_events(keys, tolerance_ns), keys.height)
+    placed |= _placed(link_launches(keys, launch_keys), keys.height)
     steps = steps_table(keys)
-    derived = (
-        keys.select("event_id", "kind")
-        .join(nested, on="event_id", how="left", maintain_order="left")
-        .join(launches, on="event_id", how="left", maintain_order="left")
-        .with_columns(assign_steps(keys, steps).alias("step"))
-    )
+    placed["step"] = assign_steps(keys, steps)
+    is_gpu = keys.get_column("kind").is_in(GPU_WORK_KINDS)
     del keys
     # GPU work inherits op, top op and step from the call that launched it.
-    from_launch = derived.select(
-        pl.col("event_id").alias("launch_id"),
-        pl.col("op_id").alias("_l_op"),
-        pl.col("top_op_id").alias("_l_top"),
-        pl.col("step").alias("_l_step"),
-    )
-    is_gpu = pl.col("kind").is_in(GPU_WORK_KINDS)
-    derived = derived.join(from_launch, on="launch_id", how="left", maintain_order="left").select(
-        "parent_id",
-        "depth",
-        pl.when(is_gpu).then(pl.col("_l_op")).otherwise(pl.col("op_id")).alias("op_id"),
-        pl.when(is_gpu).then(pl.col("_l_top")).otherwise(pl.col("top_op_id")).alias("top_op_id"),
-        "launch_id",
-        pl.when(is_gpu & pl.col("launch_id").is_not_null())
-        .then(pl.col("_l_step"))
-        .otherwise(pl.col("step"))
-        .alias("step"),
+    launch_id = placed["launch_id"]
+    inherited = {name: placed[name].gather(launch_id) for name in ("op_id", "top_op_id", "step")}
+    derived = pl.DataFrame([placed["parent_id"], placed["depth"], placed["op_id"], placed["top_op_id"],
+                            launch_id, placed["step"]]).with_columns(  # fmt: skip
+        pl.when(is_gpu).then(inherited["op_id"]).otherwise(pl.col("op_id")).alias("op_id"),
+        pl.when(is_gpu).then(inherited["top_op_id"]).otherwise(pl.col("top_op_id")).alias("top_op_id"),
+        pl.when(is_gpu & launch_id.is_not_null()).then(inherited["step"]).otherwise(pl.col("step")).alias("step"),
     )
     events = events.drop([c for c in derived.columns if c in events.columns]).hstack(derived)
     if threads is None:
         threads = THREADS.empty()
     threads = THREADS.conform(threads).unique(["pid", "tid"], keep="last").sort(["pid", "tid"])
     return RunTables(EVENTS.conform(events), STEPS.conform(steps), threads)
+
+
+def _placed(frame: pl.DataFrame, n: int) -> dict[str, pl.Series]:
+    """The columns of ``frame`` (rows of some events, by ``event_id``) as full-length columns over
+    ``n`` events in id order, null where ``frame`` has no row."""
+    ids = frame.get_column("event_id")
+    columns = {}
+    for name, dtype in frame.schema.items():
+        if name != "event_id":
+            column = pl.select(pl.repeat(None, n, dtype=dtype)).to_series().alias(name)
+            columns[name] = column.scatter(ids, frame.get_column(name))
+    return columns
 
 
 def _time_ordered(events: pl.DataFrame) -> pl.DataFrame:

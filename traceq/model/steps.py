@@ -44,4 +44,5 @@ def assign_steps(events: pl.DataFrame, steps: pl.DataFrame, at: str = "ts_ns") -
         .join_asof(windows, left_on="_t", right_on="_win_start", strategy="backward")
         .select("_row", pl.when(pl.col("_t") < pl.col("_win_end")).then(pl.col("_win_step")).alias("step"))
     )
-    return probe.join(matched, on="_row", how="left").sort("_row")["step"].cast(pl.Int32)
+    step = pl.select(pl.repeat(None, events.height, dtype=pl.Int32)).to_series().alias("step")
+    return step.scatter(matched.get_column("_row"), matched.get_column("step").cast(pl.Int32))
