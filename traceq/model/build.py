@@ -83,8 +83,8 @@ def build_run_tables(
     # GPU work inherits op, top op and step from the call that launched it.
     launch_id = placed["launch_id"]
     inherited = {name: placed[name].gather(launch_id) for name in ("op_id", "top_op_id", "step")}
-    derived = pl.DataFrame([placed["parent_id"], placed["depth"], placed["op_id"], placed["top_op_id"],
-                            launch_id, placed["step"]]).with_columns(  # fmt: skip
+    own = [placed[name] for name in ("parent_id", "depth", "op_id", "top_op_id", "launch_id", "step")]
+    derived = pl.DataFrame(own).with_columns(
         pl.when(is_gpu).then(inherited["op_id"]).otherwise(pl.col("op_id")).alias("op_id"),
         pl.when(is_gpu).then(inherited["top_op_id"]).otherwise(pl.col("top_op_id")).alias("top_op_id"),
         pl.when(is_gpu & launch_id.is_not_null()).then(inherited["step"]).otherwise(pl.col("step")).alias("step"),
