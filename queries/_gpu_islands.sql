@@ -19,6 +19,8 @@
 --   end_ns          BIGINT   island end, ns
 --   first_event_id  BIGINT   the island's earliest-starting GPU event (lowest event id on a tie)
 --   first_launch_id BIGINT   the runtime call that launched that event
+--   prev_end_ns     BIGINT   end of the previous island of the set (NULL for the first)
+--   prev_event_id   BIGINT   first_event_id of the previous island (NULL for the first)
 WITH comm AS (
   SELECT g.* FROM _gpu_work g
   JOIN kernel_classes c ON c.run_id = g.run_id AND c.rank = g.rank AND c.name = g.name
@@ -59,7 +61,9 @@ SELECT o.run_id, o.rank, o.step, o.device, o.work_set,
        o.start_ns,
        coalesce(lead(o.reach) OVER islands, e.end_ns) AS end_ns,
        o.event_id AS first_event_id,
-       o.launch_id AS first_launch_id
+       o.launch_id AS first_launch_id,
+       o.reach AS prev_end_ns,
+       lag(o.event_id) OVER islands AS prev_event_id
 FROM openers o
 JOIN last_end e
   ON e.run_id = o.run_id AND e.rank = o.rank AND e.step IS NOT DISTINCT FROM o.step AND e.device = o.device

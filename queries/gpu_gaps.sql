@@ -23,14 +23,11 @@
 --   launch_tid     BIGINT   launching thread
 --   bucket         VARCHAR  gap length class: <10us, 10-100us, 100us-1ms, 1-10ms, >=10ms
 WITH islands AS (
-  SELECT i.*, lag(end_ns) OVER w AS prev_end, lag(first_event_id) OVER w AS prev_event_id
-  FROM _gpu_islands i
-  WHERE work_set = 'all'
-  WINDOW w AS (PARTITION BY run_id, rank, step, device ORDER BY island)
+  SELECT * FROM _gpu_islands WHERE work_set = 'all'
 ),
 inner_gaps AS (
   SELECT i.run_id, i.rank, i.step, i.device,
-         coalesce(i.prev_end, w.win_start) AS gap_start_ns, i.start_ns AS gap_end_ns,
+         coalesce(i.prev_end_ns, w.win_start) AS gap_start_ns, i.start_ns AS gap_end_ns,
          i.prev_event_id, i.first_event_id AS next_event_id, i.first_launch_id AS launch_id
   FROM islands i
   JOIN _windows w ON i.run_id = w.run_id AND i.rank = w.rank AND i.step IS NOT DISTINCT FROM w.step
