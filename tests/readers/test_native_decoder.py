@@ -203,6 +203,23 @@ def test_input_the_c_decoder_hands_back(body: bytes) -> None:
     assert chrome_json._chrome_scan.decode(body) is None
 
 
+@pytest.mark.parametrize(
+    "number",
+    ["1669783689681788.0", "1669783689681788.000", "9007199254740993.0", "9007199254740993.10", "12.50",
+     "123456789012345678.0", "1.0000000000000000000000", "0.000", "-0.0", "-12.340", "7.00e2"],
+)  # fmt: skip
+def test_numbers_with_trailing_fraction_zeros_decode_identically(number: str) -> None:
+    """Trailing zeros are dropped before the exact fast path; the value is still msgspec's."""
+    _require_native()
+    body = (
+        f'{{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": {number}, "dur": {number}}},'
+        f'{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": {number}, "dur": 1.0}}'
+    ).encode()
+    got = _decode(body, native=True)
+    assert got.decoded_by["native"] == 1
+    _assert_same(got, _decode(body, native=False))
+
+
 def _mutated_bodies(seed: int, n: int) -> list[bytes]:
     """Runs of real events, cut at event boundaries, with a few bytes changed, inserted or removed."""
     rng = random.Random(seed)

@@ -431,6 +431,9 @@ static int to_double(const char *s, size_t n, double *out) {
             frac++;
         }
     }
+    /* trailing fraction zeros (Kineto writes whole microseconds as 1669783689681788.0) change nothing */
+    if (p == end && digits <= 19)
+        for (; frac > 0 && m && m % 10 == 0; frac--, digits--) m /= 10;
     if (p != end || digits > 17 || frac > 22 || m > (1ULL << 53)) simple = 0;
     if (simple) {
         double v = (double)m / POW10[frac];
