@@ -20,6 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* ---- growable buffers ------------------------------------------------------------------------- */
 
@@ -175,11 +178,29 @@ static inline int special8(uint64_t w) {
     return (((q - ONES) & ~q) | ((b - ONES) & ~b) | ((w - ONES * 0x20) & ~w)) & HIGHS ? 1 : 0;
 }
 
+#ifdef __SSE2__
+/* Offset of the first quote, backslash or control character in 16 bytes at p (16: none). */
+static inline int special16(const char *p) {
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                               _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1F)), v));
+    int mask = _mm_movemask_epi8(hit);
+    return mask ? __builtin_ctz((unsigned)mask) : 16;
+}
+#endif
+
 static int scan_string(Scan *s, const char **start, size_t *len, int *escaped) {
     const char *p = s->p + 1, *end = s->end;
     int esc = 0;
     *start = p;
     while (p < end) {
+#ifdef __SSE2__
+        if (end - p >= 16) {
+            int k = special16(p);
+            p += k;
+            if (k == 16) continue;
+        }
+#endif
         if (end - p >= 8) {
             uint64_t w;
             memcpy(&w, p, 8);
