@@ -7,11 +7,15 @@ import io
 import os
 import queue
 import threading
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from traceq.errors import InputError
+
+try:  # ISA-L's inflate: the zlib interface, the same bytes, about twice zlib's speed
+    from isal import isal_zlib as inflate
+except ImportError:  # pragma: no cover - isal is a dependency; zlib where its wheel is missing
+    import zlib as inflate  # type: ignore[no-redef]
 
 GZIP_MAGIC = b"\x1f\x8b"
 BLOCK = 8 << 20
@@ -61,13 +65,13 @@ def head_bytes(path: Path, n: int = 1 << 16) -> bytes:
     if not is_gzip(path):
         with path.open("rb") as f:
             return f.read(n)
-    d = zlib.decompressobj(wbits=31)
+    d = inflate.decompressobj(wbits=31)
     out = b""
     with path.open("rb") as f:
         while len(out) < n and (block := f.read(1 << 16)):
             try:
                 out += d.decompress(block, n - len(out))
-            except zlib.error as e:
+            except inflate.error as e:
                 raise InputError(path, f"corrupt gzip data ({e})") from None
     return out
 
@@ -95,7 +99,7 @@ class TruncatedInput(Exception):
 
 def _gunzip(f: io.BufferedReader, path: Path, block: int) -> Iterator[bytes]:
     """Decompress (possibly multi-member) gzip from ``f`` in bounded output blocks."""
-    d = zlib.decompressobj(wbits=31)
+    d = inflate.decompressobj(wbits=31)
     pending = b""
     while True:
         if not pending:
@@ -109,10 +113,10 @@ def _gunzip(f: io.BufferedReader, path: Path, block: int) -> Iterator[bytes]:
         if d.eof:  # a further gzip member follows
             if not pending.lstrip(b"\0"):
                 return
-            d = zlib.decompressobj(wbits=31)
+            d = inflate.decompressobj(wbits=31)
         try:
             out = d.decompress(pending, block)
-        except zlib.error as e:
+        except inflate.error as e:
             raise InputError(path, f"corrupt gzip data ({e})") from None
         pending = d.unconsumed_tail or d.unused_data
         if out:
@@ -146,7 +150,7 @@ _DONE = object()
 def prefetched(blocks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
     """``blocks`` produced by a background thread, at most ``depth`` ahead of the consumer.
 
-    Reading and gunzip (zlib releases the GIL) then overlap with decoding on another core; memory stays
+    Reading and gunzip (the inflate releases the GIL) then overlap with decoding on another core; memory stays
     bounded by ``depth`` blocks. Exceptions from ``blocks`` are raised in the consumer, in order; a
     consumer that stops early stops the thread (which closes the file).
     """
