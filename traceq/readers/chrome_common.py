@@ -63,9 +63,12 @@ def whole_microseconds(raw: pl.DataFrame) -> bool:
     return bool(((ts % 1) == 0).all() and ((dur % 1) == 0).all())
 
 
-def kind_expr() -> pl.Expr:
-    """Kind of each raw chrome event (columns ``ph``, ``cat``, ``name``)."""
-    by_cat = pl.col("cat").str.to_lowercase().replace_strict(CATEGORY_KIND, default=None)
+def kind_expr(frame: pl.DataFrame) -> pl.Expr:
+    """Kind of each raw chrome event of ``frame`` (columns ``ph``, ``cat``, ``name``). Categories are
+    looked up once per distinct value (the expression below uses the lookup four times)."""
+    cats = frame.get_column("cat").unique().drop_nulls().to_list()
+    mapping = {cat: CATEGORY_KIND.get(cat.lower()) for cat in cats}
+    by_cat = pl.col("cat").replace_strict(mapping, default=None, return_dtype=pl.String)
     instant = pl.col("ph") == "i"
     return (
         pl.when(instant & ((by_cat == "memory") | (pl.col("name") == "[memory]")))

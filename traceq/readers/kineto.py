@@ -29,7 +29,7 @@ def events(trace: ChromeTrace) -> pl.DataFrame:
     is_gpu = pl.col("kind").is_in(GPU_WORK_KINDS)
     return (
         raw.with_columns(
-            kind_expr().alias("kind"),
+            kind_expr(raw).alias("kind"),
             pl.col("cat").alias("category"),
             us_to_ns("ts_us", base).alias("ts_ns"),
             (pl.col("dur_us").fill_null(0.0) * 1000.0).round().cast(pl.Int64).alias("dur_ns"),

@@ -52,7 +52,7 @@ def events(trace: ChromeTrace) -> pl.DataFrame:
     return (
         raw.with_columns(pl.col("name").str.replace(NAME_SUFFIX, ""))
         .with_columns(
-            kind_expr().alias("kind"),
+            kind_expr(raw).alias("kind"),
             pl.col("cat").alias("category"),
             ts_ns.alias("ts_ns"),
             (pl.col("dur_us").fill_null(0.0) * 1000.0).round().cast(pl.Int64).alias("dur_ns"),
