@@ -109,14 +109,22 @@ def _placed(frame: pl.DataFrame, n: int) -> dict[str, pl.Series]:
 
 
 def _time_ordered(events: pl.DataFrame) -> pl.DataFrame:
-    """``events`` sorted by start (longest first on ties), one column at a time: each source column is
-    released once its sorted copy exists, so a caller that passed its only reference never holds two
-    copies of the wide frame."""
+    """``events`` sorted by start (longest first on ties), a few columns at a time: each source column is
+    released once its sorted copy exists, and a batch of columns (gathered in parallel) holds no more
+    than the largest column, so a caller that passed its only reference never holds two copies of the
+    wide frame."""
     order = events.select(
         pl.arg_sort_by(["ts_ns", pl.col("dur_ns").neg()], nulls_last=True, maintain_order=True)
     ).to_series()
-    columns = []
-    for name in events.columns:
-        columns.append(events.get_column(name).gather(order))
-        events = events.drop(name)
+    sizes = {name: events.get_column(name).estimated_size() for name in events.columns}
+    limit = max(sizes.values(), default=0)
+    columns: list[pl.Series] = []
+    batch: list[str] = []
+    for name in [*events.columns, None]:
+        if batch and (name is None or sum(sizes[b] for b in batch) + sizes[name] > limit):
+            columns.extend(events.select(pl.col(batch).gather(order)).get_columns())
+            events = events.drop(batch)
+            batch = []
+        if name is not None:
+            batch.append(name)
     return pl.DataFrame(columns)
