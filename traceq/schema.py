@@ -73,9 +73,12 @@ _I64, _I32, _STR = pl.Int64(), pl.Int32(), pl.String()
 
 EVENTS = Table(
     "events",
-    "One row per trace event (host ranges, API calls, GPU work, instants), sorted by `ts_ns`.",
+    "One row per trace event (host ranges, API calls, GPU work, instants), in the order the source lists "
+    "them; `event_id` numbers them in time order.",
     (
-        Column("event_id", _I64, "row id within the run (0..n-1, in time order); other columns refer to it"),
+        Column(
+            "event_id", _I64, "id within the rank: 0..n-1 by start (longest first on ties); other columns refer to it"
+        ),
         Column("kind", _STR, "event kind, one of the `kind` vocabulary below"),
         Column("category", _STR, "the source's own category (`cat`, nsys table), verbatim"),
         Column("name", _STR, "event name (Paddle's `[12.3 us]` suffix removed)"),
@@ -127,7 +130,7 @@ STEPS = Table(
         Column("name", _STR, "step event name"),
         Column("ts_ns", _I64, "window start, ns"),
         Column("dur_ns", _I64, "window length, ns"),
-        Column("event_id", _I64, "the step's row in `events`"),
+        Column("event_id", _I64, "the step's event in `events`"),
     ),
 )
 

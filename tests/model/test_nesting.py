@@ -73,3 +73,25 @@ def test_annotation_owns_launches_outside_any_op() -> None:
     assert got["fused_launch"]["op_id"] == "Optimizer.step"
     assert got["op_launch"]["op_id"] == "aten::add_"
     assert got["aten::add_"]["parent_id"] is None  # annotations are not part of the op tree
+
+
+def test_ids_follow_time_while_rows_keep_the_input_order() -> None:
+    """Event ids number events by start (longest first on equal starts, then input order); the rows
+    stay in the order they came in, and nesting, links and steps refer to the ids."""
+    ev = _events(
+        [
+            ("runtime", "launch", 15, 2, 1),
+            ("op", "inner", 10, 30, 1),
+            ("step", "ProfilerStep#3", 0, 100, 1),
+            ("op", "outer", 10, 50, 1),  # same start as inner, longer: it comes first in time
+            ("op", "same_start_listed_first", 60, 5, 1),
+            ("op", "same_start_listed_second", 60, 5, 1),  # equal start and length: input order
+        ]
+    )
+    events = build_run_tables(ev).events
+    assert events["name"].to_list() == ev["name"].to_list()
+    assert events["event_id"].to_list() == [3, 2, 0, 1, 4, 5]
+    got = _by_name(events)
+    assert (got["launch"]["parent_id"], got["launch"]["top_op_id"]) == ("inner", "outer")
+    assert got["inner"]["parent_id"] == "outer"
+    assert {r["step"] for r in got.values()} == {3}

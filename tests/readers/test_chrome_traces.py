@@ -104,10 +104,14 @@ def test_every_gpu_event_has_its_launch_and_op(trace: tuple[Path, pl.DataFrame, 
     assert (ops["ts_ns_op"] + ops["dur_ns_op"] + slack >= ops["ts_ns_launch"] + ops["dur_ns_launch"]).all()
 
 
-def test_events_are_time_ordered_with_dense_ids(trace: tuple[Path, pl.DataFrame, pl.DataFrame]) -> None:
+def test_event_ids_are_dense_and_number_events_in_time_order(trace: tuple[Path, pl.DataFrame, pl.DataFrame]) -> None:
+    """Ids 0..n-1 follow start time, longest first on equal starts (rows keep the trace's order)."""
     _, events, _ = trace
-    assert events["event_id"].to_list() == list(range(events.height))
-    assert events["ts_ns"].is_sorted()
+    assert sorted(events["event_id"].to_list()) == list(range(events.height))
+    by_id = events.sort("event_id")
+    assert by_id["ts_ns"].is_sorted()
+    tie = by_id["ts_ns"] == by_id["ts_ns"].shift(1)
+    assert (by_id["dur_ns"].filter(tie) <= by_id["dur_ns"].shift(1).filter(tie)).all()
     assert events["dur_ns"].min() >= 0
 
 

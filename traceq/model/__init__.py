@@ -1,1 +1,1 @@
-"""From reader output to the canonical tables: time order, ids, nesting, launch links, steps."""
+"""From reader output to the canonical tables: ids in time order, nesting, launch links, steps."""

@@ -56,40 +56,44 @@ def build_run_tables(
     tolerance_ns: int = 0,
     launch_keys: tuple[str, ...] = (),
 ) -> RunTables:
-    """Order events in time, give them ids, and fill steps, nesting and launch links.
+    """Number events in time order, and fill steps, nesting and launch links.
 
     ``events`` holds the reader's columns (a subset of ``events`` without the derived ones), plus
-    any ``launch_keys`` helper columns. The derived columns are computed on narrow frames and attached
-    once, so the wide frame (names, args) is copied only by the time sort.
+    any ``launch_keys`` helper columns. Event ids number the events by start (longest first on ties,
+    then the trace's order), but the rows keep the trace's order, so no column is copied by a sort.
     """
-    # Only the model's columns (and launch keys) travel on: reader-only columns are dropped before the
-    # sort, which copies every column it keeps.
     keep = {c.name for c in EVENTS.columns} | set(launch_keys)
     events = events.select([c for c in events.columns if c in keep])
     missing = [c for c in EVENTS.columns if c.name not in events.columns and c.name not in _DERIVED]
     events = events.with_columns(pl.lit(None, c.dtype).alias(c.name) for c in missing)
-    events = _time_ordered(events)
-    events = events.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
+    order = events.select(
+        pl.arg_sort_by(["ts_ns", pl.col("dur_ns").neg()], nulls_last=True, maintain_order=True)
+    ).to_series()
+    ids = _positions(order).alias("event_id")
+    del order
 
-    narrow = ("event_id", "kind", "name", "ts_ns", "dur_ns", "pid", "tid", "correlation", *launch_keys)
-    keys = events.select(list(dict.fromkeys(narrow)))
-    # Event ids are row numbers here, so the derived columns are placed by id, not joined.
-    placed = _placed(nest_host_events(keys, tolerance_ns), keys.height)
-    placed |= _placed(link_launches(keys, launch_keys), keys.height)
+    narrow = ("kind", "name", "ts_ns", "dur_ns", "pid", "tid", "correlation", *launch_keys)
+    keys = events.select(list(dict.fromkeys(narrow))).with_columns(ids)
+    # Nesting and links come back by event id, and are placed at their id (not joined); the step is
+    # found per row.
+    by_id = _placed(nest_host_events(keys, tolerance_ns), keys.height)
+    by_id |= _placed(link_launches(keys, launch_keys), keys.height)
     steps = steps_table(keys)
-    placed["step"] = assign_steps(keys, steps)
+    step = assign_steps(keys, steps)
     is_gpu = keys.get_column("kind").is_in(GPU_WORK_KINDS)
     del keys
-    # GPU work inherits op, top op and step from the call that launched it.
-    launch_id = placed["launch_id"]
-    inherited = {name: placed[name].gather(launch_id) for name in ("op_id", "top_op_id", "step")}
-    own = [placed[name] for name in ("parent_id", "depth", "op_id", "top_op_id", "launch_id", "step")]
-    derived = pl.DataFrame(own).with_columns(
+    by_id["step"] = step.clear(len(step)).scatter(ids, step)
+    # Back to the rows' order; GPU work inherits op, top op and step from the call that launched it.
+    own = {name: by_id[name].gather(ids) for name in ("parent_id", "depth", "op_id", "top_op_id", "launch_id")}
+    launch_id = own["launch_id"]
+    inherited = {name: by_id[name].gather(launch_id) for name in ("op_id", "top_op_id", "step")}
+    del by_id
+    derived = pl.DataFrame([*own.values(), step]).with_columns(
         pl.when(is_gpu).then(inherited["op_id"]).otherwise(pl.col("op_id")).alias("op_id"),
         pl.when(is_gpu).then(inherited["top_op_id"]).otherwise(pl.col("top_op_id")).alias("top_op_id"),
         pl.when(is_gpu & launch_id.is_not_null()).then(inherited["step"]).otherwise(pl.col("step")).alias("step"),
     )
-    events = events.drop([c for c in derived.columns if c in events.columns]).hstack(derived)
+    events = events.drop([c for c in derived.columns if c in events.columns]).hstack([ids, *derived.get_columns()])
     if threads is None:
         threads = THREADS.empty()
     threads = THREADS.conform(threads).unique(["pid", "tid"], keep="last").sort(["pid", "tid"])
@@ -108,23 +112,8 @@ def _placed(frame: pl.DataFrame, n: int) -> dict[str, pl.Series]:
     return columns
 
 
-def _time_ordered(events: pl.DataFrame) -> pl.DataFrame:
-    """``events`` sorted by start (longest first on ties), a few columns at a time: each source column is
-    released once its sorted copy exists, and a batch of columns (gathered in parallel) holds no more
-    than the largest column, so a caller that passed its only reference never holds two copies of the
-    wide frame."""
-    order = events.select(
-        pl.arg_sort_by(["ts_ns", pl.col("dur_ns").neg()], nulls_last=True, maintain_order=True)
-    ).to_series()
-    sizes = {name: events.get_column(name).estimated_size() for name in events.columns}
-    limit = max(sizes.values(), default=0)
-    columns: list[pl.Series] = []
-    batch: list[str] = []
-    for name in [*events.columns, None]:
-        if batch and (name is None or sum(sizes[b] for b in batch) + sizes[name] > limit):
-            columns.extend(events.select(pl.col(batch).gather(order)).get_columns())
-            events = events.drop(batch)
-            batch = []
-        if name is not None:
-            batch.append(name)
-    return pl.DataFrame(columns)
+def _positions(order: pl.Series) -> pl.Series:
+    """Where each row falls in ``order`` (row indices in sorted order): the inverse permutation."""
+    n = len(order)
+    positions = pl.select(pl.repeat(0, n, dtype=pl.Int64)).to_series()
+    return positions.scatter(order, pl.int_range(n, dtype=pl.Int64, eager=True))
