@@ -9,6 +9,7 @@ import polars as pl
 from traceq.model.kernel_classes import classify
 from traceq.model.links import link_launches
 from traceq.model.nesting import nest_host_events
+from traceq.model.placing import placed_at
 from traceq.model.steps import assign_steps, steps_table
 from traceq.schema import (
     EVENTS,
@@ -82,7 +83,7 @@ def build_run_tables(
     step = assign_steps(keys, steps)
     is_gpu = keys.get_column("kind").is_in(GPU_WORK_KINDS)
     del keys
-    by_id["step"] = step.clear(len(step)).scatter(ids, step)
+    by_id["step"] = placed_at(step, ids, len(step))
     # Back to the rows' order; GPU work inherits op, top op and step from the call that launched it.
     own = {name: by_id[name].gather(ids) for name in ("parent_id", "depth", "op_id", "top_op_id", "launch_id")}
     launch_id = own["launch_id"]
@@ -104,16 +105,9 @@ def _placed(frame: pl.DataFrame, n: int) -> dict[str, pl.Series]:
     """The columns of ``frame`` (rows of some events, by ``event_id``) as full-length columns over
     ``n`` events in id order, null where ``frame`` has no row."""
     ids = frame.get_column("event_id")
-    columns = {}
-    for name, dtype in frame.schema.items():
-        if name != "event_id":
-            column = pl.select(pl.repeat(None, n, dtype=dtype)).to_series().alias(name)
-            columns[name] = column.scatter(ids, frame.get_column(name))
-    return columns
+    return {name: placed_at(frame.get_column(name), ids, n) for name in frame.columns if name != "event_id"}
 
 
 def _positions(order: pl.Series) -> pl.Series:
     """Where each row falls in ``order`` (row indices in sorted order): the inverse permutation."""
-    n = len(order)
-    positions = pl.select(pl.repeat(0, n, dtype=pl.Int64)).to_series()
-    return positions.scatter(order, pl.int_range(n, dtype=pl.Int64, eager=True))
+    return placed_at(pl.int_range(len(order), dtype=pl.Int64, eager=True), order, len(order))

@@ -77,7 +77,7 @@ def _walk_native(inputs: pl.DataFrame, tolerance_ns: int) -> dict[str, pl.Series
 
 def _int64_frame(columns: dict[str, bytes], n: int) -> pl.DataFrame:
     """Int64 columns handed back by the C code, its ``INT64_MIN`` read as null (it never is a value:
-    depths are small and ids are row numbers)."""
+    depths are small and ids run from 0 to the number of events)."""
     arrays = [pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(data)]) for data in columns.values()]
     frame = pl.from_arrow(pa.Table.from_arrays(arrays, names=list(columns)))
     assert isinstance(frame, pl.DataFrame)

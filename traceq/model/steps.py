@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceq.model.placing import nulls, placed_at
+
 #: A profiler step's name: PyTorch ``ProfilerStep#12``, Paddle ``ProfileStep#12``.
 STEP_NAME = r"^Profiler?Step#(\d+)$"
 
@@ -31,7 +33,7 @@ def steps_table(events: pl.DataFrame) -> pl.DataFrame:
 def assign_steps(events: pl.DataFrame, steps: pl.DataFrame, at: str = "ts_ns") -> pl.Series:
     """For each event, the step whose window [start, end) contains the event's ``at`` time (else null)."""
     if steps.is_empty():
-        return pl.Series("step", [None] * events.height, dtype=pl.Int32)
+        return nulls("step", pl.Int32(), events.height)
     windows = steps.select(
         pl.col("ts_ns").alias("_win_start"),
         (pl.col("ts_ns") + pl.col("dur_ns")).alias("_win_end"),
@@ -44,5 +46,4 @@ def assign_steps(events: pl.DataFrame, steps: pl.DataFrame, at: str = "ts_ns") -
         .join_asof(windows, left_on="_t", right_on="_win_start", strategy="backward")
         .select("_row", pl.when(pl.col("_t") < pl.col("_win_end")).then(pl.col("_win_step")).alias("step"))
     )
-    step = pl.select(pl.repeat(None, events.height, dtype=pl.Int32)).to_series().alias("step")
-    return step.scatter(matched.get_column("_row"), matched.get_column("step").cast(pl.Int32))
+    return placed_at(matched.get_column("step").cast(pl.Int32), matched.get_column("_row"), events.height)
