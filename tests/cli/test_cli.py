@@ -116,6 +116,8 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
     fake_gz.write_text('{"traceEvents": []}')
     corrupt_gz = tmp / "corrupt.json.gz"
     corrupt_gz.write_bytes(gzip.compress(b'{"traceEvents": [' * 100)[:20] + b"\x00garbage" * 10)
+    cut_header = tmp / "cut_header.json.gz"
+    cut_header.write_bytes(gzip.compress(b'{"traceEvents": []}')[:6])
     no_traces = tmp / "emptydir"
     no_traces.mkdir()
     (no_traces / "readme.txt").write_text("nothing here")
@@ -125,15 +127,25 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
         "empty file": (empty, "empty file"),
         "not gzip": (fake_gz, "not gzip"),
         "corrupt gzip": (corrupt_gz, "gzip"),
+        "gzip header cut short": (cut_header, "corrupt gzip"),
         "dir without traces": (no_traces, "no trace files"),
         "missing file": (tmp / "missing.json", "no such file"),
     }
 
 
-@pytest.mark.parametrize(
-    "case",
-    ["not json", "json, not a trace", "empty file", "not gzip", "corrupt gzip", "dir without traces", "missing file"],
+_BAD_CASES = (
+    "not json",
+    "json, not a trace",
+    "empty file",
+    "not gzip",
+    "corrupt gzip",
+    "gzip header cut short",
+    "dir without traces",
+    "missing file",
 )
+
+
+@pytest.mark.parametrize("case", _BAD_CASES)
 def test_bad_input_is_one_line_nonzero_and_stores_nothing(tmp_path: Path, case: str) -> None:
     path, problem = _bad_inputs(tmp_path)[case]
     store = tmp_path / "store"

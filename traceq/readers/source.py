@@ -73,6 +73,8 @@ def head_bytes(path: Path, n: int = 1 << 16) -> bytes:
                 out += d.decompress(block, n - len(out))
             except inflate.error as e:
                 raise InputError(path, f"corrupt gzip data ({e})") from None
+    if not out and not d.eof:  # ISA-L waits for more input where zlib already refuses the header
+        raise InputError(path, "corrupt gzip data (the stream ends before any content)")
     return out
 
 
