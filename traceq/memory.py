@@ -9,18 +9,16 @@ Polars, so without this it stays in the process's footprint through the build (a
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from functools import cache
 from typing import Any
 
 
 @cache
 def _trim() -> Any:
-    name = ctypes.util.find_library("c")
-    if not name:
-        return None
+    # the symbols already loaded into this process (the C library among them): finding the library
+    # by name runs ldconfig in a subprocess
     try:
-        trim = ctypes.CDLL(name).malloc_trim
+        trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return None
     trim.argtypes = [ctypes.c_size_t]
