@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from traceq import metrics_cache
 from traceq.errors import TraceqError
 from traceq.readers import ReadResult, read_trace
 from traceq.readers.source import report_stage
-from traceq.store import publish_partition, stage_partition
+from traceq.store import publish_partition, spill_folder, stage_partition
 
 
 @dataclass(frozen=True)
@@ -37,21 +38,30 @@ class FileTask:
 def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Do ``task``; return the file's ``source`` row, counts and summary line, or ``{"error": message,
     "error_in": "input" | "store"}``."""
-    start = time.perf_counter()
-    path = Path(task.path)
+    run_dir = Path(task.run_dir)
+    spill = spill_folder(run_dir)
     try:
-        result = read_trace(path, progress)
+        return _ingest(task, spill, progress)
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None) -> dict[str, Any]:
+    start = time.perf_counter()
+    path, run_dir = Path(task.path), Path(task.run_dir)
+    try:
+        result = read_trace(path, progress, spill_dir=spill)
     except TraceqError as e:
         return {"error": str(e), "error_in": "input"}
     except OSError as e:
         return {"error": f"{path}: {e.strerror or e}", "error_in": "input"}
-    run_dir = Path(task.run_dir)
     report_stage(progress, "writing Parquet")
     try:
         staging = stage_partition(run_dir, task.part, result.tables)
     except OSError as e:
         return _store_error(task, e)
-    ev = result.tables.events
+    shutil.rmtree(spill, ignore_errors=True)
+    ev = result.overview
     span = ev.select(pl.col("ts_ns").min().alias("start"), (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end"))
     declared = result.distributed.get("rank")
     info = {
@@ -106,7 +116,7 @@ def peak_rss_bytes() -> int | None:
 
 def summary_line(result: ReadResult) -> str:
     """``events by kind, steps, devices, time span`` in one line (for summary text: its tables)."""
-    ev = result.tables.events
+    ev = result.overview
     if ev.is_empty() and not result.tables.summary_cells.is_empty():
         ops = result.tables.op_stats
         sections = result.tables.summary_cells["section"].unique(maintain_order=True).to_list()

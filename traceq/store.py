@@ -197,6 +197,12 @@ class RunWriter:
         self.discard()
 
 
+def spill_folder(run_dir: Path) -> Path:
+    """A folder for a reader's intermediate files while it reads into ``run_dir`` (beside it under
+    ``tmp/``, named like a run being written, so an interrupted writer's is removed like its run)."""
+    return run_dir.parent / f"spill.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
+
+
 def write_partition(run_dir: Path, part: str, tables: RunTables) -> None:
     """Write one rank's tables as ``run_dir/part``, all or nothing (its ``sources`` row comes at commit)."""
     publish_partition(stage_partition(run_dir, part, tables), run_dir, part)
@@ -227,10 +233,14 @@ def publish_partition(staging: Path, run_dir: Path, part: str) -> None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def write_parquet(frame: pl.DataFrame, path: Path) -> None:
+def write_parquet(frame: pl.DataFrame | pl.LazyFrame, path: Path) -> None:
     """How the store writes every Parquet file: zstd level 1 (as small as the default level here, 20 %
-    faster to write), column statistics for filter pushdown, synced to disk."""
-    frame.write_parquet(path, compression="zstd", compression_level=1, statistics=True)
+    faster to write), column statistics for filter pushdown, synced to disk. A LazyFrame is streamed
+    (one row group per batch it produces)."""
+    if isinstance(frame, pl.LazyFrame):
+        frame.sink_parquet(path, compression="zstd", compression_level=1, statistics=True)
+    else:
+        frame.write_parquet(path, compression="zstd", compression_level=1, statistics=True)
     with open(path, "rb") as f:
         os.fsync(f.fileno())
 

@@ -178,4 +178,4 @@ def test_ids_parsed_once_per_distinct_value_equal_the_per_event_parse(path: Path
 
     raw = read_chrome_trace(path).events
     for col in ("pid_raw", "tid_raw"):
-        assert raw.select(leading_int_of(raw, col)).equals(raw.select(leading_int(col)))
+        assert raw.select(leading_int_of(raw.lazy(), col)).equals(raw.select(leading_int(col)))

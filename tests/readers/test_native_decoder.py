@@ -24,6 +24,7 @@ from polars.testing import assert_frame_equal
 from tests.conftest import SAMPLES, chrome_traces, run_cli, shared
 from traceq.model import nesting
 from traceq.readers import chrome_json, read_trace
+from traceq.readers.chunks import Chunks
 from traceq.readers.source import prefetched
 
 
@@ -143,16 +144,20 @@ def _body(events: list[dict], indent: int | None, ascii_only: bool) -> bytes:
     return ",\n".join(json.dumps(e, indent=indent, ensure_ascii=ascii_only) for e in events).encode()
 
 
+def _decoder(native: bool) -> chrome_json._Decoder:
+    return chrome_json._Decoder(Path("generated.json"), chrome_json.CHUNK, native, Chunks(chrome_json._FRAME_SCHEMA))
+
+
 def _decode(body: bytes, native: bool) -> chrome_json._Decoder:
-    decoder = chrome_json._Decoder(Path("generated.json"), chrome_json.CHUNK, native)
+    decoder = _decoder(native)
     decoder._try_decode(body)
     return decoder
 
 
 def _assert_same(got: chrome_json._Decoder, ref: chrome_json._Decoder) -> None:
     assert got.n_events == ref.n_events
-    if ref.frames:
-        assert_frame_equal(pl.concat(got.frames), pl.concat(ref.frames))
+    if len(ref.chunks):
+        assert_frame_equal(got.chunks.concat(), ref.chunks.concat())
     assert got.metadata_events == ref.metadata_events
     assert got.skipped == ref.skipped
 
@@ -262,7 +267,7 @@ def test_mutated_real_events_decode_identically_or_fall_back() -> None:
         got = _decode(body, native=True)
         if got.decoded_by["native"]:
             accepted += 1
-            ref = chrome_json._Decoder(Path("generated.json"), chrome_json.CHUNK, False)
+            ref = _decoder(native=False)
             assert ref._try_decode(body), body  # never accepts what the reference refuses
             _assert_same(got, ref)
     assert accepted > 500  # most mutations keep the JSON valid

@@ -13,6 +13,7 @@ import pyarrow.dataset as ds
 import pytest
 
 import traceq
+import traceq.store
 from tests.conftest import SAMPLES, raw_trace, tree_state
 from traceq.store import Store
 
@@ -55,12 +56,13 @@ def test_a_failed_write_leaves_no_partial_run(store_dir: Path, monkeypatch: pyte
     traceq.ingest([PADDLE], store=store_dir)
     before = tree_state(store_dir)
     calls = []
+    write = traceq.store.write_parquet
 
-    def failing_write(frame: pl.DataFrame, path: Path) -> None:
+    def failing_write(frame: pl.DataFrame | pl.LazyFrame, path: Path) -> None:
         calls.append(path)
         if len(calls) == 2:
             raise OSError("disk full")
-        frame.write_parquet(path)
+        write(frame, path)
 
     monkeypatch.setattr("traceq.store.write_parquet", failing_write)
     with pytest.raises(traceq.StoreError, match="cannot write the store: disk full"):

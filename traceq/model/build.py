@@ -22,15 +22,13 @@ from traceq.schema import (
     THREADS,
 )
 
-#: Columns this module computes; readers provide the others.
-_DERIVED = ("event_id", "step", "parent_id", "depth", "op_id", "top_op_id", "launch_id")
-
 
 @dataclass
 class RunTables:
     """The per-rank tables of one run, conforming to :mod:`traceq.schema`."""
 
-    events: pl.DataFrame
+    #: A LazyFrame where the events are written as they are produced (chunk by chunk); see :meth:`collect`.
+    events: pl.DataFrame | pl.LazyFrame
     steps: pl.DataFrame
     threads: pl.DataFrame
     op_stats: pl.DataFrame = field(default_factory=OP_STATS.empty)
@@ -38,16 +36,29 @@ class RunTables:
     summary_cells: pl.DataFrame = field(default_factory=SUMMARY_CELLS.empty)
     kernel_classes: pl.DataFrame = field(default_factory=KERNEL_CLASS_TABLE.empty)
 
-    def classify_kernels(self) -> None:
-        """Fill ``kernel_classes`` from every kernel name the tables hold."""
+    def classify_kernels(self, kernel_names: pl.Series | None = None) -> None:
+        """Fill ``kernel_classes`` from every kernel name the tables hold (``kernel_names``: those of
+        ``events``, where the events are not in memory)."""
+        if kernel_names is None:
+            kernel_names = self.collect().events.filter(pl.col("kind") == "kernel")["name"]
         names = pl.concat(
             [
-                self.events.filter(pl.col("kind") == "kernel")["name"],
+                kernel_names,
                 self.op_stats.filter(pl.col("row_type") == "kernel")["name"],
                 self.kernel_stats["name"],
             ]
         )
         self.kernel_classes = KERNEL_CLASS_TABLE.conform(classify(names))
+
+    def collect(self) -> RunTables:
+        """These tables with ``events`` in memory."""
+        if isinstance(self.events, pl.LazyFrame):
+            self.events = self.events.collect()
+        return self
+
+
+#: Reader columns the model is derived from (``name`` is read on step events only).
+KEY_COLUMNS = ("kind", "name", "ts_ns", "dur_ns", "pid", "tid", "correlation")
 
 
 def build_run_tables(
@@ -63,18 +74,23 @@ def build_run_tables(
     any ``launch_keys`` helper columns. Event ids number the events by start (longest first on ties,
     then the trace's order), but the rows keep the trace's order, so no column is copied by a sort.
     """
-    keep = {c.name for c in EVENTS.columns} | set(launch_keys)
-    events = events.select([c for c in events.columns if c in keep])
-    missing = [c for c in EVENTS.columns if c.name not in events.columns and c.name not in _DERIVED]
-    events = events.with_columns(pl.lit(None, c.dtype).alias(c.name) for c in missing)
-    order = events.select(
+    dtypes, names = EVENTS.schema, dict.fromkeys((*KEY_COLUMNS, *launch_keys))
+    keys = events.select(pl.col(c) if c in events.columns else pl.lit(None, dtypes[c]).alias(c) for c in names)
+    derived, steps = derive(keys, tolerance_ns=tolerance_ns, launch_keys=launch_keys)
+    return RunTables(attach(events, derived), steps, conform_threads(threads))
+
+
+def derive(
+    keys: pl.DataFrame, *, tolerance_ns: int = 0, launch_keys: tuple[str, ...] = ()
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The derived columns of each row of ``keys`` (:data:`KEY_COLUMNS` and ``launch_keys``), in the
+    rows' order, and the ``steps`` table."""
+    order = keys.select(
         pl.arg_sort_by(["ts_ns", pl.col("dur_ns").neg()], nulls_last=True, maintain_order=True)
     ).to_series()
     ids = _positions(order).alias("event_id")
     del order
-
-    narrow = ("kind", "name", "ts_ns", "dur_ns", "pid", "tid", "correlation", *launch_keys)
-    keys = events.select(list(dict.fromkeys(narrow))).with_columns(ids)
+    keys = keys.select(list(dict.fromkeys((*KEY_COLUMNS, *launch_keys)))).with_columns(ids)
     # Nesting and links come back by event id, and are placed at their id (not joined); the step is
     # found per row.
     by_id = _placed(nest_host_events(keys, tolerance_ns), keys.height)
@@ -89,16 +105,25 @@ def build_run_tables(
     launch_id = own["launch_id"]
     inherited = {name: by_id[name].gather(launch_id) for name in ("op_id", "top_op_id", "step")}
     del by_id
-    derived = pl.DataFrame([*own.values(), step]).with_columns(
+    derived = pl.DataFrame([ids, *own.values(), step]).with_columns(
         pl.when(is_gpu).then(inherited["op_id"]).otherwise(pl.col("op_id")).alias("op_id"),
         pl.when(is_gpu).then(inherited["top_op_id"]).otherwise(pl.col("top_op_id")).alias("top_op_id"),
         pl.when(is_gpu & launch_id.is_not_null()).then(inherited["step"]).otherwise(pl.col("step")).alias("step"),
     )
-    events = events.drop([c for c in derived.columns if c in events.columns]).hstack([ids, *derived.get_columns()])
+    return derived, STEPS.conform(steps)
+
+
+def attach(events: pl.DataFrame, derived: pl.DataFrame) -> pl.DataFrame:
+    """Reader columns of some events and the same rows of :func:`derive`'s columns, as ``events``."""
+    keep = [c.name for c in EVENTS.columns if c.name in events.columns and c.name not in derived.columns]
+    return EVENTS.conform(events.select(keep).hstack(derived.get_columns()))
+
+
+def conform_threads(threads: pl.DataFrame | None) -> pl.DataFrame:
+    """The ``threads`` table from a reader's rows (the last name of a thread wins)."""
     if threads is None:
-        threads = THREADS.empty()
-    threads = THREADS.conform(threads).unique(["pid", "tid"], keep="last").sort(["pid", "tid"])
-    return RunTables(EVENTS.conform(events), STEPS.conform(steps), threads)
+        return THREADS.empty()
+    return THREADS.conform(threads).unique(["pid", "tid"], keep="last").sort(["pid", "tid"])
 
 
 def _placed(frame: pl.DataFrame, n: int) -> dict[str, pl.Series]:

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import polars as pl
+from polars.io.plugins import register_io_source
 
 from traceq.errors import InputError
-from traceq.model.build import RunTables, build_run_tables
+from traceq.memory import release_free_memory
+from traceq.model.build import KEY_COLUMNS, RunTables, attach, conform_threads, derive
 from traceq.readers import chrome_common, kineto, nsys, paddle, paddle_summary
 from traceq.readers.chrome_json import ChromeTrace, read_chrome_trace
 from traceq.readers.source import Progress, check_readable, head_bytes, report_stage
+from traceq.schema import EVENTS
+
+#: Event columns every read keeps in memory, whatever the format.
+OVERVIEW_COLUMNS = ("kind", "ts_ns", "dur_ns", "device")
 
 
 @dataclass
@@ -28,6 +35,15 @@ class ReadResult:
     distributed: dict[str, Any] = field(default_factory=dict)
     clock_offset_ns: int | None = None
     warnings: list[str] = field(default_factory=list)
+    #: :data:`OVERVIEW_COLUMNS` of every event (what the catalog and the summary line count).
+    overview: pl.DataFrame | None = None
+    #: The distinct kernel names of ``events``, where the events are not in memory.
+    kernel_names: pl.Series | None = None
+
+    def __post_init__(self) -> None:
+        if self.overview is None:
+            frame = self.tables.events.select(OVERVIEW_COLUMNS)
+            self.overview = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
 
 
 def sniff_format(path: Path) -> str:
@@ -46,26 +62,23 @@ def sniff_format(path: Path) -> str:
     raise InputError(path, "not a trace (expected chrome-trace JSON, an nsys SQLite export or Paddle summary text)")
 
 
-def read_trace(path: Path, progress: Progress | None = None) -> ReadResult:
-    """Read one trace file of any supported format into the canonical tables."""
-    result = _read(path, progress)
+def read_trace(path: Path, progress: Progress | None = None, *, spill_dir: Path | None = None) -> ReadResult:
+    """Read one trace file of any supported format into the canonical tables.
+
+    With ``spill_dir``, a chrome trace's decoded chunks wait in that folder and ``tables.events`` is a
+    LazyFrame that produces the events chunk by chunk (write it with ``sink_parquet``: memory stays
+    bounded; the folder must outlive that and is the caller's to remove). Otherwise every table is in
+    memory.
+    """
+    result = _read(path, progress, spill_dir)
     report_stage(progress, "classifying kernels")
-    result.tables.classify_kernels()
+    result.tables.classify_kernels(result.kernel_names)
+    if spill_dir is None:
+        result.tables.collect()
     return result
 
 
-def _timed_events(path: Path, trace: ChromeTrace, flavour: ModuleType, counts: dict[str, int]) -> pl.DataFrame:
-    """The flavour's events with negative durations clamped (counted in ``counts``); the decoded
-    columns are freed as soon as they are mapped."""
-    events = flavour.events(trace)
-    trace.events = trace.events.clear()
-    if events.is_empty():
-        raise InputError(path, "a chrome trace with no timed events")
-    counts["negative"] = events.filter(pl.col("dur_ns") < 0).height
-    return events.with_columns(pl.col("dur_ns").clip(lower_bound=0))
-
-
-def _read(path: Path, progress: Progress | None) -> ReadResult:
+def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> ReadResult:
     fmt = sniff_format(path)
     if fmt == "nsys_sqlite":
         tables, meta = nsys.read_nsys(path, progress)
@@ -87,19 +100,22 @@ def _read(path: Path, progress: Progress | None) -> ReadResult:
             profiler_version="paddle summary text",
             warnings=warnings,
         )
-    trace = read_chrome_trace(path, progress)
+    trace = read_chrome_trace(path, progress, spill_dir=spill_dir)
     report_stage(progress, "building the model")
     flavour = paddle if paddle.looks_like(trace) else kineto
-    coarse = flavour is paddle and not paddle.uses_relative_times(trace)
-    tolerance = chrome_common.TICK_NS if coarse or chrome_common.whole_microseconds(trace.events) else 0
-    threads = flavour.threads(trace)
-    counts: dict[str, int] = {}
-    # passed without a local reference, so the model build can release columns as it sorts them
-    tables = build_run_tables(_timed_events(path, trace, flavour, counts), threads, tolerance_ns=tolerance)
-    negative = counts["negative"]
+    timing = flavour.timing(trace)
+    keys = _ModelKeys.of(path, trace, flavour, timing)
+    release_free_memory()
+    derived, steps = derive(keys.frame.select(KEY_COLUMNS), tolerance_ns=timing.tolerance_ns)
+    tables = RunTables(
+        events=_events_by_chunk(trace, flavour, timing, keys, derived),
+        steps=steps,
+        threads=conform_threads(flavour.threads(trace)),
+    )
+    del derived
     warnings = list(trace.warnings)
-    if negative:
-        warnings.append(f"{negative} events had negative durations; counted as 0")
+    if keys.negative:
+        warnings.append(f"{keys.negative} events had negative durations; counted as 0")
     unsupported = {k: v for k, v in trace.skipped.items() if k not in chrome_common.LINK_PHASES}
     if unsupported:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(unsupported.items()))
@@ -113,4 +129,68 @@ def _read(path: Path, progress: Progress | None) -> ReadResult:
         distributed=flavour.distributed(trace),
         clock_offset_ns=flavour.clock_offset_ns(trace),
         warnings=warnings,
+        overview=keys.frame.select(OVERVIEW_COLUMNS),
+        kernel_names=keys.kernel_names,
     )
+
+
+#: Event columns of a chrome trace kept in memory while its model is built (the others wait in the
+#: decoded chunks until the events are written); ``name`` only on step events.
+_KEPT = (*KEY_COLUMNS, "device", "stream")
+
+
+@dataclass
+class _ModelKeys:
+    """The kept columns of every event of a chrome trace, in the trace's order, from one pass over its
+    chunks: what the model build needs, and what the other columns are joined back to by position."""
+
+    frame: pl.DataFrame
+    rows: list[int]
+    kernel_names: pl.Series
+    negative: int
+
+    @classmethod
+    def of(cls, path: Path, trace: ChromeTrace, flavour: ModuleType, timing: chrome_common.Timing) -> _ModelKeys:
+        parts, rows, names, negative = [], [], [], 0
+        is_kernel, is_step = pl.col("kind") == "kernel", pl.col("kind") == "step"
+        query = lambda raw: flavour.events(raw, timing).select(_KEPT)  # noqa: E731
+        for raw in trace.chunks.lazy_frames(query):
+            kept = query(raw).collect()
+            names.append(kept.filter(is_kernel).get_column("name").unique())
+            negative += kept.filter(pl.col("dur_ns") < 0).height
+            # categorical: a step name holds its own bytes, not the chunk's block of names
+            step_name = pl.when(is_step).then(pl.col("name")).cast(pl.Categorical).alias("name")
+            parts.append(kept.with_columns(pl.col("dur_ns").clip(lower_bound=0), step_name))
+            rows.append(kept.height)
+        if not sum(rows):
+            raise InputError(path, "a chrome trace with no timed events")
+        frame = pl.concat(parts).with_columns(pl.col("name").cast(pl.String))
+        return cls(frame, rows, pl.concat(names).unique(), negative)
+
+
+def _events_by_chunk(
+    trace: ChromeTrace, flavour: ModuleType, timing: chrome_common.Timing, keys: _ModelKeys, derived: pl.DataFrame
+) -> pl.LazyFrame:
+    """The ``events`` table as a LazyFrame that maps the trace's chunks one at a time, joined by position
+    to their kept and derived columns."""
+    kept = keys.frame.drop("name")
+
+    def others(raw: pl.LazyFrame) -> pl.LazyFrame:
+        mapped = flavour.events(raw, timing)
+        return mapped.select(c for c in mapped.collect_schema().names() if c in EVENTS.schema and c not in kept.columns)
+
+    def chunk_events(
+        with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None
+    ) -> Iterator[pl.DataFrame]:
+        offset = 0
+        for raw, n in zip(trace.chunks.lazy_frames(others), keys.rows, strict=True):
+            columns = others(raw).collect().hstack(kept.slice(offset, n).get_columns())
+            frame = attach(columns, derived.slice(offset, n))
+            offset += n
+            if with_columns is not None:
+                frame = frame.select(with_columns)
+            if predicate is not None:
+                frame = frame.filter(predicate)
+            yield frame
+
+    return register_io_source(chunk_events, schema=EVENTS.schema)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from traceq.model.steps import STEP_NAME
+from traceq.readers.chunks import Chunks
 
 #: Chrome-trace category (lower-cased) -> event kind. Kineto and Paddle spellings, old and new.
 CATEGORY_KIND: dict[str, str] = {
@@ -56,17 +58,28 @@ LINK_PHASES = {"ph=s", "ph=f", "ph=t", "ph=M", "empty"}
 TICK_NS = 1000
 
 
-def whole_microseconds(raw: pl.DataFrame) -> bool:
+@dataclass(frozen=True)
+class Timing:
+    """How every chunk of one trace turns its times into ns."""
+
+    #: A reference time near the trace's events, for :func:`us_to_ns` (the earliest start).
+    base_us: float
+    #: Nesting tolerance: :data:`TICK_NS` where times are rounded to whole microseconds.
+    tolerance_ns: int = 0
+    #: Paddle: the absolute time (ns) of its relative times' zero, where those are used.
+    origin_ns: int | None = None
+
+
+def whole_microseconds(chunks: Chunks) -> bool:
     """Whether every start and duration is a whole number of microseconds (older Kineto, Paddle ts)."""
-    ts = raw.get_column("ts_us").drop_nulls()
-    dur = raw.get_column("dur_us").drop_nulls()
-    return bool(((ts % 1) == 0).all() and ((dur % 1) == 0).all())
+    whole = (pl.all().drop_nulls() % 1 == 0).all()
+    return all(all(f.select(whole).row(0)) for f in chunks.frames(["ts_us", "dur_us"]))
 
 
-def kind_expr(frame: pl.DataFrame) -> pl.Expr:
+def kind_expr(frame: pl.LazyFrame) -> pl.Expr:
     """Kind of each raw chrome event of ``frame`` (columns ``ph``, ``cat``, ``name``). Categories are
     looked up once per distinct value (the expression below uses the lookup four times)."""
-    cats = frame.get_column("cat").unique().drop_nulls().to_list()
+    cats = frame.select(pl.col("cat").unique().drop_nulls()).collect().to_series().to_list()
     mapping = {cat: CATEGORY_KIND.get(cat.lower()) for cat in cats}
     by_cat = pl.col("cat").replace_strict(mapping, default=None, return_dtype=pl.String)
     instant = pl.col("ph") == "i"
@@ -88,10 +101,10 @@ def leading_int(col: str) -> pl.Expr:
     return pl.col(col).str.extract(r"^\s*(-?\d+)", 1).cast(pl.Int64)
 
 
-def leading_int_of(frame: pl.DataFrame, col: str) -> pl.Expr:
+def leading_int_of(frame: pl.LazyFrame, col: str) -> pl.Expr:
     """:func:`leading_int` of ``col``, worked out once per distinct value of ``frame``'s column (ids repeat:
     a trace has a few processes and threads, so this is a lookup per event instead of a regex)."""
-    distinct = frame.select(pl.col(col).unique()).drop_nulls()
+    distinct = frame.select(pl.col(col).unique()).drop_nulls().collect()
     if distinct.height > 100_000:
         return leading_int(col)
     ints = distinct.with_columns(leading_int(col).alias("_int"))
@@ -106,10 +119,11 @@ def us_to_ns(col: str | pl.Expr, base_us: float) -> pl.Expr:
     return ((e - base) * 1000.0).round().cast(pl.Int64) + int(base) * 1000
 
 
-def base_us(frame: pl.DataFrame) -> float:
-    """A reference time near the trace's events, for :func:`us_to_ns`."""
-    t = frame.get_column("ts_us").drop_nulls()
-    return float(t.min()) if len(t) else 0.0
+def base_us(chunks: Chunks) -> float:
+    """The earliest start (a reference time near the trace's events, for :func:`us_to_ns`)."""
+    starts = [f.get_column("ts_us").min() for f in chunks.frames(["ts_us"])]
+    known = [float(t) for t in starts if t is not None]
+    return min(known) if known else 0.0
 
 
 def gpu_device_stream(is_gpu: pl.Expr) -> list[pl.Expr]:

@@ -22,6 +22,7 @@ import pyarrow as pa
 from traceq.errors import InputError
 from traceq.memory import release_free_memory
 from traceq.native import load
+from traceq.readers.chunks import Chunks
 from traceq.readers.source import Progress, TruncatedInput, iter_content, prefetched
 
 #: The C decoder (same columns; about 3x faster than the msgspec path on decoding alone).
@@ -95,12 +96,18 @@ class ChromeTrace:
     """What a chrome-trace file holds, decoded but not yet interpreted."""
 
     meta: dict[str, Any]
-    events: pl.DataFrame
+    #: The event columns (see :func:`read_chrome_trace`), chunk by chunk as decoded.
+    chunks: Chunks
     metadata_events: list[dict[str, Any]]
     skipped: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
     #: Chunks decoded by each path: ``native`` (the C decoder) and ``python`` (msgspec, also repairing).
     decoded_by: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def events(self) -> pl.DataFrame:
+        """Every event's columns as one frame (for small traces and tests; readers go chunk by chunk)."""
+        return self.chunks.concat()
 
 
 def native_available() -> bool:
@@ -109,7 +116,11 @@ def native_available() -> bool:
 
 
 def read_chrome_trace(
-    path: Path, progress: Progress | None = None, chunk: int = CHUNK, native: bool = True
+    path: Path,
+    progress: Progress | None = None,
+    chunk: int | None = None,
+    native: bool = True,
+    spill_dir: Path | None = None,
 ) -> ChromeTrace:
     """Decode ``path`` (JSON or gzip JSON) into raw event columns.
 
@@ -117,21 +128,28 @@ def read_chrome_trace(
     ``ts_us``, ``dur_us``, ``args`` (JSON text) and one column per :class:`KnownArgs` field.
     ``native=False`` uses only the msgspec path (the reference the C decoder is tested against); with
     ``native=True`` the C decoder takes every chunk it can decode exactly and leaves the rest (broken
-    or unusual input) to the msgspec path, which also repairs.
+    or unusual input) to the msgspec path, which also repairs. With ``spill_dir`` the decoded chunks
+    are written there as they come (memory stays bounded), else they are held in memory.
     """
+    chunk = chunk or CHUNK
     blocks = prefetched(iter_content(path, progress, block=chunk))
-    trace = _Decoder(path, chunk, native and _chrome_scan is not None).run(blocks)
+    chunks = Chunks(_FRAME_SCHEMA, spill_dir)
+    try:
+        trace = _Decoder(path, chunk, native and _chrome_scan is not None, chunks).run(blocks)
+    except BaseException:
+        chunks.close()
+        raise
     release_free_memory()  # the decode buffers, freed: the model build cannot reuse them otherwise
     return trace
 
 
 class _Decoder:
-    def __init__(self, path: Path, chunk: int, native: bool) -> None:
+    def __init__(self, path: Path, chunk: int, native: bool, chunks: Chunks) -> None:
         self.path = path
         self.chunk = chunk
         self.native = native
         self.meta: dict[str, Any] = {}
-        self.frames: list[pl.DataFrame] = []
+        self.chunks = chunks
         self.metadata_events: list[dict[str, Any]] = []
         self.skipped: Counter[str] = Counter()
         self.warnings: list[str] = []
@@ -170,8 +188,7 @@ class _Decoder:
             self.warnings.append(f"{self.repaired} events had unescaped or invalid characters and were repaired")
         if self.dropped:
             self.warnings.append(f"{self.dropped} malformed events could not be decoded and were skipped")
-        events = pl.concat(self.frames, how="vertical_relaxed") if self.frames else _empty_frame()
-        return ChromeTrace(self.meta, events, self.metadata_events, self.skipped, self.warnings, self.decoded_by)
+        return ChromeTrace(self.meta, self.chunks, self.metadata_events, self.skipped, self.warnings, self.decoded_by)
 
     def _read_head(self, blocks: Iterator[bytes]) -> tuple[bytes, bool]:
         """Consume bytes up to the start of the event array; return the rest and whether it is bare."""
@@ -318,7 +335,7 @@ class _Decoder:
             else:
                 self.skipped[f"ph={e.ph}" if e.ph else "empty"] += 1
         if kept:
-            self.frames.append(_to_frame(kept))
+            self.chunks.add(_to_frame(kept).to_arrow())
             self.n_events += len(kept)
 
     def _add_native(
@@ -329,17 +346,16 @@ class _Decoder:
             self.metadata_events.append({"name": e.name, "pid": e.pid, "tid": e.tid, "args": _raw_to_obj(e.args)})
         self.skipped.update(skipped)
         if n:
-            self.frames.append(_native_frame(n, columns))
+            self.chunks.add(_native_table(n, columns))
             self.n_events += n
 
 
-def _native_frame(n: int, columns: tuple) -> pl.DataFrame:
-    """The C decoder's buffers as a frame with the same schema as :func:`_to_frame`'s. Columns with no
-    value in this chunk become constant nulls (no per-row string views)."""
-    arrays, names, absent = [], [], []
+def _native_table(n: int, columns: tuple) -> pa.Table:
+    """The C decoder's buffers as an Arrow table of the columns of :data:`_FRAME_SCHEMA` that have a value
+    in this chunk (the others are left out: no per-row nulls or string views for them)."""
+    arrays, names = [], []
     for (name, dtype), buffers in zip(_FRAME_SCHEMA.items(), columns, strict=True):
         if buffers[1] == n:  # null_count: the column is empty in this chunk
-            absent.append(pl.lit(None, dtype).alias(name))
             continue
         names.append(name)
         if dtype == pl.List(pl.String):
@@ -354,9 +370,7 @@ def _native_frame(n: int, columns: tuple) -> pl.DataFrame:
             valid, nulls, data = buffers
             kind = pa.float64() if dtype == pl.Float64 else pa.int64()
             arrays.append(pa.Array.from_buffers(kind, n, [_buf(valid), _buf(data)], nulls))
-    frame = pl.from_arrow(pa.Table.from_arrays(arrays, names=names))
-    assert isinstance(frame, pl.DataFrame)
-    return frame.with_columns(absent).select(list(_FRAME_SCHEMA))
+    return pa.Table.from_arrays(arrays, names=names)
 
 
 def _buf(data: bytes | None) -> pa.Buffer | None:
@@ -414,10 +428,6 @@ _FRAME_SCHEMA = {
     "end_time": pl.String,
     "name_arg": pl.String,
 }
-
-
-def _empty_frame() -> pl.DataFrame:
-    return pl.DataFrame(schema=_FRAME_SCHEMA)
 
 
 def _lenient_args(raw: Any) -> KnownArgs:

@@ -6,7 +6,17 @@ from typing import Any
 
 import polars as pl
 
-from traceq.readers.chrome_common import base_us, gpu_device_stream, kind_expr, leading_int, leading_int_of, us_to_ns
+from traceq.readers.chrome_common import (
+    TICK_NS,
+    Timing,
+    base_us,
+    gpu_device_stream,
+    kind_expr,
+    leading_int,
+    leading_int_of,
+    us_to_ns,
+    whole_microseconds,
+)
 from traceq.readers.chrome_json import ChromeTrace
 from traceq.schema import GPU_WORK_KINDS
 
@@ -18,20 +28,23 @@ def looks_like(trace: ChromeTrace) -> bool:
     """Kineto writes ``baseTimeNanoseconds``/``traceName`` or its own category names."""
     if {"baseTimeNanoseconds", "traceName", "distributedInfo"} & trace.meta.keys():
         return True
-    cats = set(trace.events.get_column("cat").head(10_000).drop_nulls().unique().to_list())
+    cats = set(trace.chunks.head(10_000, ["cat"]).get_column("cat").drop_nulls().unique().to_list())
     return bool(cats & _KINETO_CATS)
 
 
-def events(trace: ChromeTrace) -> pl.DataFrame:
-    """Canonical events (before linking) from a decoded Kineto trace."""
-    raw = trace.events
-    base = base_us(raw)
+def timing(trace: ChromeTrace) -> Timing:
+    """Times are microseconds, written whole by older Kineto versions."""
+    return Timing(base_us(trace.chunks), TICK_NS if whole_microseconds(trace.chunks) else 0)
+
+
+def events(raw: pl.LazyFrame, timing: Timing) -> pl.LazyFrame:
+    """Canonical events (before linking) from one chunk of a decoded Kineto trace."""
     is_gpu = pl.col("kind").is_in(GPU_WORK_KINDS)
     return (
         raw.with_columns(
             kind_expr(raw).alias("kind"),
             pl.col("cat").alias("category"),
-            us_to_ns("ts_us", base).alias("ts_ns"),
+            us_to_ns("ts_us", timing.base_us).alias("ts_ns"),
             (pl.col("dur_us").fill_null(0.0) * 1000.0).round().cast(pl.Int64).alias("dur_ns"),
             leading_int_of(raw, "pid_raw").alias("pid"),
             leading_int_of(raw, "tid_raw").alias("tid"),

@@ -13,7 +13,16 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from traceq.readers.chrome_common import base_us, gpu_device_stream, kind_expr, leading_int_of, us_to_ns
+from traceq.readers.chrome_common import (
+    TICK_NS,
+    Timing,
+    base_us,
+    gpu_device_stream,
+    kind_expr,
+    leading_int_of,
+    us_to_ns,
+    whole_microseconds,
+)
 from traceq.readers.chrome_json import ChromeTrace
 from traceq.schema import GPU_WORK_KINDS
 
@@ -27,27 +36,33 @@ def looks_like(trace: ChromeTrace) -> bool:
     """Paddle writes ``span_indx``/``span_index``/``ExtraInfo`` and ``"<tid>(C++)"`` thread ids."""
     if {"span_indx", "span_index", "ExtraInfo"} & trace.meta.keys():
         return True
-    tids = trace.events.get_column("tid_raw").head(10_000)
+    tids = trace.chunks.head(10_000, ["tid_raw"]).get_column("tid_raw")
     return bool(tids.str.ends_with("(C++)").any() or tids.str.ends_with("(Python)").any())
 
 
 def uses_relative_times(trace: ChromeTrace) -> bool:
-    rel = _rel_us("start_time")
-    span = trace.events.select(rel.abs().max()).item()
-    return span is not None and span < _REL_LIMIT_US
+    spans = [f.select(_rel_us("start_time").abs().max()).item() for f in trace.chunks.frames(["start_time"])]
+    known = [s for s in spans if s is not None]
+    return bool(known) and max(known) < _REL_LIMIT_US
 
 
-def events(trace: ChromeTrace) -> pl.DataFrame:
-    """Canonical events (before linking) from a decoded Paddle trace."""
-    raw = trace.events
-    base = base_us(raw)
-    abs_ns = us_to_ns("ts_us", base)
-    if uses_relative_times(trace):
-        rel_ns = (_rel_us("start_time") * 1000.0).round().cast(pl.Int64)
-        origin = raw.select((abs_ns + 500 - rel_ns).median()).item()
-        ts_ns = pl.coalesce(rel_ns + int(origin), abs_ns)
-    else:
-        ts_ns = abs_ns
+def timing(trace: ChromeTrace) -> Timing:
+    """``ts`` is whole microseconds; the relative times, where usable, are anchored on it by the median
+    offset between the two over all events."""
+    base = base_us(trace.chunks)
+    if not uses_relative_times(trace):
+        return Timing(base, TICK_NS)
+    offsets = pl.concat(
+        f.select((us_to_ns("ts_us", base) + 500 - _rel_ns()).alias("offset")).get_column("offset")
+        for f in trace.chunks.frames(["ts_us", "start_time"])
+    )
+    return Timing(base, TICK_NS if whole_microseconds(trace.chunks) else 0, int(offsets.median()))
+
+
+def events(raw: pl.LazyFrame, timing: Timing) -> pl.LazyFrame:
+    """Canonical events (before linking) from one chunk of a decoded Paddle trace."""
+    abs_ns = us_to_ns("ts_us", timing.base_us)
+    ts_ns = abs_ns if timing.origin_ns is None else pl.coalesce(_rel_ns() + timing.origin_ns, abs_ns)
     is_gpu = pl.col("kind").is_in(GPU_WORK_KINDS)
     return (
         raw.with_columns(pl.col("name").str.replace(NAME_SUFFIX, ""))
@@ -72,6 +87,10 @@ def _rel_us(col: str) -> pl.Expr:
     return pl.col(col).str.strip_suffix(" us").str.strip_chars().cast(pl.Float64, strict=False)
 
 
+def _rel_ns() -> pl.Expr:
+    return (_rel_us("start_time") * 1000.0).round().cast(pl.Int64)
+
+
 def _flat_dtypes(text: str) -> list[str] | None:
     """``{"X": ["float16"], "Y": ["float32"]}`` -> ``["float16", "float32"]``; ``{}`` -> null."""
     if not text or text == "{}":
@@ -91,7 +110,10 @@ def _flat_dtypes(text: str) -> list[str] | None:
 def threads(trace: ChromeTrace) -> pl.DataFrame:
     """Thread names from ``ExtraInfo`` (``"<tid>": "<name>"``), for the trace's host process."""
     extra = trace.meta.get("ExtraInfo")
-    pids = trace.events.filter(pl.col("tid_raw").str.ends_with(")")).get_column("pid_raw").drop_nulls()
+    pids = pl.concat(
+        f.filter(pl.col("tid_raw").str.ends_with(")")).get_column("pid_raw").drop_nulls()
+        for f in trace.chunks.frames(["pid_raw", "tid_raw"])
+    )
     if not isinstance(extra, dict) or pids.is_empty():
         return pl.DataFrame(schema={"pid": pl.Int64, "tid": pl.Int64, "name": pl.String})
     pid = int(pids.mode()[0])

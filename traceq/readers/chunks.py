@@ -1,0 +1,130 @@
+"""Decoded event columns kept chunk by chunk: in memory, or spilled to Arrow IPC files in a folder.
+
+A reader decodes a file in bounded chunks; keeping them as they came (not as one table) lets the model
+be built from a few narrow columns while the wide ones (names, args, shapes) wait on disk until the
+events are written. Spilled chunks are read back memory-mapped, one at a time, only the columns asked for.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+from polars.io.plugins import register_io_source
+
+
+class Chunks:
+    """Arrow tables sharing one column schema (``schema``; a chunk may omit columns that are all null in
+    it), in the order they were added. With ``spill_dir`` they are written there, else held in memory."""
+
+    def __init__(self, schema: Mapping[str, pl.DataType], spill_dir: Path | None = None) -> None:
+        self.schema = dict(schema)
+        self.spill_dir = spill_dir
+        self._held: list[pa.Table] = []
+        self._paths: list[Path] = []
+        self.rows: list[int] = []
+        if spill_dir is not None:
+            spill_dir.mkdir(parents=True, exist_ok=True)
+
+    def add(self, table: pa.Table) -> None:
+        """Keep ``table`` (columns named as in ``schema``) as the next chunk."""
+        self.rows.append(table.num_rows)
+        if self.spill_dir is None:
+            self._held.append(table)
+            return
+        path = self.spill_dir / f"chunk-{len(self._paths):06d}.arrow"
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        self._paths.append(path)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def n_rows(self) -> int:
+        return sum(self.rows)
+
+    def frame(self, i: int, columns: list[str] | None = None, *, read: list[str] | None = None) -> pl.DataFrame:
+        """Chunk ``i`` as a frame of ``columns`` (all by default), with the schema's types; columns the
+        chunk omits, or that are not in ``read`` where it is given, are constant nulls."""
+        names = list(self.schema) if columns is None else columns
+        table = self._table(i, names if read is None else [c for c in names if c in read])
+        present = table.column_names
+        frame = pl.from_arrow(table) if present else pl.DataFrame(height=table.num_rows)
+        assert isinstance(frame, pl.DataFrame)
+        del table
+        return frame.select(
+            pl.col(c).cast(self.schema[c]) if c in present else pl.lit(None, self.schema[c]).alias(c) for c in names
+        )
+
+    def lazy_frames(self, query: Callable[[pl.LazyFrame], pl.LazyFrame]) -> Iterator[pl.LazyFrame]:
+        """Every chunk in turn as the input of ``query``: only the columns it reads are read (the
+        others are constant nulls)."""
+        read = self.columns_read_by(query)
+        for i in range(len(self)):
+            yield self.frame(i, read=read).lazy()
+
+    def columns_read_by(self, query: Callable[[pl.LazyFrame], pl.LazyFrame]) -> list[str]:
+        """The columns ``query`` (a function of one chunk as a LazyFrame) reads, as Polars' optimizer
+        works them out: run on an empty chunk."""
+        read: set[str] = set()
+
+        def source(
+            with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None
+        ) -> Iterator[pl.DataFrame]:
+            read.update(self.schema if with_columns is None else with_columns)
+            yield pl.DataFrame(schema=self.schema).select(with_columns or list(self.schema))
+
+        query(register_io_source(source, schema=self.schema)).collect()
+        return [c for c in self.schema if c in read]
+
+    def frames(self, columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
+        """Every chunk's ``columns`` in turn, as :meth:`frame` gives them."""
+        for i in range(len(self)):
+            yield self.frame(i, columns)
+
+    def concat(self, columns: list[str] | None = None) -> pl.DataFrame:
+        """All chunks as one frame of ``columns`` (all by default)."""
+        names = list(self.schema) if columns is None else columns
+        frames = list(self.frames(names))
+        if not frames:
+            return pl.DataFrame(schema={c: self.schema[c] for c in names})
+        return pl.concat(frames, how="vertical_relaxed")
+
+    def head(self, n: int, columns: list[str] | None = None) -> pl.DataFrame:
+        """The first ``n`` rows of the first chunks."""
+        frames, left = [], n
+        for frame in self.frames(columns):
+            frames.append(frame.head(left))
+            left -= frames[-1].height
+            if left <= 0:
+                break
+        if not frames:
+            return self.concat(columns)
+        return pl.concat(frames, how="vertical_relaxed")
+
+    def _table(self, i: int, columns: list[str]) -> pa.Table:
+        """Chunk ``i``'s table of those ``columns`` it has. Spilled chunks are read into memory, not
+        mapped: frames made from them may keep a buffer, which would keep a whole mapping resident."""
+        if self.spill_dir is None:
+            table = self._held[i]
+            return table.select([c for c in columns if c in table.column_names])
+        with pa.OSFile(str(self._paths[i])) as f:
+            schema = pa.ipc.open_file(f).schema
+            fields = [schema.get_field_index(c) for c in columns if c in schema.names]
+            table = pa.ipc.open_file(f, options=pa.ipc.IpcReadOptions(included_fields=fields)).read_all()
+        # The columns are slices of one block read from the file, and frames share fixed-width buffers
+        # with Arrow: copied, a kept column holds its own bytes, not the whole block.
+        return pa.Table.from_arrays(
+            [pa.concat_arrays(c.chunks) if pa.types.is_primitive(c.type) else c for c in table.columns],
+            names=table.column_names,
+        )
+
+    def close(self) -> None:
+        """Drop every chunk (and the spill folder)."""
+        self._held.clear()
+        if self.spill_dir is not None:
+            shutil.rmtree(self.spill_dir, ignore_errors=True)
