@@ -153,7 +153,10 @@ class _ModelKeys:
     def of(cls, path: Path, trace: ChromeTrace, flavour: ModuleType, timing: chrome_common.Timing) -> _ModelKeys:
         parts, rows, names, negative = [], [], [], 0
         is_kernel, is_step = pl.col("kind") == "kernel", pl.col("kind") == "step"
-        query = lambda raw: flavour.events(raw, timing).select(_KEPT)  # noqa: E731
+
+        def query(raw: pl.LazyFrame) -> pl.LazyFrame:
+            return flavour.events(raw, timing).select(_KEPT)
+
         for raw in trace.chunks.lazy_frames(query):
             kept = query(raw).collect()
             names.append(kept.filter(is_kernel).get_column("name").unique())
