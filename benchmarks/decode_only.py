@@ -28,6 +28,7 @@ from pathlib import Path
 import msgspec
 
 from traceq.readers import chrome_json
+from traceq.readers.chunks import Chunks
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared/traces/hta/df_index_resolver/df_index_resolver.json.gz"
 
@@ -75,9 +76,11 @@ def best_of(repeat: int, fn: Callable[[], object]) -> float:
 
 
 def decode_all(bodies: list[bytes], native: bool) -> None:
-    decoder = chrome_json._Decoder(Path("bench"), chrome_json.CHUNK, native)
+    chunks = Chunks(chrome_json._FRAME_SCHEMA)
+    decoder = chrome_json._Decoder(Path("bench"), chrome_json.CHUNK, native, chunks)
     for body in bodies:
         decoder._decode_events(body)
+    chunks.finish()
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from tests.conftest import SAMPLES
-from traceq.readers import chrome_json, read_trace
+from traceq.readers import chrome_json, chunks, read_trace
 
 
 @pytest.mark.parametrize(
@@ -20,7 +20,8 @@ def test_a_spilled_read_in_small_chunks_equals_the_whole_read(
 ) -> None:
     whole = read_trace(SAMPLES / name)
     assert len(chrome_json.read_chrome_trace(SAMPLES / name).chunks) == 1
-    monkeypatch.setattr(chrome_json, "CHUNK", 1 << 18)
+    monkeypatch.setattr(chrome_json, "CHUNK", 1 << 16)  # 64 KB of JSON decoded at a time
+    monkeypatch.setattr(chunks, "CHUNK_ROWS", 2000)
     spill = tmp_path / "spill"
     result = read_trace(SAMPLES / name, spill_dir=spill)
     assert len(list(spill.glob("chunk-*.arrow"))) > 5  # the decoded chunks wait on disk
@@ -38,7 +39,7 @@ def test_a_spilled_read_in_small_chunks_equals_the_whole_read(
 def test_a_spilled_read_streams_the_events_into_parquet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = SAMPLES / "kineto_conformer_fp32_b4_2steps.json.gz"
     whole = read_trace(path).tables.events
-    monkeypatch.setattr(chrome_json, "CHUNK", 1 << 18)
+    monkeypatch.setattr(chunks, "CHUNK_ROWS", 2000)
     result = read_trace(path, spill_dir=tmp_path / "spill")
     out = tmp_path / "events.parquet"
     result.tables.events.sink_parquet(out)

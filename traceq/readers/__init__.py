@@ -103,12 +103,12 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> Read
     trace = read_chrome_trace(path, progress, spill_dir=spill_dir)
     report_stage(progress, "building the model")
     flavour = paddle if paddle.looks_like(trace) else kineto
-    timing = flavour.timing(trace)
-    keys = _ModelKeys.of(path, trace, flavour, timing)
+    params = flavour.params(trace)
+    keys = _ModelKeys.of(path, trace, flavour, params)
     release_free_memory()
-    derived, steps = derive(keys.frame.select(KEY_COLUMNS), tolerance_ns=timing.tolerance_ns)
+    derived, steps = derive(keys.frame.select(KEY_COLUMNS), tolerance_ns=params.tolerance_ns)
     tables = RunTables(
-        events=_events_by_chunk(trace, flavour, timing, keys, derived),
+        events=_events_by_chunk(trace, flavour, params, keys, derived),
         steps=steps,
         threads=conform_threads(flavour.threads(trace)),
     )
@@ -150,12 +150,12 @@ class _ModelKeys:
     negative: int
 
     @classmethod
-    def of(cls, path: Path, trace: ChromeTrace, flavour: ModuleType, timing: chrome_common.Timing) -> _ModelKeys:
+    def of(cls, path: Path, trace: ChromeTrace, flavour: ModuleType, params: chrome_common.TraceParams) -> _ModelKeys:
         parts, rows, names, negative = [], [], [], 0
         is_kernel, is_step = pl.col("kind") == "kernel", pl.col("kind") == "step"
 
         def query(raw: pl.LazyFrame) -> pl.LazyFrame:
-            return flavour.events(raw, timing).select(_KEPT)
+            return flavour.events(raw, params).select(_KEPT)
 
         for raw in trace.chunks.lazy_frames(query):
             kept = query(raw).collect()
@@ -172,14 +172,18 @@ class _ModelKeys:
 
 
 def _events_by_chunk(
-    trace: ChromeTrace, flavour: ModuleType, timing: chrome_common.Timing, keys: _ModelKeys, derived: pl.DataFrame
+    trace: ChromeTrace,
+    flavour: ModuleType,
+    params: chrome_common.TraceParams,
+    keys: _ModelKeys,
+    derived: pl.DataFrame,
 ) -> pl.LazyFrame:
     """The ``events`` table as a LazyFrame that maps the trace's chunks one at a time, joined by position
     to their kept and derived columns."""
     kept = keys.frame.drop("name")
 
     def others(raw: pl.LazyFrame) -> pl.LazyFrame:
-        mapped = flavour.events(raw, timing)
+        mapped = flavour.events(raw, params)
         return mapped.select(c for c in mapped.collect_schema().names() if c in EVENTS.schema and c not in kept.columns)
 
     def chunk_events(

@@ -59,15 +59,37 @@ TICK_NS = 1000
 
 
 @dataclass(frozen=True)
-class Timing:
-    """How every chunk of one trace turns its times into ns."""
+class TraceParams:
+    """What is worked out once over a whole trace and applied to each of its chunks."""
 
     #: A reference time near the trace's events, for :func:`us_to_ns` (the earliest start).
     base_us: float
+    #: Each category's kind (:data:`CATEGORY_KIND`, looked up once per distinct category).
+    kinds: dict[str, str | None]
+    #: Each raw process and thread id's integer (:func:`leading_int`), or None: too many to list.
+    pids: dict[str, int | None] | None
+    tids: dict[str, int | None] | None
     #: Nesting tolerance: :data:`TICK_NS` where times are rounded to whole microseconds.
     tolerance_ns: int = 0
     #: Paddle: the absolute time (ns) of its relative times' zero, where those are used.
     origin_ns: int | None = None
+
+
+def trace_params(chunks: Chunks, tolerance_ns: int, origin_ns: int | None = None) -> TraceParams:
+    """The :class:`TraceParams` of a trace, with the lookups taken from every chunk."""
+    return TraceParams(
+        base_us=base_us(chunks),
+        kinds={cat: CATEGORY_KIND.get(cat.lower()) for cat in _distinct(chunks, "cat").to_list()},
+        pids=id_ints(_distinct(chunks, "pid_raw")),
+        tids=id_ints(_distinct(chunks, "tid_raw")),
+        tolerance_ns=tolerance_ns,
+        origin_ns=origin_ns,
+    )
+
+
+def _distinct(chunks: Chunks, col: str) -> pl.Series:
+    parts = [f.get_column(col).unique() for f in chunks.frames([col])]
+    return pl.concat(parts).unique().drop_nulls() if parts else pl.Series(col, [], pl.String)
 
 
 def whole_microseconds(chunks: Chunks) -> bool:
@@ -76,12 +98,9 @@ def whole_microseconds(chunks: Chunks) -> bool:
     return all(all(f.select(whole).row(0)) for f in chunks.frames(["ts_us", "dur_us"]))
 
 
-def kind_expr(frame: pl.LazyFrame) -> pl.Expr:
-    """Kind of each raw chrome event of ``frame`` (columns ``ph``, ``cat``, ``name``). Categories are
-    looked up once per distinct value (the expression below uses the lookup four times)."""
-    cats = frame.select(pl.col("cat").unique().drop_nulls()).collect().to_series().to_list()
-    mapping = {cat: CATEGORY_KIND.get(cat.lower()) for cat in cats}
-    by_cat = pl.col("cat").replace_strict(mapping, default=None, return_dtype=pl.String)
+def kind_expr(kinds: dict[str, str | None]) -> pl.Expr:
+    """Kind of each raw chrome event (columns ``ph``, ``cat``, ``name``), given each category's kind."""
+    by_cat = pl.col("cat").replace_strict(kinds, default=None, return_dtype=pl.String)
     instant = pl.col("ph") == "i"
     return (
         pl.when(instant & ((by_cat == "memory") | (pl.col("name") == "[memory]")))
@@ -101,15 +120,20 @@ def leading_int(col: str) -> pl.Expr:
     return pl.col(col).str.extract(r"^\s*(-?\d+)", 1).cast(pl.Int64)
 
 
-def leading_int_of(frame: pl.LazyFrame, col: str) -> pl.Expr:
-    """:func:`leading_int` of ``col``, worked out once per distinct value of ``frame``'s column (ids repeat:
-    a trace has a few processes and threads, so this is a lookup per event instead of a regex)."""
-    distinct = frame.select(pl.col(col).unique()).drop_nulls().collect()
-    if distinct.height > 100_000:
+def id_ints(distinct: pl.Series) -> dict[str, int | None] | None:
+    """:func:`leading_int` of each distinct raw id (ids repeat: a trace has a few processes and threads,
+    so ids become a lookup per event instead of a regex); None where there are too many to list."""
+    if len(distinct) > 100_000:
+        return None
+    ints = distinct.to_frame("raw").with_columns(leading_int("raw").alias("int"))
+    return dict(zip(ints.get_column("raw").to_list(), ints.get_column("int").to_list(), strict=True))
+
+
+def leading_int_of(col: str, ints: dict[str, int | None] | None) -> pl.Expr:
+    """:func:`leading_int` of ``col`` by the lookup :func:`id_ints` made (the regex where it made none)."""
+    if ints is None:
         return leading_int(col)
-    ints = distinct.with_columns(leading_int(col).alias("_int"))
-    mapping = dict(zip(ints.get_column(col).to_list(), ints.get_column("_int").to_list(), strict=True))
-    return pl.col(col).replace_strict(mapping, default=None, return_dtype=pl.Int64)
+    return pl.col(col).replace_strict(ints, default=None, return_dtype=pl.Int64)
 
 
 def us_to_ns(col: str | pl.Expr, base_us: float) -> pl.Expr:

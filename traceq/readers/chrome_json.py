@@ -28,14 +28,15 @@ from traceq.readers.source import Progress, TruncatedInput, iter_content, prefet
 #: The C decoder (same columns; about 3x faster than the msgspec path on decoding alone).
 _chrome_scan = load("traceq.readers._chrome_scan")
 
-CHUNK = 16 << 20
+#: Bytes of JSON decoded at a time (their events are gathered into :class:`Chunks`).
+CHUNK = 4 << 20
 _HEAD_LIMIT = 64 << 20
 #: Bytes that may pile up without one complete event before the file is refused (bounded memory).
 MAX_PENDING = 256 << 20
 _WHITESPACE = b"\xef\xbb\xbf \t\r\n"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{)")
-_LAST_BOUNDARY_WINDOW = 1 << 20
+_LAST_BOUNDARY_WINDOW = 1 << 16
 #: Paddle writes names with printf, unescaped: ``"name": "a "quoted" op[1.2 us]", "pid": ...``.
 _PADDLE_NAME = re.compile(rb'^(\s*\{?\s*"name": ")(.*)(", "pid": )', re.M)
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
@@ -188,6 +189,7 @@ class _Decoder:
             self.warnings.append(f"{self.repaired} events had unescaped or invalid characters and were repaired")
         if self.dropped:
             self.warnings.append(f"{self.dropped} malformed events could not be decoded and were skipped")
+        self.chunks.finish()
         return ChromeTrace(self.meta, self.chunks, self.metadata_events, self.skipped, self.warnings, self.decoded_by)
 
     def _read_head(self, blocks: Iterator[bytes]) -> tuple[bytes, bool]:
@@ -515,7 +517,7 @@ def _last_boundary(buf: bytes) -> tuple[int, int] | None:
             return last.start() + 1, last.end()
         if lo == 0:
             return None
-        lo = max(0, lo - _LAST_BOUNDARY_WINDOW * 8)
+        lo = max(0, len(buf) - (len(buf) - lo) * 8)  # a window 8 times wider
 
 
 def _repair(body: bytes) -> bytes:

@@ -15,14 +15,29 @@ import polars as pl
 import pyarrow as pa
 from polars.io.plugins import register_io_source
 
+#: Rows per chunk: decoded bodies are gathered until a chunk has this many events (the unit the model
+#: is read back in, and a row group of ``events``).
+CHUNK_ROWS = 1 << 16
+
+_ARROW_TYPES = {
+    pl.String(): pa.string(),
+    pl.Int64(): pa.int64(),
+    pl.Float64(): pa.float64(),
+    pl.List(pl.String()): pa.list_(pa.string()),
+}
+
 
 class Chunks:
-    """Arrow tables sharing one column schema (``schema``; a chunk may omit columns that are all null in
-    it), in the order they were added. With ``spill_dir`` they are written there, else held in memory."""
+    """Event columns in chunks of about :data:`CHUNK_ROWS` rows, in the order they were added, with one
+    column schema (``schema``). With ``spill_dir`` the chunks are written there, else held in memory."""
 
     def __init__(self, schema: Mapping[str, pl.DataType], spill_dir: Path | None = None) -> None:
         self.schema = dict(schema)
         self.spill_dir = spill_dir
+        self._arrow = pa.schema([(name, _ARROW_TYPES[dtype]) for name, dtype in self.schema.items()])
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self._writer: pa.ipc.RecordBatchFileWriter | None = None
         self._held: list[pa.Table] = []
         self._paths: list[Path] = []
         self.rows: list[int] = []
@@ -30,15 +45,36 @@ class Chunks:
             spill_dir.mkdir(parents=True, exist_ok=True)
 
     def add(self, table: pa.Table) -> None:
-        """Keep ``table`` (columns named as in ``schema``) as the next chunk."""
-        self.rows.append(table.num_rows)
+        """Add the rows of ``table`` (some of ``schema``'s columns; those left out are null)."""
+        n, present = table.num_rows, set(table.column_names)
+        table = pa.Table.from_arrays(
+            [_as(table.column(f.name), f.type) if f.name in present else pa.nulls(n, f.type) for f in self._arrow],
+            schema=self._arrow,
+        )
         if self.spill_dir is None:
-            self._held.append(table)
+            self._pending.append(table)
+        else:  # written as it comes: a spilled chunk is never whole in memory
+            if self._writer is None:
+                path = self.spill_dir / f"chunk-{len(self._paths):06d}.arrow"
+                self._paths.append(path)
+                self._writer = pa.ipc.new_file(str(path), self._arrow)
+            self._writer.write_table(table)
+        self._pending_rows += n
+        if self._pending_rows >= CHUNK_ROWS:
+            self.finish()
+
+    def finish(self) -> None:
+        """Close the chunk being gathered (call once all rows are added)."""
+        if not self._pending_rows:
             return
-        path = self.spill_dir / f"chunk-{len(self._paths):06d}.arrow"
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-        self._paths.append(path)
+        self.rows.append(self._pending_rows)
+        self._pending_rows = 0
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        else:
+            self._held.append(pa.concat_tables(self._pending))
+            self._pending = []
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -52,6 +88,7 @@ class Chunks:
         chunk omits, or that are not in ``read`` where it is given, are constant nulls."""
         names = list(self.schema) if columns is None else columns
         table = self._table(i, names if read is None else [c for c in names if c in read])
+        table = table.select([c for c in table.column_names if table.column(c).null_count < table.num_rows])
         present = table.column_names
         frame = pl.from_arrow(table) if present else pl.DataFrame(height=table.num_rows)
         assert isinstance(frame, pl.DataFrame)
@@ -125,6 +162,15 @@ class Chunks:
 
     def close(self) -> None:
         """Drop every chunk (and the spill folder)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
         self._held.clear()
         if self.spill_dir is not None:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
+
+
+def _as(column: pa.ChunkedArray, dtype: pa.DataType) -> pa.ChunkedArray:
+    """``column`` as ``dtype`` (the C decoder's columns already are: a cast would load Arrow's compute
+    functions, 80 ms at first use)."""
+    return column if column.type == dtype else column.cast(dtype)

@@ -8,12 +8,12 @@ import polars as pl
 
 from traceq.readers.chrome_common import (
     TICK_NS,
-    Timing,
-    base_us,
+    TraceParams,
     gpu_device_stream,
     kind_expr,
     leading_int,
     leading_int_of,
+    trace_params,
     us_to_ns,
     whole_microseconds,
 )
@@ -32,22 +32,22 @@ def looks_like(trace: ChromeTrace) -> bool:
     return bool(cats & _KINETO_CATS)
 
 
-def timing(trace: ChromeTrace) -> Timing:
+def params(trace: ChromeTrace) -> TraceParams:
     """Times are microseconds, written whole by older Kineto versions."""
-    return Timing(base_us(trace.chunks), TICK_NS if whole_microseconds(trace.chunks) else 0)
+    return trace_params(trace.chunks, TICK_NS if whole_microseconds(trace.chunks) else 0)
 
 
-def events(raw: pl.LazyFrame, timing: Timing) -> pl.LazyFrame:
+def events(raw: pl.LazyFrame, params: TraceParams) -> pl.LazyFrame:
     """Canonical events (before linking) from one chunk of a decoded Kineto trace."""
     is_gpu = pl.col("kind").is_in(GPU_WORK_KINDS)
     return (
         raw.with_columns(
-            kind_expr(raw).alias("kind"),
+            kind_expr(params.kinds).alias("kind"),
             pl.col("cat").alias("category"),
-            us_to_ns("ts_us", timing.base_us).alias("ts_ns"),
+            us_to_ns("ts_us", params.base_us).alias("ts_ns"),
             (pl.col("dur_us").fill_null(0.0) * 1000.0).round().cast(pl.Int64).alias("dur_ns"),
-            leading_int_of(raw, "pid_raw").alias("pid"),
-            leading_int_of(raw, "tid_raw").alias("tid"),
+            leading_int_of("pid_raw", params.pids).alias("pid"),
+            leading_int_of("tid_raw", params.tids).alias("tid"),
             pl.coalesce("correlation", "correlation_id").alias("correlation"),
             pl.coalesce("bytes", "Bytes").alias("bytes"),
             pl.col("input_type").alias("input_dtypes"),

@@ -15,11 +15,12 @@ import polars as pl
 
 from traceq.readers.chrome_common import (
     TICK_NS,
-    Timing,
+    TraceParams,
     base_us,
     gpu_device_stream,
     kind_expr,
     leading_int_of,
+    trace_params,
     us_to_ns,
     whole_microseconds,
 )
@@ -46,33 +47,34 @@ def uses_relative_times(trace: ChromeTrace) -> bool:
     return bool(known) and max(known) < _REL_LIMIT_US
 
 
-def timing(trace: ChromeTrace) -> Timing:
+def params(trace: ChromeTrace) -> TraceParams:
     """``ts`` is whole microseconds; the relative times, where usable, are anchored on it by the median
     offset between the two over all events."""
-    base = base_us(trace.chunks)
     if not uses_relative_times(trace):
-        return Timing(base, TICK_NS)
+        return trace_params(trace.chunks, TICK_NS)
+    base = base_us(trace.chunks)
     offsets = pl.concat(
         f.select((us_to_ns("ts_us", base) + 500 - _rel_ns()).alias("offset")).get_column("offset")
         for f in trace.chunks.frames(["ts_us", "start_time"])
     )
-    return Timing(base, TICK_NS if whole_microseconds(trace.chunks) else 0, int(offsets.median()))
+    tolerance = TICK_NS if whole_microseconds(trace.chunks) else 0
+    return trace_params(trace.chunks, tolerance, int(offsets.median()))
 
 
-def events(raw: pl.LazyFrame, timing: Timing) -> pl.LazyFrame:
+def events(raw: pl.LazyFrame, params: TraceParams) -> pl.LazyFrame:
     """Canonical events (before linking) from one chunk of a decoded Paddle trace."""
-    abs_ns = us_to_ns("ts_us", timing.base_us)
-    ts_ns = abs_ns if timing.origin_ns is None else pl.coalesce(_rel_ns() + timing.origin_ns, abs_ns)
+    abs_ns = us_to_ns("ts_us", params.base_us)
+    ts_ns = abs_ns if params.origin_ns is None else pl.coalesce(_rel_ns() + params.origin_ns, abs_ns)
     is_gpu = pl.col("kind").is_in(GPU_WORK_KINDS)
     return (
         raw.with_columns(pl.col("name").str.replace(NAME_SUFFIX, ""))
         .with_columns(
-            kind_expr(raw).alias("kind"),
+            kind_expr(params.kinds).alias("kind"),
             pl.col("cat").alias("category"),
             ts_ns.alias("ts_ns"),
             (pl.col("dur_us").fill_null(0.0) * 1000.0).round().cast(pl.Int64).alias("dur_ns"),
-            leading_int_of(raw, "pid_raw").alias("pid"),
-            leading_int_of(raw, "tid_raw").alias("tid"),
+            leading_int_of("pid_raw", params.pids).alias("pid"),
+            leading_int_of("tid_raw", params.tids).alias("tid"),
             pl.coalesce("correlation_id", "correlation").alias("correlation"),
             pl.coalesce("bytes", "Bytes").alias("bytes"),
             pl.col("input_dtypes").map_elements(_flat_dtypes, return_dtype=pl.List(pl.String)),
