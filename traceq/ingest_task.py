@@ -20,6 +20,7 @@ import polars as pl
 
 from traceq import metrics_cache
 from traceq.errors import TraceqError
+from traceq.memory import release_free_memory
 from traceq.readers import ReadResult, read_trace
 from traceq.readers.source import report_stage
 from traceq.store import publish_partition, spill_folder, stage_partition
@@ -88,6 +89,7 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
         "summary": summary_line(result),
     }
     del result, ev  # the metrics below read the staged files: the tables need not stay in memory
+    release_free_memory()
     if metrics_cache.stores_metrics(info["source"]["n_events"]):
         report_stage(progress, "storing the report metrics")
     try:
