@@ -186,12 +186,14 @@ def _events_by_chunk(
         mapped = flavour.events(raw, params)
         return mapped.select(c for c in mapped.collect_schema().names() if c in EVENTS.schema and c not in kept.columns)
 
+    read = trace.chunks.columns_read_by(others)
+
     def chunk_events(
         with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None
     ) -> Iterator[pl.DataFrame]:
         offset = 0
-        for raw, n in zip(trace.chunks.lazy_frames(others), keys.rows, strict=True):
-            columns = others(raw).collect().hstack(kept.slice(offset, n).get_columns())
+        for raw, n in zip(trace.chunks.frames(read=read), keys.rows, strict=True):
+            columns = others(raw.lazy()).collect().hstack(kept.slice(offset, n).get_columns())
             frame = attach(columns, derived.slice(offset, n))
             offset += n
             if with_columns is not None:

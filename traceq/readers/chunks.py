@@ -100,9 +100,7 @@ class Chunks:
     def lazy_frames(self, query: Callable[[pl.LazyFrame], pl.LazyFrame]) -> Iterator[pl.LazyFrame]:
         """Every chunk in turn as the input of ``query``: only the columns it reads are read (the
         others are constant nulls)."""
-        read = self.columns_read_by(query)
-        for i in range(len(self)):
-            yield self.frame(i, read=read).lazy()
+        return (frame.lazy() for frame in self.frames(read=self.columns_read_by(query)))
 
     def columns_read_by(self, query: Callable[[pl.LazyFrame], pl.LazyFrame]) -> list[str]:
         """The columns ``query`` (a function of one chunk as a LazyFrame) reads, as Polars' optimizer
@@ -118,10 +116,10 @@ class Chunks:
         query(register_io_source(source, schema=self.schema)).collect()
         return [c for c in self.schema if c in read]
 
-    def frames(self, columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
-        """Every chunk's ``columns`` in turn, as :meth:`frame` gives them."""
+    def frames(self, columns: list[str] | None = None, *, read: list[str] | None = None) -> Iterator[pl.DataFrame]:
+        """Every chunk in turn, as :meth:`frame` gives it."""
         for i in range(len(self)):
-            yield self.frame(i, columns)
+            yield self.frame(i, columns, read=read)
 
     def concat(self, columns: list[str] | None = None) -> pl.DataFrame:
         """All chunks as one frame of ``columns`` (all by default)."""
