@@ -75,27 +75,32 @@ class TraceParams:
     origin_ns: int | None = None
 
 
-def trace_params(chunks: Chunks, tolerance_ns: int, origin_ns: int | None = None) -> TraceParams:
-    """The :class:`TraceParams` of a trace, with the lookups taken from every chunk."""
+def trace_params(chunks: Chunks) -> TraceParams:
+    """The :class:`TraceParams` of a trace from one pass over its times and ids: the earliest start,
+    the lookups, and a 1 us nesting tolerance where every start and duration is a whole number of
+    microseconds (older Kineto, Paddle ``ts``)."""
+    starts, whole, cats, pids, tids = [], True, [], [], []
+    for f in chunks.frames(["ts_us", "dur_us", "cat", "pid_raw", "tid_raw"]):
+        start, whole_ts, whole_dur = f.select(
+            pl.col("ts_us").min().alias("start"),
+            *((pl.col(c).drop_nulls() % 1 == 0).all().alias(f"whole_{c}") for c in ("ts_us", "dur_us")),
+        ).row(0)
+        starts += [] if start is None else [float(start)]
+        whole = whole and whole_ts and whole_dur
+        cats.append(f.get_column("cat").unique())
+        pids.append(f.get_column("pid_raw").unique())
+        tids.append(f.get_column("tid_raw").unique())
     return TraceParams(
-        base_us=base_us(chunks),
-        kinds={cat: CATEGORY_KIND.get(cat.lower()) for cat in _distinct(chunks, "cat").to_list()},
-        pids=id_ints(_distinct(chunks, "pid_raw")),
-        tids=id_ints(_distinct(chunks, "tid_raw")),
-        tolerance_ns=tolerance_ns,
-        origin_ns=origin_ns,
+        base_us=min(starts) if starts else 0.0,
+        kinds={cat: CATEGORY_KIND.get(cat.lower()) for cat in _distinct(cats).to_list()},
+        pids=id_ints(_distinct(pids)),
+        tids=id_ints(_distinct(tids)),
+        tolerance_ns=TICK_NS if whole else 0,
     )
 
 
-def _distinct(chunks: Chunks, col: str) -> pl.Series:
-    parts = [f.get_column(col).unique() for f in chunks.frames([col])]
-    return pl.concat(parts).unique().drop_nulls() if parts else pl.Series(col, [], pl.String)
-
-
-def whole_microseconds(chunks: Chunks) -> bool:
-    """Whether every start and duration is a whole number of microseconds (older Kineto, Paddle ts)."""
-    whole = (pl.all().drop_nulls() % 1 == 0).all()
-    return all(all(f.select(whole).row(0)) for f in chunks.frames(["ts_us", "dur_us"]))
+def _distinct(parts: list[pl.Series]) -> pl.Series:
+    return pl.concat(parts).unique().drop_nulls() if parts else pl.Series([], dtype=pl.String)
 
 
 def kind_expr(kinds: dict[str, str | None]) -> pl.Expr:
@@ -141,13 +146,6 @@ def us_to_ns(col: str | pl.Expr, base_us: float) -> pl.Expr:
     e = pl.col(col) if isinstance(col, str) else col
     base = float(int(base_us))
     return ((e - base) * 1000.0).round().cast(pl.Int64) + int(base) * 1000
-
-
-def base_us(chunks: Chunks) -> float:
-    """The earliest start (a reference time near the trace's events, for :func:`us_to_ns`)."""
-    starts = [f.get_column("ts_us").min() for f in chunks.frames(["ts_us"])]
-    known = [float(t) for t in starts if t is not None]
-    return min(known) if known else 0.0
 
 
 def gpu_device_stream(is_gpu: pl.Expr) -> list[pl.Expr]:

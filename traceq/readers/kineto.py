@@ -7,7 +7,6 @@ from typing import Any
 import polars as pl
 
 from traceq.readers.chrome_common import (
-    TICK_NS,
     TraceParams,
     gpu_device_stream,
     kind_expr,
@@ -15,7 +14,6 @@ from traceq.readers.chrome_common import (
     leading_int_of,
     trace_params,
     us_to_ns,
-    whole_microseconds,
 )
 from traceq.readers.chrome_json import ChromeTrace
 from traceq.schema import GPU_WORK_KINDS
@@ -34,7 +32,7 @@ def looks_like(trace: ChromeTrace) -> bool:
 
 def params(trace: ChromeTrace) -> TraceParams:
     """Times are microseconds, written whole by older Kineto versions."""
-    return trace_params(trace.chunks, TICK_NS if whole_microseconds(trace.chunks) else 0)
+    return trace_params(trace.chunks)
 
 
 def events(raw: pl.LazyFrame, params: TraceParams) -> pl.LazyFrame:

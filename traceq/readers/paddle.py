@@ -8,6 +8,7 @@ the absolute clock. Longer profiles fall back to ``ts`` with a 1 us nesting tole
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -16,13 +17,11 @@ import polars as pl
 from traceq.readers.chrome_common import (
     TICK_NS,
     TraceParams,
-    base_us,
     gpu_device_stream,
     kind_expr,
     leading_int_of,
     trace_params,
     us_to_ns,
-    whole_microseconds,
 )
 from traceq.readers.chrome_json import ChromeTrace
 from traceq.schema import GPU_WORK_KINDS
@@ -49,16 +48,15 @@ def uses_relative_times(trace: ChromeTrace) -> bool:
 
 def params(trace: ChromeTrace) -> TraceParams:
     """``ts`` is whole microseconds; the relative times, where usable, are anchored on it by the median
-    offset between the two over all events."""
+    offset between the two over all events (else ``ts`` is used, with a 1 us nesting tolerance)."""
+    params = trace_params(trace.chunks)
     if not uses_relative_times(trace):
-        return trace_params(trace.chunks, TICK_NS)
-    base = base_us(trace.chunks)
+        return replace(params, tolerance_ns=TICK_NS)
     offsets = pl.concat(
-        f.select((us_to_ns("ts_us", base) + 500 - _rel_ns()).alias("offset")).get_column("offset")
+        f.select((us_to_ns("ts_us", params.base_us) + 500 - _rel_ns()).alias("offset")).get_column("offset")
         for f in trace.chunks.frames(["ts_us", "start_time"])
     )
-    tolerance = TICK_NS if whole_microseconds(trace.chunks) else 0
-    return trace_params(trace.chunks, tolerance, int(offsets.median()))
+    return replace(params, origin_ns=int(offsets.median()))
 
 
 def events(raw: pl.LazyFrame, params: TraceParams) -> pl.LazyFrame:
