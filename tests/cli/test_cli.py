@@ -118,6 +118,8 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
     corrupt_gz.write_bytes(gzip.compress(b'{"traceEvents": [' * 100)[:20] + b"\x00garbage" * 10)
     cut_header = tmp / "cut_header.json.gz"
     cut_header.write_bytes(gzip.compress(b'{"traceEvents": []}')[:6])
+    untimed = tmp / "untimed.json"  # decoded (and spilled) before it is refused
+    untimed.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "op", "pid": 1, "tid": 1, "dur": 5}] * 3}))
     no_traces = tmp / "emptydir"
     no_traces.mkdir()
     (no_traces / "readme.txt").write_text("nothing here")
@@ -128,6 +130,7 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
         "not gzip": (fake_gz, "not gzip"),
         "corrupt gzip": (corrupt_gz, "gzip"),
         "gzip header cut short": (cut_header, "corrupt gzip"),
+        "no timed events": (untimed, "no timed events"),
         "dir without traces": (no_traces, "no trace files"),
         "missing file": (tmp / "missing.json", "no such file"),
     }
@@ -140,6 +143,7 @@ _BAD_CASES = (
     "not gzip",
     "corrupt gzip",
     "gzip header cut short",
+    "no timed events",
     "dir without traces",
     "missing file",
 )
