@@ -1,8 +1,8 @@
 """Decoded event columns kept chunk by chunk: in memory, or spilled to Arrow IPC files in a folder.
 
-A reader decodes a file in bounded chunks; keeping them as they came (not as one table) lets the model
-be built from a few narrow columns while the wide ones (names, args, shapes) wait on disk until the
-events are written. Spilled chunks are read back memory-mapped, one at a time, only the columns asked for.
+A reader decodes a file in bounded pieces; keeping them in chunks (not as one table) lets the model be
+built from a few narrow columns while the wide ones (names, args, shapes) wait on disk until the events
+are written. Spilled chunks are read back one at a time, only the columns asked for.
 """
 
 from __future__ import annotations
@@ -79,13 +79,9 @@ class Chunks:
     def __len__(self) -> int:
         return len(self.rows)
 
-    @property
-    def n_rows(self) -> int:
-        return sum(self.rows)
-
     def frame(self, i: int, columns: list[str] | None = None, *, read: list[str] | None = None) -> pl.DataFrame:
-        """Chunk ``i`` as a frame of ``columns`` (all by default), with the schema's types; columns the
-        chunk omits, or that are not in ``read`` where it is given, are constant nulls."""
+        """Chunk ``i`` as a frame of ``columns`` (all by default), with the schema's types; columns with
+        no value in the chunk, or not in ``read`` where it is given, are constant nulls."""
         names = list(self.schema) if columns is None else columns
         table = self._table(i, names if read is None else [c for c in names if c in read])
         table = table.select([c for c in table.column_names if table.column(c).null_count < table.num_rows])
@@ -142,14 +138,12 @@ class Chunks:
         return pl.concat(frames, how="vertical_relaxed")
 
     def _table(self, i: int, columns: list[str]) -> pa.Table:
-        """Chunk ``i``'s table of those ``columns`` it has. Spilled chunks are read into memory, not
-        mapped: frames made from them may keep a buffer, which would keep a whole mapping resident."""
+        """Chunk ``i``'s table of ``columns``. Spilled chunks are read into memory, not mapped: frames
+        made from them may keep a buffer, which would keep a whole mapping resident."""
         if self.spill_dir is None:
-            table = self._held[i]
-            return table.select([c for c in columns if c in table.column_names])
+            return self._held[i].select(columns)
+        fields = [self._arrow.get_field_index(c) for c in columns]
         with pa.OSFile(str(self._paths[i])) as f:
-            schema = pa.ipc.open_file(f).schema
-            fields = [schema.get_field_index(c) for c in columns if c in schema.names]
             table = pa.ipc.open_file(f, options=pa.ipc.IpcReadOptions(included_fields=fields)).read_all()
         # The columns are slices of one block read from the file, and frames share fixed-width buffers
         # with Arrow: copied, a kept column holds its own bytes, not the whole block.

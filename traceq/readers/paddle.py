@@ -49,14 +49,14 @@ def uses_relative_times(trace: ChromeTrace) -> bool:
 def params(trace: ChromeTrace) -> TraceParams:
     """``ts`` is whole microseconds; the relative times, where usable, are anchored on it by the median
     offset between the two over all events (else ``ts`` is used, with a 1 us nesting tolerance)."""
-    params = trace_params(trace.chunks)
+    found = trace_params(trace.chunks)
     if not uses_relative_times(trace):
-        return replace(params, tolerance_ns=TICK_NS)
+        return replace(found, tolerance_ns=TICK_NS)
     offsets = pl.concat(
-        f.select((us_to_ns("ts_us", params.base_us) + 500 - _rel_ns()).alias("offset")).get_column("offset")
+        f.select((us_to_ns("ts_us", found.base_us) + 500 - _rel_ns()).alias("offset")).get_column("offset")
         for f in trace.chunks.frames(["ts_us", "start_time"])
     )
-    return replace(params, origin_ns=int(offsets.median()))
+    return replace(found, origin_ns=int(offsets.median()))
 
 
 def events(raw: pl.LazyFrame, params: TraceParams) -> pl.LazyFrame:
