@@ -157,8 +157,8 @@ class _ModelKeys:
         def query(raw: pl.LazyFrame) -> pl.LazyFrame:
             return flavour.events(raw, params).select(_KEPT)
 
-        for raw in trace.chunks.lazy_frames(query):
-            kept = query(raw).collect()
+        read = trace.chunks.columns_read_by(query)
+        for kept in trace.chunks.map(lambda raw: query(raw.lazy()).collect(), read=read):
             names.append(kept.filter(is_kernel).get_column("name").unique())
             negative += kept.filter(pl.col("dur_ns") < 0).height
             # categorical: a step name holds its own bytes, not the chunk's block of names

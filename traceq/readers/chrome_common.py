@@ -80,16 +80,12 @@ def trace_params(chunks: Chunks) -> TraceParams:
     the lookups, and a 1 us nesting tolerance where every start and duration is a whole number of
     microseconds (older Kineto, Paddle ``ts``)."""
     starts, whole, cats, pids, tids = [], True, [], [], []
-    for f in chunks.frames(["ts_us", "dur_us", "cat", "pid_raw", "tid_raw"]):
-        start, whole_ts, whole_dur = f.select(
-            pl.col("ts_us").min().alias("start"),
-            *((pl.col(c).drop_nulls() % 1 == 0).all().alias(f"whole_{c}") for c in ("ts_us", "dur_us")),
-        ).row(0)
+    for start, whole_ts, whole_dur, cat, pid, tid in chunks.map(_chunk_facts, ["ts_us", "dur_us", *_IDS]):
         starts += [] if start is None else [float(start)]
         whole = whole and whole_ts and whole_dur
-        cats.append(f.get_column("cat").unique())
-        pids.append(f.get_column("pid_raw").unique())
-        tids.append(f.get_column("tid_raw").unique())
+        cats.append(cat)
+        pids.append(pid)
+        tids.append(tid)
     return TraceParams(
         base_us=min(starts) if starts else 0.0,
         kinds={cat: CATEGORY_KIND.get(cat.lower()) for cat in _distinct(cats).to_list()},
@@ -97,6 +93,19 @@ def trace_params(chunks: Chunks) -> TraceParams:
         tids=id_ints(_distinct(tids)),
         tolerance_ns=TICK_NS if whole else 0,
     )
+
+
+_IDS = ("cat", "pid_raw", "tid_raw")
+
+
+def _chunk_facts(f: pl.DataFrame) -> tuple[Any, ...]:
+    """A chunk's earliest start, whether its starts and durations are whole microseconds, and its
+    distinct categories, process and thread ids."""
+    facts = f.select(
+        pl.col("ts_us").min().alias("start"),
+        *((pl.col(c).drop_nulls() % 1 == 0).all().alias(f"whole_{c}") for c in ("ts_us", "dur_us")),
+    ).row(0)
+    return (*facts, *(f.get_column(c).unique() for c in _IDS))
 
 
 def _distinct(parts: list[pl.Series]) -> pl.Series:

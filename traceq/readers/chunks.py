@@ -8,8 +8,11 @@ are written. Spilled chunks are read back one at a time, only the columns asked 
 from __future__ import annotations
 
 import shutil
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import polars as pl
 import pyarrow as pa
@@ -18,6 +21,11 @@ from polars.io.plugins import register_io_source
 #: Rows per chunk: decoded bodies are gathered until a chunk has this many events (the unit the model
 #: is read back in, and a row group of ``events``).
 CHUNK_ROWS = 1 << 16
+
+#: Threads :meth:`Chunks.map` works on.
+THREADS = 2
+
+T = TypeVar("T")
 
 _ARROW_TYPES = {
     pl.String(): pa.string(),
@@ -93,11 +101,6 @@ class Chunks:
             pl.col(c).cast(self.schema[c]) if c in present else pl.lit(None, self.schema[c]).alias(c) for c in names
         )
 
-    def lazy_frames(self, query: Callable[[pl.LazyFrame], pl.LazyFrame]) -> Iterator[pl.LazyFrame]:
-        """Every chunk in turn as the input of ``query``: only the columns it reads are read (the
-        others are constant nulls)."""
-        return (frame.lazy() for frame in self.frames(read=self.columns_read_by(query)))
-
     def columns_read_by(self, query: Callable[[pl.LazyFrame], pl.LazyFrame]) -> list[str]:
         """The columns ``query`` (a function of one chunk as a LazyFrame) reads, as Polars' optimizer
         works them out: run on an empty chunk."""
@@ -111,6 +114,21 @@ class Chunks:
 
         query(register_io_source(source, schema=self.schema)).collect()
         return [c for c in self.schema if c in read]
+
+    def map(
+        self, fn: Callable[[pl.DataFrame], T], columns: list[str] | None = None, *, read: list[str] | None = None
+    ) -> Iterator[T]:
+        """``fn`` of every chunk's frame (as :meth:`frame` gives it), in order, computed on
+        :data:`THREADS` threads a few chunks ahead: reading a chunk back and Polars' work on it overlap
+        with the next one's (a chunk alone is too small to keep two cores busy)."""
+        with ThreadPoolExecutor(THREADS) as pool:
+            ahead: deque[Future[T]] = deque()
+            for i in range(len(self)):
+                ahead.append(pool.submit(lambda i=i: fn(self.frame(i, columns, read=read))))
+                if len(ahead) > THREADS:
+                    yield ahead.popleft().result()
+            while ahead:
+                yield ahead.popleft().result()
 
     def frames(self, columns: list[str] | None = None, *, read: list[str] | None = None) -> Iterator[pl.DataFrame]:
         """Every chunk in turn, as :meth:`frame` gives it."""
