@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from traceq import metrics_cache
-from traceq.errors import TraceqError
+from traceq.errors import StoreError, TraceqError
 from traceq.memory import release_free_memory
 from traceq.readers import ReadResult, read_trace
 from traceq.readers.source import report_stage
@@ -52,6 +52,8 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
     path, run_dir = Path(task.path), Path(task.run_dir)
     try:
         result = read_trace(path, progress, spill_dir=spill)
+    except StoreError as e:  # writing or reading back the spill folder
+        return {"error": str(e), "error_in": "store"}
     except TraceqError as e:
         return {"error": str(e), "error_in": "input"}
     except OSError as e:
@@ -61,6 +63,8 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
         staging = stage_partition(run_dir, task.part, result.tables)
     except OSError as e:
         return _store_error(task, e)
+    except StoreError as e:  # the events are streamed from the spill folder as they are written
+        return {"error": str(e), "error_in": "store"}
     shutil.rmtree(spill, ignore_errors=True)
     ev = result.overview
     span = ev.select(pl.col("ts_ns").min().alias("start"), (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end"))

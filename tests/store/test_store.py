@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -9,6 +10,7 @@ import re
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
@@ -69,6 +71,22 @@ def test_a_failed_write_leaves_no_partial_run(store_dir: Path, monkeypatch: pyte
         traceq.ingest([KINETO], store=store_dir)
     assert tree_state(store_dir) == before
     assert traceq.runs(store_dir)["name"].to_list() == ["paddlefmt_conformer_fp32_b64_2steps"]
+
+
+def test_a_full_disk_while_spilling_is_a_store_error_and_leaves_the_store_as_it_was(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    traceq.ingest([PADDLE], store=store_dir)
+    before = tree_state(store_dir)
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pa.ipc, "new_file", full_disk)
+    with pytest.raises(traceq.StoreError, match=r"spill\..*: cannot write the store: No space left on device"):
+        traceq.ingest([KINETO], store=store_dir)
+    assert tree_state(store_dir) == before
+    assert not list((store_dir / "tmp").iterdir())
 
 
 def test_leftovers_of_a_killed_ingest_are_ignored_and_cleaned(store_dir: Path) -> None:

@@ -11,12 +11,15 @@ import shutil
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
 import polars as pl
 import pyarrow as pa
 from polars.io.plugins import register_io_source
+
+from traceq.errors import StoreError
 
 #: Rows per chunk: decoded bodies are gathered until a chunk has this many events (the unit the model
 #: is read back in, and a row group of ``events``).
@@ -62,11 +65,12 @@ class Chunks:
         if self.spill_dir is None:
             self._pending.append(table)
         else:  # written as it comes: a spilled chunk is never whole in memory
-            if self._writer is None:
-                path = self.spill_dir / f"chunk-{len(self._paths):06d}.arrow"
-                self._paths.append(path)
-                self._writer = pa.ipc.new_file(str(path), self._arrow)
-            self._writer.write_table(table)
+            with self._spill_io("write"):
+                if self._writer is None:
+                    path = self.spill_dir / f"chunk-{len(self._paths):06d}.arrow"
+                    self._paths.append(path)
+                    self._writer = pa.ipc.new_file(str(path), self._arrow)
+                self._writer.write_table(table)
         self._pending_rows += n
         if self._pending_rows >= CHUNK_ROWS:
             self.finish()
@@ -78,7 +82,8 @@ class Chunks:
         self.rows.append(self._pending_rows)
         self._pending_rows = 0
         if self._writer is not None:
-            self._writer.close()
+            with self._spill_io("write"):
+                self._writer.close()
             self._writer = None
         else:
             self._held.append(pa.concat_tables(self._pending))
@@ -161,7 +166,7 @@ class Chunks:
         if self.spill_dir is None:
             return self._held[i].select(columns)
         fields = [self._arrow.get_field_index(c) for c in columns]
-        with pa.OSFile(str(self._paths[i])) as f:
+        with self._spill_io("read"), pa.OSFile(str(self._paths[i])) as f:
             table = pa.ipc.open_file(f, options=pa.ipc.IpcReadOptions(included_fields=fields)).read_all()
         # The columns are slices of one block read from the file, and frames share fixed-width buffers
         # with Arrow: copied, a kept column holds its own bytes, not the whole block.
@@ -169,6 +174,15 @@ class Chunks:
             [pa.concat_arrays(c.chunks) if pa.types.is_primitive(c.type) else c for c in table.columns],
             names=table.column_names,
         )
+
+    @contextmanager
+    def _spill_io(self, verb: str) -> Iterator[None]:
+        """The spill folder belongs to the store: its I/O errors (a full disk) are the store's, not the
+        input's."""
+        try:
+            yield
+        except OSError as e:
+            raise StoreError(f"{self.spill_dir}: cannot {verb} the store: {e.strerror or e}") from None
 
     def close(self) -> None:
         """Drop every chunk (and the spill folder)."""
