@@ -28,7 +28,6 @@ from pathlib import Path
 import msgspec
 
 from traceq.readers import chrome_json
-from traceq.readers.chunks import Chunks
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared/traces/hta/df_index_resolver/df_index_resolver.json.gz"
 
@@ -76,11 +75,10 @@ def best_of(repeat: int, fn: Callable[[], object]) -> float:
 
 
 def decode_all(bodies: list[bytes], native: bool) -> None:
-    chunks = Chunks(chrome_json._FRAME_SCHEMA)
-    decoder = chrome_json._Decoder(Path("bench"), chrome_json.CHUNK, native, chunks)
+    decoder = chrome_json.body_decoder(native)
     for body in bodies:
         decoder._decode_events(body)
-    chunks.finish()
+    decoder.chunks.finish()
 
 
 def main() -> None:

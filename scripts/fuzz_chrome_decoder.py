@@ -79,7 +79,6 @@ def mutate(rng: random.Random, runs: list[list[bytes]]) -> bytes:
 
 
 def campaign(module_path: Path, seconds: float, seed: int) -> None:
-    import polars as pl
     from polars.testing import assert_frame_equal
 
     from traceq.readers import chrome_json
@@ -98,13 +97,15 @@ def campaign(module_path: Path, seconds: float, seed: int) -> None:
         if native.decode(body) is None:
             continue
         accepted += 1
-        got = chrome_json._Decoder(Path("fuzz"), chrome_json.CHUNK, True)
+        got = chrome_json.body_decoder(True, "fuzz")
         got._try_decode(body)
-        ref = chrome_json._Decoder(Path("fuzz"), chrome_json.CHUNK, False)
+        ref = chrome_json.body_decoder(False, "fuzz")
         if not ref._try_decode(body):
             sys.exit(f"the C decoder accepted what the reference refuses: {body[:300]!r}")
-        if ref.frames:
-            assert_frame_equal(pl.concat(got.frames), pl.concat(ref.frames))
+        got.chunks.finish()
+        ref.chunks.finish()
+        if len(ref.chunks):
+            assert_frame_equal(got.chunks.concat(), ref.chunks.concat())
         assert got.metadata_events == ref.metadata_events and got.skipped == ref.skipped
     print(f"{n:,} bodies, {accepted:,} accepted by the C decoder and equal to the reference; no sanitizer report")
 

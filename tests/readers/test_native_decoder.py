@@ -24,7 +24,6 @@ from polars.testing import assert_frame_equal
 from tests.conftest import SAMPLES, chrome_traces, run_cli, shared
 from traceq.model import nesting
 from traceq.readers import chrome_json, read_trace
-from traceq.readers.chunks import Chunks
 from traceq.readers.source import prefetched
 
 
@@ -144,12 +143,8 @@ def _body(events: list[dict], indent: int | None, ascii_only: bool) -> bytes:
     return ",\n".join(json.dumps(e, indent=indent, ensure_ascii=ascii_only) for e in events).encode()
 
 
-def _decoder(native: bool) -> chrome_json._Decoder:
-    return chrome_json._Decoder(Path("generated.json"), chrome_json.CHUNK, native, Chunks(chrome_json._FRAME_SCHEMA))
-
-
 def _decode(body: bytes, native: bool) -> chrome_json._Decoder:
-    decoder = _decoder(native)
+    decoder = chrome_json.body_decoder(native)
     decoder._try_decode(body)
     decoder.chunks.finish()
     return decoder
@@ -268,7 +263,7 @@ def test_mutated_real_events_decode_identically_or_fall_back() -> None:
         got = _decode(body, native=True)
         if got.decoded_by["native"]:
             accepted += 1
-            ref = _decoder(native=False)
+            ref = chrome_json.body_decoder(native=False)
             assert ref._try_decode(body), body  # never accepts what the reference refuses
             ref.chunks.finish()
             _assert_same(got, ref)

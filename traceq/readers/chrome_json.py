@@ -144,6 +144,12 @@ def read_chrome_trace(
     return trace
 
 
+def body_decoder(native: bool, name: str = "body") -> _Decoder:
+    """A decoder of event-array bodies (``_try_decode``, ``_decode_events``) into chunks held in memory,
+    for checking and timing the decoders on bodies alone; call ``chunks.finish()`` before reading them."""
+    return _Decoder(Path(name), CHUNK, native and _chrome_scan is not None, Chunks(_FRAME_SCHEMA))
+
+
 class _Decoder:
     def __init__(self, path: Path, chunk: int, native: bool, chunks: Chunks) -> None:
         self.path = path
