@@ -40,23 +40,22 @@ def looks_like(trace: ChromeTrace) -> bool:
     return bool(tids.str.ends_with("(C++)").any() or tids.str.ends_with("(Python)").any())
 
 
-def uses_relative_times(trace: ChromeTrace) -> bool:
-    spans = [f.select(_rel_us("start_time").abs().max()).item() for f in trace.chunks.frames(["start_time"])]
-    known = [s for s in spans if s is not None]
-    return bool(known) and max(known) < _REL_LIMIT_US
-
-
 def params(trace: ChromeTrace) -> TraceParams:
-    """``ts`` is whole microseconds; the relative times, where usable, are anchored on it by the median
-    offset between the two over all events (else ``ts`` is used, with a 1 us nesting tolerance)."""
+    """``ts`` is whole microseconds; the relative times, where usable (every one within 2**24 us), are
+    anchored on it by the median offset between the two over all events (else ``ts`` is used, with a
+    1 us nesting tolerance)."""
     found = trace_params(trace.chunks)
-    if not uses_relative_times(trace):
+    offset = (us_to_ns("ts_us", found.base_us) + 500 - _rel_ns()).alias("offset")
+    spans, offsets = [], []
+    for span, part in trace.chunks.map(
+        lambda f: (f.select(_rel_us("start_time").abs().max()).item(), f.select(offset).get_column("offset")),
+        ["ts_us", "start_time"],
+    ):
+        spans += [] if span is None else [span]
+        offsets.append(part)
+    if not spans or max(spans) >= _REL_LIMIT_US:
         return replace(found, tolerance_ns=TICK_NS)
-    offsets = pl.concat(
-        f.select((us_to_ns("ts_us", found.base_us) + 500 - _rel_ns()).alias("offset")).get_column("offset")
-        for f in trace.chunks.frames(["ts_us", "start_time"])
-    )
-    return replace(found, origin_ns=int(offsets.median()))
+    return replace(found, origin_ns=int(pl.concat(offsets).median()))
 
 
 def events(raw: pl.LazyFrame, params: TraceParams) -> pl.LazyFrame:
