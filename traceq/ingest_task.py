@@ -53,7 +53,7 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
     try:
         result = read_trace(path, progress, spill_dir=spill)
     except StoreError as e:  # writing or reading back the spill folder
-        return {"error": str(e), "error_in": "store"}
+        return _store_error(task, e)
     except TraceqError as e:
         return {"error": str(e), "error_in": "input"}
     except OSError as e:
@@ -61,10 +61,8 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
     report_stage(progress, "writing Parquet")
     try:
         staging = stage_partition(run_dir, task.part, result.tables)
-    except OSError as e:
+    except (OSError, StoreError) as e:  # StoreError: the events stream from the spill folder as written
         return _store_error(task, e)
-    except StoreError as e:  # the events are streamed from the spill folder as they are written
-        return {"error": str(e), "error_in": "store"}
     shutil.rmtree(spill, ignore_errors=True)
     ev = result.overview
     span = ev.select(pl.col("ts_ns").min().alias("start"), (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end"))
@@ -105,8 +103,9 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
             "worker": f"{socket.gethostname()}:{os.getpid()}"}  # fmt: skip
 
 
-def _store_error(task: FileTask, e: OSError) -> dict[str, Any]:
-    return {"error": f"{task.run_dir}: cannot write the store: {e.strerror or e}", "error_in": "store"}
+def _store_error(task: FileTask, e: OSError | StoreError) -> dict[str, Any]:
+    message = str(e) if isinstance(e, StoreError) else f"{task.run_dir}: cannot write the store: {e.strerror or e}"
+    return {"error": message, "error_in": "store"}
 
 
 def peak_rss_bytes() -> int | None:

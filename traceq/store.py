@@ -237,10 +237,11 @@ def write_parquet(frame: pl.DataFrame | pl.LazyFrame, path: Path) -> None:
     """How the store writes every Parquet file: zstd level 1 (as small as the default level here, 20 %
     faster to write), column statistics for filter pushdown, synced to disk. A LazyFrame is streamed
     (one row group per batch it produces)."""
+    options = {"compression": "zstd", "compression_level": 1, "statistics": True}
     if isinstance(frame, pl.LazyFrame):
-        frame.sink_parquet(path, compression="zstd", compression_level=1, statistics=True)
+        frame.sink_parquet(path, **options)
     else:
-        frame.write_parquet(path, compression="zstd", compression_level=1, statistics=True)
+        frame.write_parquet(path, **options)
     with open(path, "rb") as f:
         os.fsync(f.fileno())
 

@@ -9,13 +9,13 @@ from types import ModuleType
 from typing import Any
 
 import polars as pl
-from polars.io.plugins import register_io_source
 
 from traceq.errors import InputError
 from traceq.memory import release_free_memory
 from traceq.model.build import KEY_COLUMNS, RunTables, attach, conform_threads, derive
 from traceq.readers import chrome_common, kineto, nsys, paddle, paddle_summary
 from traceq.readers.chrome_json import ChromeTrace, read_chrome_trace
+from traceq.readers.chunks import lazy_source
 from traceq.readers.source import Progress, check_readable, head_bytes, report_stage
 from traceq.schema import EVENTS
 
@@ -41,9 +41,8 @@ class ReadResult:
     kernel_names: pl.Series | None = None
 
     def __post_init__(self) -> None:
-        if self.overview is None:
-            frame = self.tables.events.select(OVERVIEW_COLUMNS)
-            self.overview = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
+        if self.overview is None:  # every format but a streamed chrome trace (which gives its own) is in memory
+            self.overview = self.tables.collect().events.select(OVERVIEW_COLUMNS)
 
 
 def sniff_format(path: Path) -> str:
@@ -188,18 +187,11 @@ def _events_by_chunk(
 
     read = trace.chunks.columns_read_by(others)
 
-    def chunk_events(
-        with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None
-    ) -> Iterator[pl.DataFrame]:
+    def chunk_events(columns: list[str] | None) -> Iterator[pl.DataFrame]:
         offset = 0
         for raw, n in zip(trace.chunks.frames(read=read), keys.rows, strict=True):
-            columns = others(raw.lazy()).collect().hstack(kept.slice(offset, n).get_columns())
-            frame = attach(columns, derived.slice(offset, n))
+            mapped = others(raw.lazy()).collect().hstack(kept.slice(offset, n).get_columns())
+            yield attach(mapped, derived.slice(offset, n))
             offset += n
-            if with_columns is not None:
-                frame = frame.select(with_columns)
-            if predicate is not None:
-                frame = frame.filter(predicate)
-            yield frame
 
-    return register_io_source(chunk_events, schema=EVENTS.schema)
+    return lazy_source(chunk_events, EVENTS.schema)

@@ -111,13 +111,11 @@ class Chunks:
         works them out: run on an empty chunk."""
         read: set[str] = set()
 
-        def source(
-            with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None
-        ) -> Iterator[pl.DataFrame]:
-            read.update(self.schema if with_columns is None else with_columns)
-            yield pl.DataFrame(schema=self.schema).select(with_columns or list(self.schema))
+        def empty(columns: list[str] | None) -> Iterator[pl.DataFrame]:
+            read.update(self.schema if columns is None else columns)
+            yield pl.DataFrame(schema=self.schema)
 
-        query(register_io_source(source, schema=self.schema)).collect()
+        query(lazy_source(empty, self.schema)).collect()
         return [c for c in self.schema if c in read]
 
     def map(
@@ -198,3 +196,20 @@ def _as(column: pa.ChunkedArray, dtype: pa.DataType) -> pa.ChunkedArray:
     """``column`` as ``dtype`` (the C decoder's columns already are: a cast would load Arrow's compute
     functions, 80 ms at first use)."""
     return column if column.type == dtype else column.cast(dtype)
+
+
+def lazy_source(
+    produce: Callable[[list[str] | None], Iterator[pl.DataFrame]], schema: Mapping[str, pl.DataType]
+) -> pl.LazyFrame:
+    """A LazyFrame of ``schema`` whose rows are the frames ``produce(columns)`` yields, asked for only the
+    ``columns`` a query reads (all where None); the projection and any pushed-down filter are applied
+    here."""
+
+    def source(
+        with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None
+    ) -> Iterator[pl.DataFrame]:
+        for frame in produce(with_columns):
+            frame = frame if with_columns is None else frame.select(with_columns)
+            yield frame if predicate is None else frame.filter(predicate)
+
+    return register_io_source(source, schema=dict(schema))

@@ -9,6 +9,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from traceq.errors import InputError
 
@@ -69,13 +70,19 @@ def head_bytes(path: Path, n: int = 1 << 16) -> bytes:
     out = b""
     with path.open("rb") as f:
         while len(out) < n and (block := f.read(1 << 16)):
-            try:
-                out += d.decompress(block, n - len(out))
-            except inflate.error as e:
-                raise InputError(path, f"corrupt gzip data ({e})") from None
+            out += _inflate(d, block, n - len(out), path)
     if not out and not d.eof:  # ISA-L waits for more input where zlib already refuses the header
         raise InputError(path, "corrupt gzip data (the stream ends before any content)")
     return out
+
+
+def _inflate(d: Any, data: bytes, max_length: int, path: Path) -> bytes:
+    """At most ``max_length`` bytes of gzip member ``d``'s output for ``data``; corrupt data is the input's
+    error."""
+    try:
+        return d.decompress(data, max_length)
+    except inflate.error as e:
+        raise InputError(path, f"corrupt gzip data ({e})") from None
 
 
 class _CountingReader(io.RawIOBase):
@@ -116,10 +123,7 @@ def _gunzip(f: io.BufferedReader, path: Path, block: int) -> Iterator[bytes]:
             if not pending.lstrip(b"\0"):
                 return
             d = inflate.decompressobj(wbits=31)
-        try:
-            out = d.decompress(pending, block)
-        except inflate.error as e:
-            raise InputError(path, f"corrupt gzip data ({e})") from None
+        out = _inflate(d, pending, block, path)
         pending = d.unconsumed_tail or d.unused_data
         if out:
             yield out
