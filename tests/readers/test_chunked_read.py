@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import polars as pl
@@ -29,6 +31,11 @@ def test_a_spilled_read_in_small_chunks_equals_the_whole_read(
     events = result.tables.collect().events
     # rows in the trace's order, each joined back to its own derived columns across chunk borders
     assert_frame_equal(events, whole.tables.events)
+    # and independently of traceq: the file's timed complete and instant events, in its order
+    with gzip.open(SAMPLES / name) as f:
+        listed = [e for e in json.load(f)["traceEvents"] if e.get("ph") in ("X", "i", "I") and "ts" in e]
+    assert events.height == len(listed) > 10 * chunks.CHUNK_ROWS
+    assert events["dur_ns"].to_list() == [max(0, round(e.get("dur", 0) * 1000)) for e in listed]
     assert_frame_equal(result.tables.steps, whole.tables.steps)
     assert_frame_equal(result.tables.threads, whole.tables.threads)
     assert_frame_equal(result.overview, whole.overview)
