@@ -20,7 +20,7 @@ import polars as pl
 import pyarrow as pa
 
 from traceq.errors import InputError
-from traceq.memory import release_free_memory
+from traceq.memory import heap_reused
 from traceq.native import load
 from traceq.readers.chunks import Chunks
 from traceq.readers.source import Progress, TruncatedInput, iter_content, prefetched
@@ -136,12 +136,11 @@ def read_chrome_trace(
     blocks = prefetched(iter_content(path, progress, block=chunk))
     chunks = Chunks(_FRAME_SCHEMA, spill_dir)
     try:
-        trace = _Decoder(path, chunk, native and _chrome_scan is not None, chunks).run(blocks)
+        with heap_reused():  # and then handed back: the model build cannot reuse them
+            return _Decoder(path, chunk, native and _chrome_scan is not None, chunks).run(blocks)
     except BaseException:
         chunks.close()
         raise
-    release_free_memory()  # the decode buffers, freed: the model build cannot reuse them otherwise
-    return trace
 
 
 def body_decoder(native: bool, name: str = "body") -> _Decoder:
