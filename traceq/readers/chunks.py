@@ -11,7 +11,7 @@ import shutil
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TypeVar
 
@@ -28,6 +28,9 @@ CHUNK_ROWS = 1 << 16
 #: Threads :meth:`Chunks.map` works on.
 THREADS = 2
 
+#: Tables waiting for the spill writer at most (each a decoded body of a few MB).
+_QUEUED = 2
+
 T = TypeVar("T")
 
 _ARROW_TYPES = {
@@ -40,7 +43,11 @@ _ARROW_TYPES = {
 
 class Chunks:
     """Event columns in chunks of about :data:`CHUNK_ROWS` rows, in the order they were added, with one
-    column schema (``schema``). With ``spill_dir`` the chunks are written there, else held in memory."""
+    column schema (``schema``). With ``spill_dir`` the chunks are written there, else held in memory.
+
+    Spilled tables are written on a thread of their own, in order, while the caller decodes the next
+    ones (a few tables ahead at most); reading a chunk back first waits for every write.
+    """
 
     def __init__(self, schema: Mapping[str, pl.DataType], spill_dir: Path | None = None) -> None:
         self.schema = dict(schema)
@@ -49,6 +56,8 @@ class Chunks:
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._writer: pa.ipc.RecordBatchFileWriter | None = None
+        self._spilling: ThreadPoolExecutor | None = None
+        self._queued: deque[Future[None]] = deque()
         self._held: list[pa.Table] = []
         self._paths: list[Path] = []
         self.rows: list[int] = []
@@ -57,21 +66,11 @@ class Chunks:
 
     def add(self, table: pa.Table) -> None:
         """Add the rows of ``table`` (some of ``schema``'s columns; those left out are null)."""
-        n, present = table.num_rows, set(table.column_names)
-        table = pa.Table.from_arrays(
-            [_as(table.column(f.name), f.type) if f.name in present else pa.nulls(n, f.type) for f in self._arrow],
-            schema=self._arrow,
-        )
         if self.spill_dir is None:
-            self._pending.append(table)
+            self._pending.append(self._conform(table))
         else:  # written as it comes: a spilled chunk is never whole in memory
-            with self._spill_io("write"):
-                if self._writer is None:
-                    path = self.spill_dir / f"chunk-{len(self._paths):06d}.arrow"
-                    self._paths.append(path)
-                    self._writer = pa.ipc.new_file(str(path), self._arrow)
-                self._writer.write_table(table)
-        self._pending_rows += n
+            self._spill(self._write, table)
+        self._pending_rows += table.num_rows
         if self._pending_rows >= CHUNK_ROWS:
             self.finish()
 
@@ -81,13 +80,52 @@ class Chunks:
             return
         self.rows.append(self._pending_rows)
         self._pending_rows = 0
+        if self.spill_dir is not None:
+            self._spill(self._close_file)
+        else:
+            self._held.append(pa.concat_tables(self._pending))
+            self._pending = []
+
+    def _conform(self, table: pa.Table) -> pa.Table:
+        n, present = table.num_rows, set(table.column_names)
+        return pa.Table.from_arrays(
+            [_as(table.column(f.name), f.type) if f.name in present else pa.nulls(n, f.type) for f in self._arrow],
+            schema=self._arrow,
+        )
+
+    def _spill(self, work: Callable[..., None], *args: object) -> None:
+        """Run ``work(*args)`` on the spill thread after the work queued before it."""
+        if self._spilling is None:
+            self._spilling = ThreadPoolExecutor(1, thread_name_prefix="traceq-spill")
+        self._queued.append(self._spilling.submit(work, *args))
+        while len(self._queued) > _QUEUED:
+            self._queued.popleft().result()
+
+    def _spilled(self) -> None:
+        """Wait for every queued write (raising the first one's error) and stop the spill thread."""
+        try:
+            while self._queued:
+                self._queued.popleft().result()
+        finally:
+            self._queued.clear()
+            if self._spilling is not None:
+                self._spilling.shutdown()
+                self._spilling = None
+
+    def _write(self, table: pa.Table) -> None:
+        with self._spill_io("write"):
+            if self._writer is None:
+                assert self.spill_dir is not None
+                path = self.spill_dir / f"chunk-{len(self._paths):06d}.arrow"
+                self._paths.append(path)
+                self._writer = pa.ipc.new_file(str(path), self._arrow)
+            self._writer.write_table(self._conform(table))
+
+    def _close_file(self) -> None:
         if self._writer is not None:
             with self._spill_io("write"):
                 self._writer.close()
             self._writer = None
-        else:
-            self._held.append(pa.concat_tables(self._pending))
-            self._pending = []
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -124,6 +162,7 @@ class Chunks:
         """``fn`` of every chunk's frame (as :meth:`frame` gives it), in order, computed on
         :data:`THREADS` threads a few chunks ahead: reading a chunk back and Polars' work on it overlap
         with the next one's (a chunk alone is too small to keep two cores busy)."""
+        self._spilled()  # here, not in the threads below
         with ThreadPoolExecutor(THREADS) as pool:
             ahead: deque[Future[T]] = deque()
             for i in range(len(self)):
@@ -163,6 +202,7 @@ class Chunks:
         made from them may keep a buffer, which would keep a whole mapping resident."""
         if self.spill_dir is None:
             return self._held[i].select(columns)
+        self._spilled()
         fields = [self._arrow.get_field_index(c) for c in columns]
         with self._spill_io("read"), pa.OSFile(str(self._paths[i])) as f:
             table = pa.ipc.open_file(f, options=pa.ipc.IpcReadOptions(included_fields=fields)).read_all()
@@ -184,6 +224,8 @@ class Chunks:
 
     def close(self) -> None:
         """Drop every chunk (and the spill folder)."""
+        with suppress(StoreError):  # dropped anyway
+            self._spilled()
         if self._writer is not None:
             self._writer.close()
             self._writer = None
