@@ -22,21 +22,18 @@
 --   launch_pid     BIGINT   process of the launching thread
 --   launch_tid     BIGINT   launching thread
 --   bucket         VARCHAR  gap length class: <10us, 10-100us, 100us-1ms, 1-10ms, >=10ms
-WITH islands AS (
-  SELECT * FROM _gpu_islands WHERE work_set = 'all'
-),
-inner_gaps AS (
+WITH inner_gaps AS (
   SELECT i.run_id, i.rank, i.step, i.device,
          coalesce(i.prev_end_ns, w.win_start) AS gap_start_ns, i.start_ns AS gap_end_ns,
          i.prev_event_id, i.first_event_id AS next_event_id, i.first_launch_id AS launch_id
-  FROM islands i
+  FROM _gpu_islands i
   JOIN _windows w ON i.run_id = w.run_id AND i.rank = w.rank AND i.step IS NOT DISTINCT FROM w.step
 ),
 tail_gaps AS (
   SELECT i.run_id, i.rank, i.step, i.device, max(i.end_ns) AS gap_start_ns, any_value(w.win_end) AS gap_end_ns,
          arg_max(i.first_event_id, i.island) AS prev_event_id, NULL::BIGINT AS next_event_id,
          NULL::BIGINT AS launch_id
-  FROM islands i
+  FROM _gpu_islands i
   JOIN _windows w ON i.run_id = w.run_id AND i.rank = w.rank AND i.step IS NOT DISTINCT FROM w.step
   GROUP BY i.run_id, i.rank, i.step, i.device
 ),
