@@ -57,7 +57,8 @@ def _mallopt() -> Any:
 @contextmanager
 def heap_reused() -> Iterator[None]:
     """While inside, freed blocks of the C heap (up to 64 MB) are kept for reuse instead of being
-    unmapped; afterwards glibc's default thresholds are restored and the free memory handed back."""
+    unmapped; afterwards glibc's default thresholds (128 KB) are set again, as fixed values (glibc's
+    own adjustment of them stays off once set), and the free memory is handed back."""
     mallopt = _mallopt()
     if mallopt is None:
         yield

@@ -1,4 +1,5 @@
-"""Freed C-heap memory is handed back to the OS between ingest stages (glibc's malloc_trim)."""
+"""Freed C-heap memory is handed back to the OS between ingest stages (glibc's malloc_trim), and is
+reused from the heap while a trace is decoded (glibc's mmap threshold raised, then restored)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 import pytest
 
-from traceq.memory import release_free_memory
+from traceq.memory import heap_reused, release_free_memory
 
 
 def _rss_mb() -> float:
@@ -38,3 +39,33 @@ def test_freed_heap_memory_goes_back_to_the_os() -> None:
     after = _rss_mb()
     libc.free(keep)
     assert before - after > 100, (before, after)  # 188 MB were freed
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]  # fmt: skip
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_decoding_reuses_freed_heap_blocks_then_restores_the_defaults() -> None:
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "mallinfo2"):
+        pytest.skip("glibc older than 2.33")
+    libc.mallinfo2.restype = _MallInfo2
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    block = 8 << 20  # a gunzipped body's size: above glibc's default mmap threshold
+
+    def mapped_blocks_while_held() -> int:
+        """How many more blocks glibc serves with their own mmap while one block is allocated."""
+        before = libc.mallinfo2().hblks
+        p = libc.malloc(block)
+        during = libc.mallinfo2().hblks
+        libc.free(p)
+        return during - before
+
+    with heap_reused():
+        assert mapped_blocks_while_held() == 0  # from the heap: reused when freed, no fresh pages
+    assert mapped_blocks_while_held() == 1  # the default threshold is back
