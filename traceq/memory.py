@@ -25,16 +25,17 @@ import pyarrow as pa
 
 
 @cache
-def _trim() -> Any:
+def _libc(name: str, *argtypes: Any) -> Any:
+    """The C library's function ``name`` (returning int), or None where it has none."""
     # the symbols already loaded into this process (the C library among them): finding the library
     # by name runs ldconfig in a subprocess
     try:
-        trim = ctypes.CDLL(None).malloc_trim
+        function = getattr(ctypes.CDLL(None), name)
     except (OSError, AttributeError):
         return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return trim
+    function.argtypes = list(argtypes)
+    function.restype = ctypes.c_int
+    return function
 
 
 #: glibc's ``mallopt`` parameters and their documented defaults.
@@ -43,23 +44,12 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _DEFAULT_THRESHOLD = -1, -3, 128 * 1024
 _DECODE_MMAP_THRESHOLD, _DECODE_TRIM_THRESHOLD = 64 << 20, 256 << 20
 
 
-@cache
-def _mallopt() -> Any:
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return None
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return mallopt
-
-
 @contextmanager
 def heap_reused() -> Iterator[None]:
     """While inside, freed blocks of the C heap (up to 64 MB) are kept for reuse instead of being
     unmapped; afterwards glibc's default thresholds (128 KB) are set again, as fixed values (glibc's
     own adjustment of them stays off once set), and the free memory is handed back."""
-    mallopt = _mallopt()
+    mallopt = _libc("mallopt", ctypes.c_int, ctypes.c_int)
     if mallopt is None:
         yield
         return
@@ -77,7 +67,7 @@ def release_free_memory() -> bool:
     """Return the free pages of Arrow's memory pool and of the C heap to the OS; False where the C
     library cannot."""
     pa.default_memory_pool().release_unused()
-    trim = _trim()
+    trim = _libc("malloc_trim", ctypes.c_size_t)
     if trim is None:
         return False
     trim(0)
