@@ -30,5 +30,6 @@ SELECT g.run_id, g.rank, g.step, g.device, g.event_id, g.name, g.op_id, g.top_op
        c.kernel_class IN ('gemm', 'conv', 'attention') AS compute
 FROM _gpu_work g
 JOIN kernel_classes c ON c.run_id = g.run_id AND c.rank = g.rank AND c.name = g.name
-LEFT JOIN events o ON o.run_id = g.run_id AND o.rank = g.rank AND o.event_id = g.op_id
+LEFT JOIN events o  -- only ops with input dtypes can tell a precision: the others are not read
+  ON o.run_id = g.run_id AND o.rank = g.rank AND o.event_id = g.op_id AND o.input_dtypes IS NOT NULL
 WHERE g.kind = 'kernel'
