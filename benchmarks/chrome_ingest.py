@@ -14,8 +14,10 @@ holistictraceanalysis==0.5.0``); it is skipped, with a note, when it cannot be i
 Usage: python benchmarks/chrome_ingest.py [--source TRACE] [--copies 1,2,5,10] [--work DIR]
        [--hta-python PYTHON] [--skip-hta-above MB] [--repeat N] [--no-python-path]
 
-With ``--repeat N`` every tool loads every size N times and the fastest run is shown (this machine's
-timings vary by 20-30 % between runs).
+With ``--repeat N`` every tool loads every size N times, traceq and HTA alternating, and the fastest
+run of each is shown; "pairs x" is the median (and range) of HTA's time over traceq's in each pair of
+neighbouring runs, which this machine's slow and fast phases (20-30 %, sometimes more) move less than
+they move either tool's best.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import argparse
 import gzip
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -98,6 +101,12 @@ def _best(results: list[dict | str]) -> dict | str:
     return min(ok, key=lambda r: r["load"]) if ok else results[0]
 
 
+def _pair_ratios(ours: list[dict | str], hta: list[dict | str]) -> list[float]:
+    """HTA's load time over traceq's in each pair of neighbouring runs where both ran."""
+    pairs = zip(ours, hta, strict=False)
+    return [h["load"] / o["load"] for o, h in pairs if isinstance(o, dict) and isinstance(h, dict)]
+
+
 def _raw_mb(path: Path) -> float:
     n = 0
     with gzip.open(path, "rb") as f:
@@ -139,26 +148,28 @@ def main() -> None:
             hta_dir.mkdir()
             (hta_dir / path.name).symlink_to(path)
 
-            ours = _traceq_runs(path, Path(tmp) / "c", a.repeat)
+            ours_runs, hta_runs = [], []
+            for i in range(a.repeat):  # alternating, so that each pair shares the machine's phase
+                ours_runs.append(_child(sys.executable, _TRACEQ, str(path), str(Path(tmp) / "c" / str(i))))
+                if mb <= a.skip_hta_above:
+                    hta_runs.append(_child(a.hta_python, _HTA, str(hta_dir)))
+            ours, hta = _best(ours_runs), _best(hta_runs) if hta_runs else "skipped (size)"
             python_path = "-"
             if a.python_path:
                 python_path = _traceq_runs(path, Path(tmp) / "py", a.repeat, {"TRACEQ_NATIVE": "0"})
-            hta = (
-                _best([_child(a.hta_python, _HTA, str(hta_dir)) for _ in range(a.repeat)])
-                if mb <= a.skip_hta_above
-                else "skipped (size)"
-            )
         rows.append((k, mb, ours, hta))
-        _print_row(k, mb, ours, python_path, hta)
+        _print_row(k, mb, ours, python_path, hta, _pair_ratios(ours_runs, hta_runs))
     _print_fit(rows)
 
 
-def _print_row(k: int, mb: float, ours: dict | str, python_path: dict | str, hta: dict | str) -> None:
+def _print_row(
+    k: int, mb: float, ours: dict | str, python_path: dict | str, hta: dict | str, pairs: list[float]
+) -> None:
     if len(_print_row.__dict__) == 0:
         _print_row.__dict__["done"] = True
         print("(py s: the same traceq with its C parts off, TRACEQ_NATIVE=0)")
         print(f"\n{'copies':>6}{'raw MB':>9}{'events':>11}{'traceq s':>10}{'MB/s':>7}{'peak MB':>9}{'py s':>7}"
-              f"{'HTA s':>8}{'MB/s':>7}{'peak MB':>9}{'speed x':>9}{'memory x':>10}")  # fmt: skip
+              f"{'HTA s':>8}{'MB/s':>7}{'peak MB':>9}{'speed x':>9}{'memory x':>10}  pairs x (range)")  # fmt: skip
     if isinstance(ours, str):
         print(f"{k:>6}{mb:>9.1f}  traceq failed: {ours}")
         return
@@ -168,6 +179,8 @@ def _print_row(k: int, mb: float, ours: dict | str, python_path: dict | str, hta
     if isinstance(hta, dict):
         line += (f"{hta['load']:>8.2f}{mb / hta['load']:>7.1f}{hta['peak'] / 1e6:>9.0f}"
                  f"{hta['load'] / ours['load']:>9.2f}{ours['peak'] / hta['peak']:>10.2f}")  # fmt: skip
+        if pairs:
+            line += f"  {statistics.median(pairs):.2f} ({min(pairs):.2f}-{max(pairs):.2f})"
     else:
         line += f"  HTA: {hta}"
     print(line, flush=True)
