@@ -15,6 +15,7 @@ import pyarrow.dataset as ds
 import pytest
 
 import traceq
+import traceq.readers.chrome_json
 import traceq.store
 from tests.conftest import SAMPLES, raw_trace, tree_state
 from traceq.store import Store
@@ -85,6 +86,29 @@ def test_a_full_disk_while_spilling_is_a_store_error_and_leaves_the_store_as_it_
     monkeypatch.setattr(pa.ipc, "new_file", full_disk)
     with pytest.raises(traceq.StoreError, match=r"spill\..*: cannot write the store: No space left on device"):
         traceq.ingest([KINETO], store=store_dir)
+    assert tree_state(store_dir) == before
+    assert not list((store_dir / "tmp").iterdir())
+
+
+def test_a_disk_filling_in_the_middle_of_spilling_is_a_store_error_and_leaves_the_store_as_it_was(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spill thread's failure on a later body (not the first) reaches the ingest as the store's."""
+    traceq.ingest([PADDLE], store=store_dir)
+    before = tree_state(store_dir)
+    write, calls = pa.ipc.RecordBatchFileWriter.write_table, []
+
+    def fills_up(self: pa.ipc.RecordBatchFileWriter, table: pa.Table, *args: object, **kwargs: object) -> None:
+        calls.append(table.num_rows)
+        if len(calls) >= 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write(self, table, *args, **kwargs)
+
+    monkeypatch.setattr(pa.ipc.RecordBatchFileWriter, "write_table", fills_up)
+    monkeypatch.setattr(traceq.readers.chrome_json, "CHUNK", 1 << 16)  # many bodies: the third one fails
+    with pytest.raises(traceq.StoreError, match=r"spill\..*: cannot write the store: No space left on device"):
+        traceq.ingest([KINETO], store=store_dir)
+    assert len(calls) >= 3
     assert tree_state(store_dir) == before
     assert not list((store_dir / "tmp").iterdir())
 
