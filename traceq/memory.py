@@ -50,17 +50,16 @@ def heap_reused() -> Iterator[None]:
     unmapped; afterwards glibc's default thresholds (128 KB) are set again, as fixed values (glibc's
     own adjustment of them stays off once set), and the free memory is handed back."""
     mallopt = _libc("mallopt", ctypes.c_int, ctypes.c_int)
-    if mallopt is None:
-        yield
-        return
-    mallopt(_M_MMAP_THRESHOLD, _DECODE_MMAP_THRESHOLD)
-    mallopt(_M_TRIM_THRESHOLD, _DECODE_TRIM_THRESHOLD)
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, _DECODE_MMAP_THRESHOLD)
+        mallopt(_M_TRIM_THRESHOLD, _DECODE_TRIM_THRESHOLD)
     try:
         yield
     finally:
-        mallopt(_M_MMAP_THRESHOLD, _DEFAULT_THRESHOLD)
-        mallopt(_M_TRIM_THRESHOLD, _DEFAULT_THRESHOLD)
-        release_free_memory()
+        if mallopt is not None:
+            mallopt(_M_MMAP_THRESHOLD, _DEFAULT_THRESHOLD)
+            mallopt(_M_TRIM_THRESHOLD, _DEFAULT_THRESHOLD)
+        release_free_memory()  # Arrow's pool too, where the C library has no mallopt
 
 
 def release_free_memory() -> bool:
