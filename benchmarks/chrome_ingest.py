@@ -43,6 +43,11 @@ def _peak():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024
+
+def _cpu():
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 """
 _TRACEQ = (
     _PEAK
@@ -50,11 +55,12 @@ _TRACEQ = (
 import json, sys, time
 t0 = time.perf_counter()
 import traceq
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), _cpu()
 rows = traceq.ingest([sys.argv[1]], store=sys.argv[2], jobs=1)
-t2 = time.perf_counter()
+t2, c2 = time.perf_counter(), _cpu()
 assert rows["status"][0] == "ingested", rows
-print(json.dumps({"import": t1 - t0, "load": t2 - t1, "peak": _peak(), "events": int(rows["events"][0])}))
+n = int(rows["events"][0])
+print(json.dumps({"import": t1 - t0, "load": t2 - t1, "cpu": c2 - c1, "peak": _peak(), "events": n}))
 """
 )
 _HTA = (
@@ -64,11 +70,11 @@ import json, logging, os, sys, time
 logging.disable(logging.CRITICAL)
 t0 = time.perf_counter()
 from hta.trace_analysis import TraceAnalysis
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), _cpu()
 analysis = TraceAnalysis(trace_dir=sys.argv[1])
-t2 = time.perf_counter()
+t2, c2 = time.perf_counter(), _cpu()
 frame = next(iter(analysis.t.traces.values()))
-print(json.dumps({"import": t1 - t0, "load": t2 - t1, "peak": _peak(), "events": len(frame)}))
+print(json.dumps({"import": t1 - t0, "load": t2 - t1, "cpu": c2 - c1, "peak": _peak(), "events": len(frame)}))
 """
 )
 _PERFETTO = """
@@ -167,17 +173,19 @@ def _print_row(
 ) -> None:
     if len(_print_row.__dict__) == 0:
         _print_row.__dict__["done"] = True
-        print("(py s: the same traceq with its C parts off, TRACEQ_NATIVE=0)")
-        print(f"\n{'copies':>6}{'raw MB':>9}{'events':>11}{'traceq s':>10}{'MB/s':>7}{'peak MB':>9}{'py s':>7}"
-              f"{'HTA s':>8}{'MB/s':>7}{'peak MB':>9}{'speed x':>9}{'memory x':>10}  pairs x (range)")  # fmt: skip
+        print("(py s: the same traceq with its C parts off, TRACEQ_NATIVE=0; cpu s: user + system time of all the")
+        print(" process's threads during the load; MB/cpu-s: raw MB per CPU second, the throughput of one core)")
+        print(f"\n{'copies':>6}{'raw MB':>9}{'events':>11}{'traceq s':>10}{'MB/s':>7}{'cpu s':>7}{'MB/cpu-s':>9}"
+              f"{'peak MB':>9}{'py s':>7}{'HTA s':>8}{'MB/s':>7}{'cpu s':>7}{'peak MB':>9}{'speed x':>9}"
+              f"{'memory x':>10}  pairs x (range)")  # fmt: skip
     if isinstance(ours, str):
         print(f"{k:>6}{mb:>9.1f}  traceq failed: {ours}")
         return
     py = f"{python_path['load']:>7.2f}" if isinstance(python_path, dict) else f"{'-':>7}"
     line = (f"{k:>6}{mb:>9.1f}{ours['events']:>11,}{ours['load']:>10.2f}{mb / ours['load']:>7.1f}"
-            f"{ours['peak'] / 1e6:>9.0f}{py}")  # fmt: skip
+            f"{ours['cpu']:>7.2f}{mb / ours['cpu']:>9.1f}{ours['peak'] / 1e6:>9.0f}{py}")  # fmt: skip
     if isinstance(hta, dict):
-        line += (f"{hta['load']:>8.2f}{mb / hta['load']:>7.1f}{hta['peak'] / 1e6:>9.0f}"
+        line += (f"{hta['load']:>8.2f}{mb / hta['load']:>7.1f}{hta['cpu']:>7.2f}{hta['peak'] / 1e6:>9.0f}"
                  f"{hta['load'] / ours['load']:>9.2f}{ours['peak'] / hta['peak']:>10.2f}")  # fmt: skip
         if pairs:
             line += f"  {statistics.median(pairs):.2f} ({min(pairs):.2f}-{max(pairs):.2f})"

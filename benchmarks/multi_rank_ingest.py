@@ -6,7 +6,10 @@ Each configuration runs in a fresh process (``traceq.ingest`` into a new store) 
 ranks per second, the speed-up over one worker, and the peak memory (VmHWM) of every process that read
 files: the coordinator and each worker.
 
-Usage: python benchmarks/multi_rank_ingest.py [--source TRACE] [--ranks 8,16,32,64] [--no-ray]
+Usage: python benchmarks/multi_rank_ingest.py [--source TRACE] [--ranks 8,16,32,64] [--jobs 1,2,...]
+       [--no-ray]
+
+``--jobs`` lists the worker counts compared (default: 1, 2 and every core where there are more).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -64,9 +68,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", type=Path, default=DEFAULT)
     ap.add_argument("--ranks", default="8,16,32,64")
+    ap.add_argument("--jobs", default=None, help="worker counts to compare (default: 1, 2, all cores)")
     ap.add_argument("--no-ray", action="store_true")
     a = ap.parse_args()
     sizes = [int(x) for x in a.ranks.split(",")]
+    cores = len(os.sched_getaffinity(0))
+    jobs_list = [int(x) for x in a.jobs.split(",")] if a.jobs else sorted({1, 2, cores})
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "job"
         folder.mkdir()
@@ -75,8 +82,8 @@ def main() -> None:
         mb = sum(f.stat().st_size for f in files) / 1e6
         took = time.perf_counter() - t0
         print(f"job: {len(files)} ranks from {a.source.name} ({mb:.1f} MB gzip) built in {took:.1f} s")
-        configs = [("local", 1), ("local", 2)] + ([] if a.no_ray else [("ray", None)])
-        print(f"\n{len(files)} ranks: one run, each configuration in a fresh process and store")
+        configs = [("local", j) for j in jobs_list] + ([] if a.no_ray else [("ray", None)])
+        print(f"\n{len(files)} ranks on {cores} cores: one run, each configuration in a fresh process and store")
         print(f"{'executor':<22}{'wall s':>8}{'ranks/s':>9}{'speed-up':>10}{'coord. peak MB':>16}"
               f"{'worker peak MB (max)':>22}{'workers':>9}")  # fmt: skip
         base = None
@@ -87,10 +94,11 @@ def main() -> None:
             peaks = [w["peak"] for w in r["workers"]]
             print(f"{label:<22}{r['wall']:>8.2f}{len(files) / r['wall']:>9.1f}{base / r['wall']:>10.2f}"
                   f"{r['coordinator_peak'] / 1e6:>16.0f}{max(peaks) / 1e6:>22.0f}{len(peaks):>9}")  # fmt: skip
-        print("\ncost per rank as ranks grow (local, jobs=2)")
+        most = max(jobs_list)
+        print(f"\ncost per rank as ranks grow (local, jobs={most})")
         print(f"{'ranks':>6}{'wall s':>9}{'ms/rank':>9}{'events':>12}{'worker peak MB (max)':>22}")
         for n in sizes:
-            r = run(files[:n], Path(tmp) / f"store-scale-{n}", 2, "local")
+            r = run(files[:n], Path(tmp) / f"store-scale-{n}", most, "local")
             peaks = [w["peak"] for w in r["workers"]]
             print(f"{n:>6}{r['wall']:>9.2f}{r['wall'] / n * 1e3:>9.0f}{r['events']:>12,}{max(peaks) / 1e6:>22.0f}")
 
