@@ -152,7 +152,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             hta_dir = Path(tmp) / "hta"
             hta_dir.mkdir()
-            (hta_dir / path.name).symlink_to(path)
+            (hta_dir / path.name).symlink_to(path.resolve())
 
             ours_runs, hta_runs = [], []
             for i in range(a.repeat):  # alternating, so that each pair shares the machine's phase

@@ -6,7 +6,7 @@
 -- collectives). An interval starting after reach opens a busy island; the part of an interval past the
 -- reach of its set (end_ns - greatest(start_ns, reach), when positive) is what it adds to the union of
 -- that set's work, so a union's length is the sum of those parts. One ordered pass serves every set.
--- Reads: _gpu_work, kernel_classes(name, kernel_class).
+-- Reads: _gpu_work.
 -- Columns:
 --   run_id          VARCHAR  run id
 --   rank            BIGINT   rank
@@ -22,13 +22,11 @@
 --   kernel_reach    BIGINT   latest end of the earlier kernels (NULL: none)
 --   not_comm_reach  BIGINT   latest end of the earlier work other than communication kernels (NULL: none)
 SELECT g.run_id, g.rank, g.step, g.device, g.kind,
-       c.kernel_class IS NOT DISTINCT FROM 'comm' AS comm,
+       g.kernel_class IS NOT DISTINCT FROM 'comm' AS comm,
        g.event_id, g.launch_id, g.start_ns, g.end_ns,
        max(g.end_ns) OVER earlier AS reach,
        max(g.end_ns) FILTER (WHERE g.kind = 'kernel') OVER earlier AS kernel_reach,
-       max(g.end_ns) FILTER (WHERE c.kernel_class IS DISTINCT FROM 'comm') OVER earlier AS not_comm_reach
+       max(g.end_ns) FILTER (WHERE g.kernel_class IS DISTINCT FROM 'comm') OVER earlier AS not_comm_reach
 FROM _gpu_work g
-LEFT JOIN kernel_classes c
-  ON g.kind = 'kernel' AND c.run_id = g.run_id AND c.rank = g.rank AND c.name = g.name
 WINDOW earlier AS (PARTITION BY g.run_id, g.rank, g.step, g.device ORDER BY g.start_ns, g.event_id
                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)

@@ -4,14 +4,14 @@
 -- kernel-name rule table). Where the name does not reveal the precision, the input dtypes the framework
 -- recorded on the launching op decide (PyTorch `Input type`, Paddle `input_dtypes`): half -> fp16,
 -- bfloat16 -> bf16, float -> fp32.
--- Reads: _gpu_work, events(input_dtypes of the launching op), kernel_classes.
+-- Reads: _gpu_work (which carries each kernel's row of kernel_classes), events(input_dtypes of the
+-- launching op).
 -- Columns:
 --   run_id        VARCHAR  run id
 --   rank          BIGINT   rank
 --   step          INTEGER  window's step
 --   device        INTEGER  GPU index
 --   event_id      BIGINT   the kernel
---   name          VARCHAR  kernel name
 --   op_id         BIGINT   innermost op that launched it
 --   top_op_id     BIGINT   top-level op that launched it
 --   dur_ns        BIGINT   duration inside the window, ns
@@ -19,17 +19,16 @@
 --   precision     VARCHAR  fp32, tf32, fp16, bf16, fp8, int8, fp64 or unknown
 --   tensor_core   BOOLEAN  runs on tensor cores
 --   compute       BOOLEAN  a gemm, conv or attention kernel (where precision decides AMP's gain)
-SELECT g.run_id, g.rank, g.step, g.device, g.event_id, g.name, g.op_id, g.top_op_id,
-       (g.end_ns - g.start_ns)::BIGINT AS dur_ns, c.kernel_class,
-       CASE WHEN c.precision <> 'unknown' THEN c.precision
+SELECT g.run_id, g.rank, g.step, g.device, g.event_id, g.op_id, g.top_op_id,
+       (g.end_ns - g.start_ns)::BIGINT AS dur_ns, g.kernel_class,
+       CASE WHEN g.kernel_precision <> 'unknown' THEN g.kernel_precision
             WHEN list_has_any(o.input_dtypes, ['c10::Half', 'float16', 'half']) THEN 'fp16'
             WHEN list_has_any(o.input_dtypes, ['c10::BFloat16', 'bfloat16']) THEN 'bf16'
             WHEN list_has_any(o.input_dtypes, ['float', 'float32']) THEN 'fp32'
             ELSE 'unknown' END AS precision,
-       c.tensor_core,
-       c.kernel_class IN ('gemm', 'conv', 'attention') AS compute
+       g.tensor_core,
+       g.kernel_class IN ('gemm', 'conv', 'attention') AS compute
 FROM _gpu_work g
-JOIN kernel_classes c ON c.run_id = g.run_id AND c.rank = g.rank AND c.name = g.name
 LEFT JOIN events o  -- only ops with input dtypes can tell a precision: the others are not read
   ON o.run_id = g.run_id AND o.rank = g.rank AND o.event_id = g.op_id AND o.input_dtypes IS NOT NULL
 WHERE g.kind = 'kernel'
