@@ -10,6 +10,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Literal
 
 from traceq.errors import TraceqError
@@ -17,6 +18,14 @@ from traceq.errors import TraceqError
 Executor = Literal["local", "ray"]
 EXECUTORS: tuple[str, ...] = ("local", "ray")
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
+
+#: Why a local pool broke: a worker was killed (out of memory, a signal), or could not start because the
+#: calling script starts work when imported (spawned workers import it, as all multiprocessing code does).
+BROKEN_POOL = (
+    "a worker process ended before finishing its file (killed, out of memory, or it could not start: "
+    "a script that calls traceq.ingest with several jobs must make the call under "
+    "'if __name__ == \"__main__\":', as the workers import the script)"
+)
 
 
 def default_jobs() -> int:
@@ -52,9 +61,11 @@ def run_tasks(
         try:
             for future in as_completed(futures):
                 yield futures[future], future.result()
-        except BaseException:
+        except BaseException as e:
             for future in futures:
                 future.cancel()
+            if isinstance(e, BrokenProcessPool):
+                raise TraceqError(BROKEN_POOL) from None
             raise
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -178,3 +180,24 @@ def test_a_job_folder_file_that_is_not_a_trace_is_reported_not_dropped_silently(
     warnings = json.loads(traceq.runs(store_dir)["warnings"][0])
     assert any(w.startswith(f"left out {job / 'rank0.json'}") for w in warnings)
     assert traceq.runs(store_dir)["n_ranks"][0] == 1
+
+
+def test_a_script_without_a_main_guard_gets_a_clear_error_and_an_empty_store(tmp_path: Path) -> None:
+    """Spawned workers import the calling script; one that ingests on import makes them fail to start."""
+    store = tmp_path / "store"
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import sys, traceq\n"
+        "from traceq.errors import TraceqError\n"
+        "try:\n"
+        f"    traceq.ingest([{str(DDP32)!r}], store={str(store)!r}, name='ddp', jobs=2)\n"
+        "except TraceqError as e:\n"
+        "    print('ERROR', e)\n"
+        "    sys.exit(3)\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert proc.stdout.startswith("ERROR a worker process ended before finishing its file")
+    assert 'if __name__ == "__main__":' in proc.stdout
+    assert traceq.runs(store).is_empty()
+    assert not list((store / "runs").glob("run_id=*"))
