@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import SHARED, run_cli, tree_state
 from traceq.errors import InputError
-from traceq.readers import read_trace
+from traceq.readers import nsys, read_trace
 
 EXPORTS = sorted((SHARED / "nsys").glob("*.sqlite.gz"))
 PYTORCH_NVTX = {"nsys_conformer_fp16_b4", "nsys_conformer_fp32_b4", "nsysai_mfu_2gpu_before", "nsysai_mfu_2gpu_after"}
@@ -137,6 +137,26 @@ def test_emit_nvtx_names_are_reduced_and_sizes_kept() -> None:
     with_sizes = ops.filter(pl.col("input_shapes").is_not_null())
     assert with_sizes.height > 0 and with_sizes["input_shapes"].str.starts_with("[").all()
     assert ops["args"].str.contains('"nvtx_text":').all()
+
+
+def test_tables_read_in_rowid_parts_give_the_whole_table_reads_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gz = next(p for p in EXPORTS if p.name.startswith("nsys_conformer_fp16_b4"))
+    db = _plain(gz, str(tmp_path))
+    whole = read_trace(db).tables
+    ranges: list[str] = []
+    original = nsys._Read.sql
+    monkeypatch.setattr(nsys._Read, "sql", lambda self, rows=None: ranges.append(self.table) or original(self, rows))
+    monkeypatch.setattr(nsys, "PART_ROWS", 5_000)
+    monkeypatch.setattr(nsys, "default_jobs", lambda: 4)
+    ranges.clear()
+    split = read_trace(db).tables
+    n_runtime = _sql(db, "select count(*) from CUPTI_ACTIVITY_KIND_RUNTIME")[0][0]
+    assert ranges.count("CUPTI_ACTIVITY_KIND_RUNTIME") == 4 and n_runtime >= 4 * 5_000  # read in four parts
+    assert ranges.count("CUPTI_ACTIVITY_KIND_KERNEL") == 4 and ranges.count("StringIds") == 1  # small: whole
+    assert split.events.equals(whole.events)
+    assert split.threads.equals(whole.threads) and split.steps.equals(whole.steps)
 
 
 def test_export_is_opened_read_only(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import re
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -27,6 +28,7 @@ from urllib.parse import quote
 import polars as pl
 
 from traceq.errors import InputError
+from traceq.executors import default_jobs
 from traceq.memory import release_free_memory
 from traceq.model.build import RunTables, build_run_tables
 from traceq.readers.source import Progress, TruncatedInput, is_gzip, iter_content, report_stage
@@ -59,12 +61,30 @@ _ARG_COLUMNS = {
 }  # fmt: skip
 _RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 _NVTX = "NVTX_EVENTS"
-_READ_THREADS = 2
+#: Threads that read the export (each on its own connection) at most; large tables are read in parts.
+_READ_THREADS = 8
+#: A table read is split into parts (rowid ranges) of at least this many rows, one per reading thread.
+PART_ROWS = 1 << 19
 _EXPORT_MARKERS = {"StringIds", _RUNTIME, _NVTX, "TARGET_INFO_SYSTEM_ENV", "META_DATA_EXPORT", "EXPORT_META_DATA"}
 
 
 def is_sqlite(head: bytes) -> bool:
     return head.startswith(SQLITE_MAGIC)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One table read, ``select COLUMNS from TABLE [where WHERE]``; it can be run in rowid ranges."""
+
+    table: str
+    columns: str
+    where: str | None = None
+
+    def sql(self, rows: tuple[int, int] | None = None) -> str:
+        """The statement, restricted to ``rows`` (first and last rowid) if given."""
+        conditions = [c for c in (self.where, rows and f"rowid between {rows[0]} and {rows[1]}") if c]
+        where = f" where {' and '.join(conditions)}" if conditions else ""
+        return f'select {self.columns} from "{self.table}"{where}'
 
 
 class _Export:
@@ -104,23 +124,40 @@ class _Export:
     def has(self, table: str, *cols: str) -> bool:
         return table in self.tables and set(cols) <= self.columns(table)
 
-    def query_all(self, sqls: dict[str, str]) -> dict[str, pl.DataFrame]:
-        """Run several queries at once, each on its own read-only connection (the driver reads SQLite
-        without the GIL: the kernel and runtime tables of a large export load about 25 % faster)."""
-        if len(sqls) <= 1:
-            return {name: self.query(sql) for name, sql in sqls.items()}
+    def read_all(self, reads: dict[str, _Read]) -> dict[str, pl.DataFrame]:
+        """Run several table reads at once on a few threads, each part on its own read-only connection
+        (the driver reads SQLite without the GIL). A large table is read in rowid ranges of at least
+        :data:`PART_ROWS` rows, concatenated in rowid order: the rows a whole-table read gives, in its
+        order, with every core reading."""
+        threads = min(_READ_THREADS, default_jobs())
+        parts = [(name, rows) for name, read in reads.items() for rows in self._ranges(read.table, threads)]
+        if len(parts) <= 1:
+            return {name: self.query(read.sql()) for name, read in reads.items()}
         import adbc_driver_sqlite.dbapi as adbc
 
-        def run(sql: str) -> pl.DataFrame:
+        def run(name: str, rows: tuple[int, int] | None) -> pl.DataFrame:
             con = adbc.connect(self.uri)
             try:
-                return self.query(sql, con)
+                return self.query(reads[name].sql(rows), con)
             finally:
                 con.close()
 
-        with ThreadPoolExecutor(_READ_THREADS) as pool:
-            futures = {name: pool.submit(run, sql) for name, sql in sqls.items()}
-            return {name: f.result() for name, f in futures.items()}
+        with ThreadPoolExecutor(min(threads, len(parts))) as pool:
+            futures = [(name, pool.submit(run, name, rows)) for name, rows in parts]
+            done: dict[str, list[pl.DataFrame]] = {}  # each name's parts, in rowid order
+            for name, future in futures:
+                done.setdefault(name, []).append(future.result())
+        return {name: pl.concat(frames, rechunk=False) for name, frames in done.items()}
+
+    def _ranges(self, table: str, threads: int) -> list[tuple[int, int] | None]:
+        """Rowid ranges splitting ``table`` into about equal parts of :data:`PART_ROWS` rows or more
+        (``[None]``: the whole table in one read)."""
+        lo, hi = self.query(f'select min(rowid), max(rowid) from "{table}"').row(0)
+        if lo is None or threads <= 1 or hi - lo + 1 < 2 * PART_ROWS:
+            return [None]
+        n = min(threads, (hi - lo + 1) // PART_ROWS)
+        step = -(-(hi - lo + 1) // n)
+        return [(a, min(a + step - 1, hi)) for a in range(lo, hi + 1, step)]
 
     def close(self) -> None:
         self.con.close()
@@ -162,14 +199,14 @@ def _read(export: _Export, path: Path, progress: Progress | None) -> tuple[RunTa
     if not (_EXPORT_MARKERS & export.tables) or "StringIds" not in export.tables:
         raise InputError(path, "an SQLite file that is not an Nsight Systems export (no StringIds or CUPTI tables)")
     warnings: list[str] = []
-    sqls = {"strings": "select id, value from StringIds"}
+    reads = {"strings": _Read("StringIds", "id, value")}
     for kind, table in _GPU_TABLES.items():
-        if (sql := _gpu_sql(export, kind, table)) is not None:
-            sqls[kind] = sql
-    for name, plan in (("runtime", _runtime_sql), ("nvtx", _nvtx_sql)):
-        if (sql := plan(export)) is not None:
-            sqls[name] = sql
-    raw = export.query_all(sqls)
+        if (read := _gpu_read(export, kind, table)) is not None:
+            reads[kind] = read
+    for name, plan in (("runtime", _runtime_read), ("nvtx", _nvtx_read)):
+        if (read := plan(export)) is not None:
+            reads[name] = read
+    raw = export.read_all(reads)
     strings = raw.pop("strings")
     frames = [
         _gpu_events(raw[kind], kind, export.columns(table), strings)
@@ -224,7 +261,7 @@ def _args(frame: pl.DataFrame, cols: list[str]) -> pl.Expr:
     return pl.struct(present).struct.json_encode()
 
 
-def _gpu_sql(export: _Export, kind: str, table: str) -> str | None:
+def _gpu_read(export: _Export, kind: str, table: str) -> _Read | None:
     """The read of one GPU activity table, or None where it was not traced."""
     if not export.has(table, "start", "end", "correlationId", "globalPid"):
         return None
@@ -232,7 +269,7 @@ def _gpu_sql(export: _Export, kind: str, table: str) -> str | None:
     wanted = ["start", "end", "correlationId", "globalPid", "deviceId", "streamId", "bytes", "demangledName",
               "shortName", *_ARG_COLUMNS[kind]]  # fmt: skip
     wanted = list(dict.fromkeys(c for c in wanted if c in cols))
-    return f'select {", ".join(_quoted(c) for c in wanted)} from "{table}"'
+    return _Read(table, ", ".join(_quoted(c) for c in wanted))
 
 
 def _gpu_events(raw: pl.DataFrame, kind: str, cols: set[str], strings: pl.DataFrame) -> pl.DataFrame:
@@ -266,13 +303,13 @@ def _gpu_events(raw: pl.DataFrame, kind: str, cols: set[str], strings: pl.DataFr
     )
 
 
-def _runtime_sql(export: _Export) -> str | None:
+def _runtime_read(export: _Export) -> _Read | None:
     """The read of the CUDA runtime/driver call table, or None where it was not traced."""
     if not export.has(_RUNTIME, "start", "end", "globalTid", "correlationId", "nameId"):
         return None
     extra = [c for c in _ARG_COLUMNS["runtime"] if c in export.columns(_RUNTIME)]
     wanted = ", ".join(_quoted(c) for c in ["start", "end", "globalTid", "correlationId", "nameId", *extra])
-    return f"select {wanted} from {_RUNTIME}"
+    return _Read(_RUNTIME, wanted)
 
 
 def _runtime_events(raw: pl.DataFrame, cols: set[str], strings: pl.DataFrame) -> pl.DataFrame:
@@ -294,7 +331,7 @@ def _runtime_events(raw: pl.DataFrame, cols: set[str], strings: pl.DataFrame) ->
     )
 
 
-def _nvtx_sql(export: _Export) -> str | None:
+def _nvtx_read(export: _Export) -> _Read | None:
     """The read of NVTX ranges and marks, or None where NVTX was not traced."""
     if not export.has(_NVTX, "start", "eventType", "globalTid"):
         return None
@@ -304,7 +341,7 @@ def _nvtx_sql(export: _Export) -> str | None:
     sel += ["textId"] if "textId" in cols else ["NULL AS textId"]
     sel += ["domainId"] if "domainId" in cols else ["NULL AS domainId"]
     types = ", ".join(str(t) for t in (*NVTX_RANGE_TYPES, NVTX_MARK))
-    return f"select {', '.join(sel)} from {_NVTX} where eventType in ({types})"
+    return _Read(_NVTX, ", ".join(sel), f"eventType in ({types})")
 
 
 def _nvtx_events(raw: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
