@@ -3,8 +3,9 @@
 The job is built from one real rank trace (a DDP rank of ``sample_traces/ddp`` by default): copy r gets
 ``distributedInfo.rank = r`` and ``world_size = N``, so every file is distinct and declares its rank.
 Each configuration runs in a fresh process (``traceq.ingest`` into a new store) and reports wall time,
-ranks per second, the speed-up over one worker, and the peak memory (VmHWM) of every process that read
-files: the coordinator and each worker.
+ranks per second, the speed-up over one worker, the time the workers spent on the files (the sum over
+files of reading and writing each: it grows where workers slow each other down), and the peak memory
+(VmHWM) of every process that read files: the coordinator and each worker.
 
 Usage: python benchmarks/multi_rank_ingest.py [--source TRACE] [--ranks 8,16,32,64] [--jobs 1,2,...]
        [--no-ray]
@@ -39,7 +40,7 @@ assert rows["status"].to_list() == ["ingested"] * len(files), rows
 import polars as pl
 workers = rows.group_by("worker").agg(pl.col("peak_rss_bytes").max().alias("peak"), pl.len().alias("files"))
 print(json.dumps({"wall": wall, "coordinator_peak": peak_rss_bytes(), "workers": workers.to_dicts(),
-                  "events": int(rows["events"].sum())}))
+                  "events": int(rows["events"].sum()), "file_seconds": float(rows["seconds"].sum())}))
 """
 
 
@@ -84,8 +85,8 @@ def main() -> None:
         print(f"job: {len(files)} ranks from {a.source.name} ({mb:.1f} MB gzip) built in {took:.1f} s")
         configs = [("local", j) for j in jobs_list] + ([] if a.no_ray else [("ray", None)])
         print(f"\n{len(files)} ranks on {cores} cores: one run, each configuration in a fresh process and store")
-        print(f"{'executor':<22}{'wall s':>8}{'ranks/s':>9}{'speed-up':>10}{'coord. peak MB':>16}"
-              f"{'worker peak MB (max)':>22}{'workers':>9}")  # fmt: skip
+        print(f"{'executor':<22}{'wall s':>8}{'ranks/s':>9}{'speed-up':>10}{'file s (sum)':>14}"
+              f"{'coord. peak MB':>16}{'worker peak MB (max)':>22}{'workers':>9}")  # fmt: skip
         base = None
         for executor, jobs in configs:
             r = run(files, Path(tmp) / f"store-{executor}-{jobs}", jobs, executor)
@@ -93,7 +94,8 @@ def main() -> None:
             label = f"{executor} jobs={jobs}" if executor == "local" else "ray (local instance)"
             peaks = [w["peak"] for w in r["workers"]]
             print(f"{label:<22}{r['wall']:>8.2f}{len(files) / r['wall']:>9.1f}{base / r['wall']:>10.2f}"
-                  f"{r['coordinator_peak'] / 1e6:>16.0f}{max(peaks) / 1e6:>22.0f}{len(peaks):>9}")  # fmt: skip
+                  f"{r['file_seconds']:>14.2f}{r['coordinator_peak'] / 1e6:>16.0f}{max(peaks) / 1e6:>22.0f}"
+                  f"{len(peaks):>9}")  # fmt: skip
         most = max(jobs_list)
         print(f"\ncost per rank as ranks grow (local, jobs={most})")
         print(f"{'ranks':>6}{'wall s':>9}{'ms/rank':>9}{'events':>12}{'worker peak MB (max)':>22}")
