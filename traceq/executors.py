@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from traceq.errors import TraceqError
@@ -18,6 +19,7 @@ from traceq.errors import TraceqError
 Executor = Literal["local", "ray"]
 EXECUTORS: tuple[str, ...] = ("local", "ray")
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
+POLARS_THREADS_ENV = "POLARS_MAX_THREADS"
 
 #: Why a local pool broke: a worker was killed (out of memory, a signal), or could not start because the
 #: calling script starts work when imported (spawned workers import it, as all multiprocessing code does).
@@ -56,7 +58,10 @@ def run_tasks(
             yield i, fn(item)
         return
     # spawn, not fork: forking a process whose Polars/Arrow thread pools have run can deadlock the child.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with (
+        _polars_threads(max(1, default_jobs() // workers)),
+        ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool,
+    ):
         futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
         try:
             for future in as_completed(futures):
@@ -67,6 +72,20 @@ def run_tasks(
             if isinstance(e, BrokenProcessPool):
                 raise TraceqError(BROKEN_POOL) from None
             raise
+
+
+@contextmanager
+def _polars_threads(n: int) -> Iterator[None]:
+    """Workers started inside get Polars thread pools of ``n`` threads (their share of the cores: pools
+    as large as the machine in every worker slow each other down), unless the caller chose a size."""
+    if POLARS_THREADS_ENV in os.environ:
+        yield
+        return
+    os.environ[POLARS_THREADS_ENV] = str(n)  # read by each spawned worker as it imports Polars
+    try:
+        yield
+    finally:
+        os.environ.pop(POLARS_THREADS_ENV, None)
 
 
 def _ray_tasks(fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 
 import traceq
 from tests.conftest import SAMPLES, raw_trace, run_cli, tree_state
+from traceq import executors
 from traceq.ranks import assign_ranks
 
 DDP32 = SAMPLES / "ddp" / "fp32"
@@ -201,3 +203,16 @@ def test_a_script_without_a_main_guard_gets_a_clear_error_and_an_empty_store(tmp
     assert 'if __name__ == "__main__":' in proc.stdout
     assert traceq.runs(store).is_empty()
     assert not list((store / "runs").glob("run_id=*"))
+
+
+def _polars_pool_size(_: int) -> int:
+    return pl.thread_pool_size()
+
+
+def test_pool_workers_share_the_cores_unless_the_caller_sized_polars(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(executors, "default_jobs", lambda: 4)
+    monkeypatch.delenv(executors.POLARS_THREADS_ENV, raising=False)
+    assert set(dict(executors.run_tasks(_polars_pool_size, [0, 1], jobs=2)).values()) == {2}  # 4 cores / 2
+    assert executors.POLARS_THREADS_ENV not in os.environ  # restored for this process
+    monkeypatch.setenv(executors.POLARS_THREADS_ENV, "3")
+    assert set(dict(executors.run_tasks(_polars_pool_size, [0, 1], jobs=2)).values()) == {3}
