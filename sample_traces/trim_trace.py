@@ -50,7 +50,8 @@ def _keep(events: list[dict], lo: float, hi: float) -> list[bool]:
 
 
 def main(src: str, dst: str, first: int, num: int) -> None:
-    text = gzip.open(src, "rt").read() if src.endswith(".gz") else open(src).read()
+    with gzip.open(src, "rt") if src.endswith(".gz") else open(src) as f:
+        text = f.read()
     doc = json.loads(text)
     events = doc["traceEvents"]
     lo, hi = _window(events, first, num)
@@ -65,12 +66,19 @@ def main(src: str, dst: str, first: int, num: int) -> None:
         out = "\n".join(lines[:start] + kept + lines[end:])
     else:
         doc["traceEvents"] = [e for e, k in zip(events, keep, strict=True) if k]
-        out = "{\n" + ",\n".join(
-            f"  {json.dumps(k)}: " + (
-                "[\n" + ",\n".join("  " + json.dumps(e) for e in v) + "\n  ]" if k == "traceEvents" else json.dumps(v)
+        out = (
+            "{\n"
+            + ",\n".join(
+                f"  {json.dumps(k)}: "
+                + (
+                    "[\n" + ",\n".join("  " + json.dumps(e) for e in v) + "\n  ]"
+                    if k == "traceEvents"
+                    else json.dumps(v)
+                )
+                for k, v in doc.items()
             )
-            for k, v in doc.items()
-        ) + "\n}\n"
+            + "\n}\n"
+        )
     json.loads(out)
     with gzip.open(dst, "wt", compresslevel=9) as f:
         f.write(out)
