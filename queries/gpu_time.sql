@@ -2,8 +2,8 @@
 -- Requires: _windows, _gpu_work
 -- Definition: the GPU work of each window (clipped to it, see _gpu_work) summed per device, kind
 -- (kernel, memcpy, memset) and, for kernels, kernel class (from `kernel_classes`, the one kernel-name
--- rule table, as _gpu_work carries it); copies and sets have no class. Durations are summed, not merged: work overlapping on
--- several streams counts once per stream (gpu_busy has the merged time).
+-- rule table, as _gpu_work carries it); copies and sets have no class. Durations are summed, not
+-- merged: work overlapping on several streams counts once per stream (gpu_busy has the merged time).
 -- Reads: _gpu_work.
 -- Columns:
 --   run_id        VARCHAR  run id

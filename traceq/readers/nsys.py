@@ -152,8 +152,10 @@ class _Export:
     def _ranges(self, table: str, threads: int) -> list[tuple[int, int] | None]:
         """Rowid ranges splitting ``table`` into about equal parts of :data:`PART_ROWS` rows or more
         (``[None]``: the whole table in one read)."""
+        if threads <= 1:
+            return [None]
         lo, hi = self.query(f'select min(rowid), max(rowid) from "{table}"').row(0)
-        if lo is None or threads <= 1 or hi - lo + 1 < 2 * PART_ROWS:
+        if lo is None or hi - lo + 1 < 2 * PART_ROWS:
             return [None]
         n = min(threads, (hi - lo + 1) // PART_ROWS)
         step = -(-(hi - lo + 1) // n)
