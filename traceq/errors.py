@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class TraceqError(Exception):
     """A problem the user can act on; the CLI prints it as one line and exits non-zero."""
@@ -22,3 +25,13 @@ class StoreError(TraceqError):
 
 class QueryError(TraceqError):
     """A SQL query was rejected or failed."""
+
+
+@contextmanager
+def spill_io(folder: object, verb: str) -> Iterator[None]:
+    """I/O in a spill folder, which belongs to the store: its errors (a full disk) are the store's, not
+    the input's."""
+    try:
+        yield
+    except OSError as e:
+        raise StoreError(f"{folder}: cannot {verb} the store: {e.strerror or e}") from None

@@ -65,7 +65,6 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
         return _store_error(task, e)
     shutil.rmtree(spill, ignore_errors=True)
     ev = result.overview
-    span = ev.select(pl.col("ts_ns").min().alias("start"), (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end"))
     declared = result.distributed.get("rank")
     info = {
         "error": None,
@@ -81,13 +80,13 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
             "devices": json.dumps(result.devices),
             "distributed": json.dumps(result.distributed),
             "clock_offset_ns": result.clock_offset_ns,
-            "n_events": ev.height,
+            "n_events": ev.n_events,
             "n_steps": result.tables.steps.height,
-            "start_ns": span["start"][0],
-            "end_ns": span["end"][0],
+            "start_ns": ev.start_ns,
+            "end_ns": ev.end_ns,
             "warnings": json.dumps(result.warnings),
         },
-        "events_by_kind": dict(ev.group_by("kind").len().iter_rows()),
+        "events_by_kind": dict(ev.by_kind),
         "summary": summary_line(result),
     }
     del result, ev  # the metrics below read the staged files: the tables need not stay in memory
@@ -122,7 +121,7 @@ def peak_rss_bytes() -> int | None:
 def summary_line(result: ReadResult) -> str:
     """``events by kind, steps, devices, time span`` in one line (for summary text: its tables)."""
     ev = result.overview
-    if ev.is_empty() and not result.tables.summary_cells.is_empty():
+    if not ev.n_events and not result.tables.summary_cells.is_empty():
         ops = result.tables.op_stats
         sections = result.tables.summary_cells["section"].unique(maintain_order=True).to_list()
         return (
@@ -131,15 +130,13 @@ def summary_line(result: ReadResult) -> str:
             f"{ops.filter(pl.col('row_type') == 'kernel').height + result.tables.kernel_stats.height:,} kernel rows; "
             "no timeline, so time-based metrics need a trace"
         )
-    counts = ev.group_by("kind").len().sort("len", descending=True)
-    kinds = ", ".join(f"{k} {n:,}" for k, n in counts.iter_rows())
-    span_ns = ev.select((pl.col("ts_ns") + pl.col("dur_ns")).max() - pl.col("ts_ns").min()).item() or 0
+    kinds = ", ".join(f"{k} {n:,}" for k, n in sorted(ev.by_kind.items(), key=lambda kn: (-kn[1], kn[0])))
     gpus = sorted({str(d.get("name")) for d in result.devices if d.get("name")})
-    devices = ev.filter(pl.col("device").is_not_null())["device"].n_unique()
+    devices = len(ev.devices)
     dev_text = (plural(devices, "GPU") if devices else "no GPU events") + (f" ({', '.join(gpus)})" if gpus else "")
     return (
-        f"{result.profiler_version}: {ev.height:,} events ({kinds}); "
-        f"{plural(result.tables.steps.height, 'step')}; {dev_text}; span {span_ns / 1e6:,.1f} ms"
+        f"{result.profiler_version}: {ev.n_events:,} events ({kinds}); "
+        f"{plural(result.tables.steps.height, 'step')}; {dev_text}; span {ev.span_ns / 1e6:,.1f} ms"
     )
 
 

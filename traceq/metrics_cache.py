@@ -21,6 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
+from traceq.model import on_disk
 from traceq.store import Store, write_parquet
 
 #: The metric queries a report and a comparison read, stored per rank at ingest. (``rank_balance`` is
@@ -61,13 +62,19 @@ def stores_metrics(n_events: int) -> bool:
     return n_events >= max(STORE_MIN_EVENTS, 1)
 
 
+#: DuckDB's memory limit for the metrics of a rank whose model was built on disk: beyond it, it spills
+#: to the scratch folder instead of growing with the events (about 1.6x slower on 4.5 M events here).
+BOUNDED_MEMORY_LIMIT = "256MB"
+
+
 def compute_from_partition(folder: Path, n_events: int) -> dict[str, pl.DataFrame]:
     """The stored metrics of one staged rank folder of ``n_events`` events (see :func:`stores_metrics`)."""
     if not stores_metrics(n_events):
         return {}
     from traceq.sql import Session
 
-    with Session.over_ranks({0: folder}) as session:
+    limit = BOUNDED_MEMORY_LIMIT if on_disk.builds_on_disk(n_events) else None
+    with Session.over_ranks({0: folder}, memory_limit=limit) as session:
         return {name: session.query(name).drop("run_id", "rank") for name in CACHED}
 
 

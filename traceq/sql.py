@@ -135,10 +135,11 @@ class Session:
         self._scratch: Path | None = None
 
     @classmethod
-    def over_ranks(cls, folders: dict[int, Path], run_id: str = "run") -> Session:
+    def over_ranks(cls, folders: dict[int, Path], run_id: str = "run", memory_limit: str | None = None) -> Session:
         """A session over rank folders of a run being written (``folders`` by rank), for traceq's own
         queries. The files are linked into a scratch store layout so that the views are exactly the
-        store's (hive keys as partition constants, which DuckDB plans joins on far better than literals)."""
+        store's (hive keys as partition constants, which DuckDB plans joins on far better than literals).
+        With ``memory_limit``, DuckDB keeps to it, spilling into the scratch folder."""
         scratch = Path(tempfile.mkdtemp(prefix="traceq-ranks-"))
         for rank, folder in folders.items():
             rank_dir = scratch / "runs" / f"run_id={run_id}" / f"rank={rank}"
@@ -148,6 +149,9 @@ class Session:
         (scratch / "traceq-store.json").write_text("{}\n")
         session = cls(runs=[run_id], con=connect(Store(scratch), [run_id], locked=False))
         session._scratch = scratch
+        if memory_limit is not None:
+            session.con.execute(f"SET temp_directory = {_quote(str(scratch / 'duckdb.tmp'))}")
+            session.con.execute(f"SET memory_limit = {_quote(memory_limit)}")
         return session
 
     def query(self, name: str) -> pl.DataFrame:

@@ -11,6 +11,7 @@ import pytest
 import traceq
 from tests.conftest import SAMPLES, shared
 from traceq import metrics_cache
+from traceq.model import on_disk
 from traceq.sql import Session
 from traceq.store import Store
 
@@ -79,3 +80,26 @@ def test_small_runs_store_no_metrics_by_default(store_dir: Path, monkeypatch: py
     assert traceq.runs(store_dir)["n_events"][0] < 350_000
     assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
     assert metrics_cache.stored_files(Store(store_dir), [run_id], "gpu_busy") is None
+
+
+def test_a_run_built_on_disk_stores_the_same_events_and_metrics(
+    store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = RUNS["paddle_layout"]
+    in_memory = traceq.ingest([path], store=tmp_path / "memory", jobs=1)["run_id"][0]
+    monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
+    monkeypatch.setattr(on_disk, "BUCKET_ROWS", 4000)
+    monkeypatch.setattr(metrics_cache, "BOUNDED_MEMORY_LIMIT", "64MB")
+    run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
+    events = traceq.sql("select * exclude (run_id) from events order by event_id", store=store_dir)
+    expected = traceq.sql("select * exclude (run_id) from events order by event_id", store=tmp_path / "memory")
+    assert events.height > 5 * on_disk.BUCKET_ROWS
+    assert events.equals(expected)
+    assert not list((store_dir / "tmp").iterdir())  # the model's files went with the spill folder
+    store = Store(store_dir)
+    with Session(store, [run_id]) as session:
+        for name in metrics_cache.CACHED:
+            stored = session.query(name)
+            key = [c for c in stored.columns if stored.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
+            live = _live(Store(tmp_path / "memory"), in_memory, name).with_columns(pl.lit(run_id).alias("run_id"))
+            assert stored.sort(key, nulls_last=True).equals(live.cast(stored.schema).sort(key, nulls_last=True)), name

@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, shared
+from traceq.model import nesting, on_disk
 from traceq.readers import chrome_json, chunks, read_trace
 
 
@@ -38,7 +39,7 @@ def test_a_spilled_read_in_small_chunks_equals_the_whole_read(
     assert events["dur_ns"].to_list() == [max(0, round(e.get("dur", 0) * 1000)) for e in listed]
     assert_frame_equal(result.tables.steps, whole.tables.steps)
     assert_frame_equal(result.tables.threads, whole.tables.threads)
-    assert_frame_equal(result.overview, whole.overview)
+    assert result.overview == whole.overview
     assert result.tables.kernel_classes.sort("name").equals(whole.tables.kernel_classes.sort("name"))
     assert result.warnings == whole.warnings
 
@@ -51,3 +52,38 @@ def test_a_spilled_read_streams_the_events_into_parquet(tmp_path: Path, monkeypa
     out = tmp_path / "events.parquet"
     result.tables.events.sink_parquet(out)
     assert_frame_equal(pl.read_parquet(out), whole)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz",
+        SAMPLES / "paddlefmt_conformer_fp32_b64_2steps.json.gz",
+        SAMPLES / "paddle331_cpu_fp32_noshapes.paddle_trace.json.gz",
+        shared("hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"),
+    ],
+    ids=lambda p: p.name,
+)
+def test_a_model_built_on_disk_in_small_batches_equals_the_one_built_in_memory(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = read_trace(path)
+    monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
+    monkeypatch.setattr(on_disk, "BUCKET_ROWS", 1500)  # many buckets of start times, each cutting open ops
+    walked: list[int] = []
+    nest = nesting.nest_with_open_ranges
+
+    def counted(events: pl.DataFrame, tolerance_ns: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
+        nested, still_open = nest(events, tolerance_ns)
+        walked.append(still_open.height)
+        return nested, still_open
+
+    monkeypatch.setattr(on_disk, "nest_with_open_ranges", counted)
+    spill = tmp_path / "spill"
+    result = read_trace(path, spill_dir=spill)
+    assert (spill / "model").is_dir()
+    assert len(walked) > 5 and max(walked) > 1  # batches ended inside nested ops
+    assert_frame_equal(result.tables.collect().events, whole.tables.events)
+    assert_frame_equal(result.tables.steps, whole.tables.steps)
+    assert result.overview == whole.overview
+    assert result.warnings == whole.warnings

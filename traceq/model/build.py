@@ -100,17 +100,28 @@ def derive(
     is_gpu = keys.get_column("kind").is_in(GPU_WORK_KINDS)
     del keys
     by_id["step"] = placed_at(step, ids, len(step))
-    # Back to the rows' order; GPU work inherits op, top op and step from the call that launched it.
+    # Back to the rows' order, with what the launching call of each row holds.
     own = {name: by_id[name].gather(ids) for name in ("parent_id", "depth", "op_id", "top_op_id", "launch_id")}
     launch_id = own["launch_id"]
-    inherited = {name: by_id[name].gather(launch_id) for name in ("op_id", "top_op_id", "step")}
+    inherited = [by_id[name].gather(launch_id).alias(f"launch_{name}") for name in INHERITED]
     del by_id
-    derived = pl.DataFrame([ids, *own.values(), step]).with_columns(
-        pl.when(is_gpu).then(inherited["op_id"]).otherwise(pl.col("op_id")).alias("op_id"),
-        pl.when(is_gpu).then(inherited["top_op_id"]).otherwise(pl.col("top_op_id")).alias("top_op_id"),
-        pl.when(is_gpu & launch_id.is_not_null()).then(inherited["step"]).otherwise(pl.col("step")).alias("step"),
-    )
-    return derived, STEPS.conform(steps)
+    derived = pl.DataFrame([ids, *own.values(), step, *inherited])
+    return inherit_from_launch(derived, is_gpu), STEPS.conform(steps)
+
+
+#: What GPU work takes from the call that launched it.
+INHERITED = ("op_id", "top_op_id", "step")
+
+
+def inherit_from_launch(derived: pl.DataFrame, is_gpu: pl.Series) -> pl.DataFrame:
+    """Derived columns with GPU work's op, top op and step (where it has a launch) replaced by its
+    launching call's (``launch_op_id``, ``launch_top_op_id``, ``launch_step``, then dropped)."""
+    launched = is_gpu & pl.col("launch_id").is_not_null()
+    return derived.with_columns(
+        pl.when(is_gpu).then(pl.col("launch_op_id")).otherwise(pl.col("op_id")).alias("op_id"),
+        pl.when(is_gpu).then(pl.col("launch_top_op_id")).otherwise(pl.col("top_op_id")).alias("top_op_id"),
+        pl.when(launched).then(pl.col("launch_step")).otherwise(pl.col("step")).alias("step"),
+    ).drop(f"launch_{name}" for name in INHERITED)
 
 
 def attach(events: pl.DataFrame, derived: pl.DataFrame) -> pl.DataFrame:

@@ -35,10 +35,39 @@ def nest_host_events(events: pl.DataFrame, tolerance_ns: int = 0, native: bool =
     ``events`` needs ``event_id``, ``kind``, ``ts_ns``, ``dur_ns``, ``pid``, ``tid``. Runtime calls get
     the innermost op-tree range as ``parent_id`` and its depth plus one as ``depth``.
     """
+    return _nest(events, tolerance_ns, native)[0]
+
+
+def nest_with_open_ranges(
+    events: pl.DataFrame, tolerance_ns: int = 0, native: bool = True
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`nest_host_events`, and the rows of ``events`` still open after them: per thread, its last
+    range and the ranges enclosing it (the thread's stack, in the walk's order).
+
+    Walking those rows again with events that start later on the same threads rebuilds the same
+    stacks, so events can be nested in batches of consecutive start times.
+    """
+    nested, containers = _nest(events, tolerance_ns, native)
+    return nested, _open_stacks(containers).select(events.columns)
+
+
+def _nest(events: pl.DataFrame, tolerance_ns: int, native: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
     containers = _nest_containers(events, tolerance_ns, native)
     leaves = _place_leaves(events, containers, tolerance_ns, native)
     tree = containers.filter(pl.col("kind") != "annotation").select(_OUT.keys())
-    return pl.concat([tree, leaves.select(_OUT.keys())], how="vertical_relaxed").cast(_OUT)
+    return pl.concat([tree, leaves.select(_OUT.keys())], how="vertical_relaxed").cast(_OUT), containers
+
+
+def _open_stacks(containers: pl.DataFrame) -> pl.DataFrame:
+    """Each thread's last range and the ranges enclosing it (``container_parent`` up to the top), in
+    the walk's order (``containers`` is in it)."""
+    chain = containers.unique(["pid", "tid"], keep="last")
+    links = [chain]
+    while chain.height:
+        chain = containers.filter(pl.col("event_id").is_in(chain.get_column("container_parent").drop_nulls().implode()))
+        links.append(chain)
+    ids = pl.concat(links).get_column("event_id")
+    return containers.filter(pl.col("event_id").is_in(ids.implode()))
 
 
 _WALK_COLUMNS = ("container_parent", "parent_id", "depth", "op_id", "top_op_id", "leaf_parent", "leaf_depth")

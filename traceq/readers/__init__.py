@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -12,15 +12,14 @@ import polars as pl
 
 from traceq.errors import InputError
 from traceq.memory import release_free_memory
+from traceq.model import on_disk
 from traceq.model.build import KEY_COLUMNS, RunTables, attach, conform_threads, derive
 from traceq.readers import chrome_common, kineto, nsys, paddle, paddle_summary
 from traceq.readers.chrome_json import ChromeTrace, read_chrome_trace
 from traceq.readers.chunks import lazy_source
+from traceq.readers.overview import Overview
 from traceq.readers.source import Progress, check_readable, head_bytes, report_stage
 from traceq.schema import EVENTS
-
-#: Event columns every read keeps in memory, whatever the format.
-OVERVIEW_COLUMNS = ("kind", "ts_ns", "dur_ns", "device")
 
 
 @dataclass
@@ -35,14 +34,14 @@ class ReadResult:
     distributed: dict[str, Any] = field(default_factory=dict)
     clock_offset_ns: int | None = None
     warnings: list[str] = field(default_factory=list)
-    #: :data:`OVERVIEW_COLUMNS` of every event (what the catalog and the summary line count).
-    overview: pl.DataFrame | None = None
+    #: What the catalog and the summary line count of the events.
+    overview: Overview | None = None
     #: The distinct kernel names of ``events``, where the events are not in memory.
     kernel_names: pl.Series | None = None
 
     def __post_init__(self) -> None:
         if self.overview is None:  # every format but a streamed chrome trace (which gives its own) is in memory
-            self.overview = self.tables.collect().events.select(OVERVIEW_COLUMNS)
+            self.overview = Overview.of(self.tables.collect().events)
 
 
 def sniff_format(path: Path) -> str:
@@ -103,15 +102,23 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> Read
     report_stage(progress, "building the model")
     flavour = paddle if paddle.looks_like(trace) else kineto
     params = flavour.params(trace)
-    keys = _ModelKeys.of(path, trace, flavour, params)
+    disk = None
+    if spill_dir is not None and on_disk.builds_on_disk(sum(trace.chunks.rows)):
+        disk = on_disk.ModelOnDisk(spill_dir / "model")
+    keys = _ModelKeys.of(path, trace, flavour, params, disk)
     release_free_memory()
-    derived, steps = derive(keys.frame.select(KEY_COLUMNS), tolerance_ns=params.tolerance_ns)
+    if disk is None:
+        derived, steps = derive(keys.frame.select(KEY_COLUMNS), tolerance_ns=params.tolerance_ns)
+        model = _model_in_memory(keys, derived)
+        del derived
+    else:
+        steps = disk.derive(params.tolerance_ns)
+        model = _model_on_disk(disk, keys.rows)
     tables = RunTables(
-        events=_events_by_chunk(trace, flavour, params, keys, derived),
+        events=_events_by_chunk(trace, flavour, params, _KEPT_WRITTEN, model),
         steps=steps,
         threads=conform_threads(flavour.threads(trace)),
     )
-    del derived
     warnings = list(trace.warnings)
     if keys.negative:
         warnings.append(f"{keys.negative} events had negative durations; counted as 0")
@@ -128,29 +135,41 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> Read
         distributed=flavour.distributed(trace),
         clock_offset_ns=flavour.clock_offset_ns(trace),
         warnings=warnings,
-        overview=keys.frame.select(OVERVIEW_COLUMNS),
+        overview=keys.overview,
         kernel_names=keys.kernel_names,
     )
 
 
-#: Event columns of a chrome trace kept in memory while its model is built (the others wait in the
-#: decoded chunks until the events are written); ``name`` only on step events.
+#: Event columns of a chrome trace kept while its model is built (the others wait in the decoded chunks
+#: until the events are written); ``name`` only on step events.
 _KEPT = (*KEY_COLUMNS, "device", "stream")
+
+#: The kept columns written from the kept values (``name`` is mapped again with the other columns).
+_KEPT_WRITTEN = [c for c in _KEPT if c != "name"]
 
 
 @dataclass
 class _ModelKeys:
     """The kept columns of every event of a chrome trace, in the trace's order, from one pass over its
-    chunks: what the model build needs, and what the other columns are joined back to by position."""
+    chunks: what the model build needs, and what the other columns are joined back to by position. They
+    are held in ``frame``, or in ``disk`` where the model is built on disk (``frame`` is then None)."""
 
-    frame: pl.DataFrame
+    frame: pl.DataFrame | None
     rows: list[int]
     kernel_names: pl.Series
     negative: int
+    overview: Overview
 
     @classmethod
-    def of(cls, path: Path, trace: ChromeTrace, flavour: ModuleType, params: chrome_common.TraceParams) -> _ModelKeys:
-        parts, rows, names, negative = [], [], [], 0
+    def of(
+        cls,
+        path: Path,
+        trace: ChromeTrace,
+        flavour: ModuleType,
+        params: chrome_common.TraceParams,
+        disk: on_disk.ModelOnDisk | None = None,
+    ) -> _ModelKeys:
+        parts, rows, names, negative, overview = [], [], [], 0, Overview()
         is_kernel, is_step = pl.col("kind") == "kernel", pl.col("kind") == "step"
 
         def query(raw: pl.LazyFrame) -> pl.LazyFrame:
@@ -158,40 +177,76 @@ class _ModelKeys:
 
         read = trace.chunks.columns_read_by(query)
         for kept in trace.chunks.map(lambda raw: query(raw.lazy()).collect(), read=read):
-            names.append(kept.filter(is_kernel).get_column("name").unique())
+            # through categorical: the names hold their own bytes, not the chunk's block of names
+            names.append(kept.filter(is_kernel).get_column("name").unique().cast(pl.Categorical).cast(pl.String))
             negative += kept.filter(pl.col("dur_ns") < 0).height
-            # categorical: a step name holds its own bytes, not the chunk's block of names
-            step_name = pl.when(is_step).then(pl.col("name")).cast(pl.Categorical).alias("name")
-            parts.append(kept.with_columns(pl.col("dur_ns").clip(lower_bound=0), step_name))
+            step_name = pl.when(is_step).then(pl.col("name")).alias("name")
+            kept = kept.with_columns(pl.col("dur_ns").clip(lower_bound=0), step_name)
+            overview += Overview.of(kept)
+            if disk is None:  # categorical: a step name holds its own bytes, not the chunk's block of names
+                parts.append(kept.with_columns(pl.col("name").cast(pl.Categorical)))
+            else:
+                disk.add(kept)
             rows.append(kept.height)
         if not sum(rows):
             raise InputError(path, "a chrome trace with no timed events")
-        frame = pl.concat(parts).with_columns(pl.col("name").cast(pl.String))
-        return cls(frame, rows, pl.concat(names).unique(), negative)
+        frame = pl.concat(parts).with_columns(pl.col("name").cast(pl.String)) if disk is None else None
+        return cls(frame, rows, pl.concat(names).unique(), negative, overview)
+
+
+#: A chrome trace's kept and derived columns, chunk by chunk (the rows of each decoded chunk in turn).
+ModelRows = Callable[[], Iterator[pl.DataFrame]]
+
+
+def _model_in_memory(keys: _ModelKeys, derived: pl.DataFrame) -> ModelRows:
+    assert keys.frame is not None
+    model = keys.frame.select(_KEPT_WRITTEN).hstack(derived.get_columns())
+
+    def chunks() -> Iterator[pl.DataFrame]:
+        offset = 0
+        for n in keys.rows:
+            yield model.slice(offset, n)
+            offset += n
+
+    return chunks
+
+
+def _model_on_disk(disk: on_disk.ModelOnDisk, rows: list[int]) -> ModelRows:
+    return lambda: _rebatched(disk.rows_in_order(_KEPT_WRITTEN), rows)
+
+
+def _rebatched(frames: Iterator[pl.DataFrame], sizes: list[int]) -> Iterator[pl.DataFrame]:
+    """The rows of ``frames`` in frames of ``sizes`` rows."""
+    held: list[pl.DataFrame] = []
+    have = 0
+    for size in sizes:
+        while have < size:
+            frame = next(frames)
+            held.append(frame)
+            have += frame.height
+        whole = pl.concat(held) if len(held) > 1 else held[0]
+        yield whole.slice(0, size)
+        held, have = [whole.slice(size)], have - size
 
 
 def _events_by_chunk(
     trace: ChromeTrace,
     flavour: ModuleType,
     params: chrome_common.TraceParams,
-    keys: _ModelKeys,
-    derived: pl.DataFrame,
+    kept: list[str],
+    model: ModelRows,
 ) -> pl.LazyFrame:
     """The ``events`` table as a LazyFrame that maps the trace's chunks one at a time, joined by position
-    to their kept and derived columns."""
-    kept = keys.frame.drop("name")
+    to their ``kept`` and derived columns (``model``)."""
 
     def others(raw: pl.LazyFrame) -> pl.LazyFrame:
         mapped = flavour.events(raw, params)
-        return mapped.select(c for c in mapped.collect_schema().names() if c in EVENTS.schema and c not in kept.columns)
+        return mapped.select(c for c in mapped.collect_schema().names() if c in EVENTS.schema and c not in kept)
 
     read = trace.chunks.columns_read_by(others)
 
     def chunk_events(columns: list[str] | None) -> Iterator[pl.DataFrame]:
-        offset = 0
-        for raw, n in zip(trace.chunks.frames(read=read), keys.rows, strict=True):
-            mapped = others(raw.lazy()).collect().hstack(kept.slice(offset, n).get_columns())
-            yield attach(mapped, derived.slice(offset, n))
-            offset += n
+        for raw, rows in zip(trace.chunks.frames(read=read), model(), strict=True):
+            yield attach(others(raw.lazy()).collect(), rows)
 
     return lazy_source(chunk_events, EVENTS.schema)

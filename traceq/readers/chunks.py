@@ -11,7 +11,7 @@ import shutil
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import TypeVar
 
@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 from polars.io.plugins import register_io_source
 
-from traceq.errors import StoreError
+from traceq.errors import StoreError, spill_io
 
 #: Rows per chunk: decoded bodies are gathered until a chunk has this many events (the unit the model
 #: is read back in, and a row group of ``events``).
@@ -213,14 +213,8 @@ class Chunks:
             names=table.column_names,
         )
 
-    @contextmanager
-    def _spill_io(self, verb: str) -> Iterator[None]:
-        """The spill folder belongs to the store: its I/O errors (a full disk) are the store's, not the
-        input's."""
-        try:
-            yield
-        except OSError as e:
-            raise StoreError(f"{self.spill_dir}: cannot {verb} the store: {e.strerror or e}") from None
+    def _spill_io(self, verb: str) -> AbstractContextManager[None]:
+        return spill_io(self.spill_dir, verb)
 
     def close(self) -> None:
         """Drop every chunk (and the spill folder)."""

@@ -1,0 +1,224 @@
+"""The model of a large trace built on disk, with a working set that does not grow with the trace.
+
+The rules are the in-memory build's (:func:`traceq.model.build.derive`), applied to bounded pieces whose
+rows wait in Arrow IPC files in a folder:
+
+1. the key columns of every event are added chunk by chunk, numbered in the trace's order, and a
+   sample of start times is kept;
+2. they are spread into buckets of consecutive start times (cut at quantiles of the sample);
+3. bucket by bucket in time order: events are numbered by start (longest first on ties, then the
+   trace's order), continuing the numbers of the buckets before; host threads are nested, each
+   bucket starting with the ranges the one before left open (:func:`nest_with_open_ranges`); steps are
+   assigned (:func:`assign_steps`); launches and GPU work go to buckets of correlation ids;
+4. correlation bucket by bucket: GPU work is linked to its launch (:func:`link_launches`) and takes the
+   launch's op, top op and step;
+5. :meth:`ModelOnDisk.rows` gives every event's kept and derived columns in the trace's order, a range
+   of rows at a time (:func:`inherit_from_launch`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+
+from traceq.errors import spill_io
+from traceq.model.build import inherit_from_launch
+from traceq.model.links import link_launches
+from traceq.model.nesting import nest_with_open_ranges
+from traceq.model.steps import assign_steps, steps_table
+from traceq.schema import GPU_WORK_KINDS, OP_TREE_KINDS, STEPS
+
+#: Chrome traces of at least this many events have their model built on disk during ``ingest``.
+MIN_EVENTS = 2_000_000
+
+
+def builds_on_disk(n_events: int) -> bool:
+    """Whether ``ingest`` builds the model of a chrome trace of ``n_events`` events on disk (and keeps
+    the metrics it stores within a memory limit)."""
+    return n_events >= MIN_EVENTS
+
+
+#: Events per bucket of start times, of correlation ids and of rows (the working set's unit).
+BUCKET_ROWS = 1 << 18
+
+#: Every this many events, one start time is sampled to cut the time buckets.
+_SAMPLE_EVERY = 64
+
+_NESTED_KINDS = (*OP_TREE_KINDS, "annotation", "runtime")
+_NEST_COLUMNS = ["event_id", "kind", "ts_ns", "dur_ns", "pid", "tid"]
+_LINKED_KINDS = ("runtime", *GPU_WORK_KINDS)
+_LAST = 2**63 - 1
+_LAUNCHED = {
+    "row": pl.Int64,
+    "launch_id": pl.Int64,
+    "launch_op_id": pl.Int64,
+    "launch_top_op_id": pl.Int64,
+    "launch_step": pl.Int32,
+}
+
+
+class _Buckets:
+    """Frames appended to numbered buckets (one Arrow IPC stream file each) and read back whole."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        self.folder, self.name = folder, name
+        self._writers: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
+
+    def _path(self, bucket: int) -> Path:
+        return self.folder / f"{self.name}-{bucket:06d}.arrow"
+
+    def add(self, frame: pl.DataFrame, bucket: pl.Expr) -> None:
+        """Append each row of ``frame`` to the bucket ``bucket`` gives it."""
+        parts = frame.with_columns(bucket.alias("_bucket")).partition_by("_bucket", as_dict=True, include_key=False)
+        with spill_io(self.folder, "write"):
+            for (number,), part in parts.items():
+                table = part.to_arrow(compat_level=pl.CompatLevel.newest())  # string views as they are
+                writer = self._writers.get(number)  # type: ignore[arg-type]
+                if writer is None:
+                    path = str(self._path(number))  # type: ignore[arg-type]
+                    writer = self._writers[number] = pa.ipc.new_stream(path, table.schema)  # type: ignore[index]
+                writer.write_table(table)
+
+    def close(self) -> None:
+        """Finish every bucket's file (call before reading)."""
+        with spill_io(self.folder, "write"):
+            for writer in self._writers.values():
+                writer.close()
+        self._writers.clear()
+
+    def read(self, bucket: int) -> pl.DataFrame | None:
+        """The rows of ``bucket`` (None where none were added); the file is removed."""
+        frames = list(self.pieces(bucket))
+        return pl.concat(frames) if frames else None
+
+    def pieces(self, bucket: int) -> Iterator[pl.DataFrame]:
+        """The frames added to ``bucket``, one at a time; the file is removed."""
+        path = self._path(bucket)
+        if not path.exists():
+            return
+        with spill_io(self.folder, "read"), pa.OSFile(str(path)) as f:
+            for batch in pa.ipc.open_stream(f):
+                yield _frame(batch)
+        path.unlink()
+
+
+def _step_rows(events: pl.DataFrame) -> pl.DataFrame:
+    """The step events of ``events`` (the columns of :func:`steps_table`), their names in bytes of their
+    own (not a block of the whole frame's names)."""
+    steps = events.filter(pl.col("kind") == "step").select("kind", "name", "ts_ns", "dur_ns", "event_id")
+    return steps.with_columns(pl.col("name").cast(pl.Categorical).cast(pl.String))
+
+
+def _frame(data: pa.RecordBatch) -> pl.DataFrame:
+    frame = pl.from_arrow(data)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+class ModelOnDisk:
+    """The key columns of a trace's events (``kind``, ``name`` of steps, times, process, thread,
+    correlation, device, stream), added chunk by chunk, and the model derived from them in ``folder``."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.rows = 0
+        self._keys = _Buckets(folder, "keys")
+        self._samples: list[pl.Series] = []
+        self._step_rows: list[pl.DataFrame] = []
+
+    def add(self, frame: pl.DataFrame) -> None:
+        """Append ``frame``'s rows (numbered on from the rows added before)."""
+        frame = frame.with_columns(pl.int_range(self.rows, self.rows + frame.height, dtype=pl.Int64).alias("row"))
+        self._keys.add(frame, pl.lit(0))
+        self._samples.append(frame.get_column("ts_ns").gather_every(_SAMPLE_EVERY))
+        self._step_rows.append(_step_rows(frame.with_columns(pl.lit(None, pl.Int64).alias("event_id"))))
+        self.rows += frame.height
+
+    def derive(self, tolerance_ns: int = 0) -> pl.DataFrame:
+        """Number, nest and link the events and find their steps; returns the ``steps`` table."""
+        self._keys.close()
+        buckets = max(1, math.ceil(self.rows / BUCKET_ROWS))
+        times = self._spread_by_time(buckets)
+        # the step windows (their events' ids come with their buckets)
+        windows = steps_table(pl.concat(self._step_rows))
+        by_correlation = _Buckets(self.folder, "linked")
+        self._rows = _Buckets(self.folder, "rows")
+        offset, stacks, step_rows = 0, None, []
+        for bucket in range(buckets):
+            events = times.read(bucket)
+            if events is None:
+                continue
+            events = events.sort(["ts_ns", pl.col("dur_ns").neg(), "row"], nulls_last=True).with_columns(
+                pl.int_range(offset, offset + events.height, dtype=pl.Int64).alias("event_id")
+            )
+            offset += events.height
+            step_rows.append(_step_rows(events))
+            host = events.filter(pl.col("kind").is_in(_NESTED_KINDS) & pl.col("tid").is_not_null())
+            host = host.select(_NEST_COLUMNS)
+            nested, still_open = nest_with_open_ranges(
+                host if stacks is None else pl.concat([stacks, host]), tolerance_ns
+            )
+            if stacks is not None:  # placed with the buckets before
+                nested = nested.join(stacks.select("event_id"), on="event_id", how="anti")
+            stacks = still_open
+            events = events.with_columns(assign_steps(events, windows).alias("step"))
+            events = events.join(nested, on="event_id", how="left")
+            self._rows.add(events.drop("name"), pl.col("row") // BUCKET_ROWS)
+            linked = events.filter(pl.col("kind").is_in(_LINKED_KINDS) & pl.col("correlation").is_not_null())
+            by_correlation.add(
+                linked.select("row", "event_id", "kind", "correlation", "op_id", "top_op_id", "step"),
+                pl.col("correlation").hash() % buckets,
+            )
+        by_correlation.close()
+        self._rows.close()
+        self._link(by_correlation, buckets)
+        return STEPS.conform(steps_table(pl.concat(step_rows)))
+
+    def _spread_by_time(self, buckets: int) -> _Buckets:
+        """The keys in buckets of consecutive start times (equal times in one bucket)."""
+        sample = pl.concat(self._samples).drop_nulls().sort()
+        cuts = pl.Series([sample[len(sample) * i // buckets] for i in range(1, buckets)] if len(sample) else [])
+        cuts = cuts.cast(pl.Int64).unique(maintain_order=True)
+        times = _Buckets(self.folder, "time")
+        for keys in self._keys.pieces(0):
+            at = keys.get_column("ts_ns").fill_null(_LAST)  # nulls sort last
+            times.add(keys, pl.lit(cuts.search_sorted(at, side="right")) if len(cuts) else pl.lit(0))
+        times.close()
+        return times
+
+    def _link(self, by_correlation: _Buckets, buckets: int) -> None:
+        """GPU work's launch, and the launch's op, top op and step, into the row buckets (``launched``)."""
+        self._launched = _Buckets(self.folder, "launched")
+        for bucket in range(buckets):
+            linked = by_correlation.read(bucket)
+            if linked is None:
+                continue
+            launches = link_launches(linked).join(linked.select("event_id", "row"), on="event_id")
+            calls = linked.select(
+                pl.col("event_id").alias("launch_id"),
+                pl.col("op_id").alias("launch_op_id"),
+                pl.col("top_op_id").alias("launch_top_op_id"),
+                pl.col("step").alias("launch_step"),
+            )
+            launched = launches.join(calls, on="launch_id", how="left").drop("event_id")
+            self._launched.add(launched, pl.col("row") // BUCKET_ROWS)
+        self._launched.close()
+
+    def rows_in_order(self, kept: list[str]) -> Iterator[pl.DataFrame]:
+        """Every event's ``kept`` columns and derived ones (``event_id``, nesting, ``launch_id``,
+        ``step``), in the order added, a bucket of rows at a time."""
+        derived = ["event_id", "parent_id", "depth", "op_id", "top_op_id", "launch_id", "step"]
+        for bucket in range(math.ceil(self.rows / BUCKET_ROWS)):
+            rows = self._rows.read(bucket)
+            assert rows is not None
+            launched = self._launched.read(bucket)
+            if launched is None:
+                launched = pl.DataFrame(schema=_LAUNCHED)
+            rows = rows.sort("row").join(launched, on="row", how="left", maintain_order="left")
+            rows = inherit_from_launch(rows, rows.get_column("kind").is_in(GPU_WORK_KINDS))
+            yield rows.select(*kept, *derived)
