@@ -3,16 +3,15 @@
 The rules are the in-memory build's (:func:`traceq.model.build.derive`), applied to bounded pieces whose
 rows wait in Arrow IPC files in a folder:
 
-1. the key columns of every event are added chunk by chunk, numbered in the trace's order, and a
-   sample of start times is kept;
-2. they are spread into buckets of consecutive start times (cut at quantiles of the sample);
-3. bucket by bucket in time order: events are numbered by start (longest first on ties, then the
+1. the key columns of every event are added chunk by chunk, numbered in the trace's order, into buckets
+   of consecutive start times (cut at quantiles of a sample of the starts, taken before);
+2. bucket by bucket in time order: events are numbered by start (longest first on ties, then the
    trace's order), continuing the numbers of the buckets before; host threads are nested, each
    bucket starting with the ranges the one before left open (:func:`nest_with_open_ranges`); steps are
    assigned (:func:`assign_steps`); launches and GPU work go to buckets of correlation ids;
-4. correlation bucket by bucket: GPU work is linked to its launch (:func:`link_launches`) and takes the
+3. correlation bucket by bucket: GPU work is linked to its launch (:func:`link_launches`) and takes the
    launch's op, top op and step;
-5. :meth:`ModelOnDisk.rows` gives every event's kept and derived columns in the trace's order, a range
+4. :meth:`ModelOnDisk.rows_in_order` gives every event's kept and derived columns in the trace's order, a range
    of rows at a time (:func:`inherit_from_launch`).
 """
 
@@ -46,7 +45,7 @@ def builds_on_disk(n_events: int) -> bool:
 BUCKET_ROWS = 1 << 18
 
 #: Every this many events, one start time is sampled to cut the time buckets.
-_SAMPLE_EVERY = 64
+SAMPLE_EVERY = 64
 
 _NESTED_KINDS = (*OP_TREE_KINDS, "annotation", "runtime")
 _NEST_COLUMNS = ["event_id", "kind", "ts_ns", "dur_ns", "pid", "tid"]
@@ -123,27 +122,32 @@ class ModelOnDisk:
     """The key columns of a trace's events (``kind``, ``name`` of steps, times, process, thread,
     correlation, device, stream), added chunk by chunk, and the model derived from them in ``folder``."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, starts: pl.Series, events: int) -> None:
+        """``starts``: a sample of the start times (every :data:`SAMPLE_EVERY`-th event's, say) of
+        about ``events`` events to come."""
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.rows = 0
-        self._keys = _Buckets(folder, "keys")
-        self._samples: list[pl.Series] = []
+        buckets = max(1, math.ceil(events / BUCKET_ROWS))
+        starts = starts.drop_nulls().sort()
+        cuts = [starts[len(starts) * i // buckets] for i in range(1, buckets)] if len(starts) else []
+        self._cuts = pl.Series(cuts, dtype=pl.Int64).unique(maintain_order=True)
+        self._times = _Buckets(folder, "time")
         self._step_rows: list[pl.DataFrame] = []
 
     def add(self, frame: pl.DataFrame) -> None:
-        """Append ``frame``'s rows (numbered on from the rows added before)."""
+        """Append ``frame``'s rows (numbered on from the rows added before) to their time buckets (equal
+        times in one bucket)."""
         frame = frame.with_columns(pl.int_range(self.rows, self.rows + frame.height, dtype=pl.Int64).alias("row"))
-        self._keys.add(frame, pl.lit(0))
-        self._samples.append(frame.get_column("ts_ns").gather_every(_SAMPLE_EVERY))
+        at = frame.get_column("ts_ns").fill_null(_LAST)  # nulls sort last
+        self._times.add(frame, pl.lit(self._cuts.search_sorted(at, side="right")) if len(self._cuts) else pl.lit(0))
         self._step_rows.append(_step_rows(frame.with_columns(pl.lit(None, pl.Int64).alias("event_id"))))
         self.rows += frame.height
 
     def derive(self, tolerance_ns: int = 0) -> pl.DataFrame:
         """Number, nest and link the events and find their steps; returns the ``steps`` table."""
-        self._keys.close()
-        buckets = max(1, math.ceil(self.rows / BUCKET_ROWS))
-        times = self._spread_by_time(buckets)
+        self._times.close()
+        times, buckets = self._times, len(self._cuts) + 1
         # the step windows (their events' ids come with their buckets)
         windows = steps_table(pl.concat(self._step_rows))
         by_correlation = _Buckets(self.folder, "linked")
@@ -178,18 +182,6 @@ class ModelOnDisk:
         self._rows.close()
         self._link(by_correlation, buckets)
         return STEPS.conform(steps_table(pl.concat(step_rows)))
-
-    def _spread_by_time(self, buckets: int) -> _Buckets:
-        """The keys in buckets of consecutive start times (equal times in one bucket)."""
-        sample = pl.concat(self._samples).drop_nulls().sort()
-        cuts = pl.Series([sample[len(sample) * i // buckets] for i in range(1, buckets)] if len(sample) else [])
-        cuts = cuts.cast(pl.Int64).unique(maintain_order=True)
-        times = _Buckets(self.folder, "time")
-        for keys in self._keys.pieces(0):
-            at = keys.get_column("ts_ns").fill_null(_LAST)  # nulls sort last
-            times.add(keys, pl.lit(cuts.search_sorted(at, side="right")) if len(cuts) else pl.lit(0))
-        times.close()
-        return times
 
     def _link(self, by_correlation: _Buckets, buckets: int) -> None:
         """GPU work's launch, and the launch's op, top op and step, into the row buckets (``launched``)."""

@@ -103,8 +103,8 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> Read
     flavour = paddle if paddle.looks_like(trace) else kineto
     params = flavour.params(trace)
     disk = None
-    if spill_dir is not None and on_disk.builds_on_disk(sum(trace.chunks.rows)):
-        disk = on_disk.ModelOnDisk(spill_dir / "model")
+    if spill_dir is not None and on_disk.builds_on_disk(decoded := sum(trace.chunks.rows)):
+        disk = on_disk.ModelOnDisk(spill_dir / "model", _sampled_starts(trace, flavour, params), decoded)
     keys = _ModelKeys.of(path, trace, flavour, params, disk)
     release_free_memory()
     if disk is None:
@@ -192,6 +192,18 @@ class _ModelKeys:
             raise InputError(path, "a chrome trace with no timed events")
         frame = pl.concat(parts).with_columns(pl.col("name").cast(pl.String)) if disk is None else None
         return cls(frame, rows, pl.concat(names).unique(), negative, overview)
+
+
+def _sampled_starts(trace: ChromeTrace, flavour: ModuleType, params: chrome_common.TraceParams) -> pl.Series:
+    """The start times (ns) of every :data:`on_disk.SAMPLE_EVERY`-th decoded event of each chunk."""
+
+    def query(raw: pl.LazyFrame) -> pl.LazyFrame:
+        return flavour.events(raw, params).select("ts_ns")
+
+    read = trace.chunks.columns_read_by(query)
+    every = on_disk.SAMPLE_EVERY
+    parts = trace.chunks.map(lambda raw: query(raw.gather_every(every).lazy()).collect().get_column("ts_ns"), read=read)
+    return pl.concat(list(parts))
 
 
 #: A chrome trace's kept and derived columns, chunk by chunk (the rows of each decoded chunk in turn).
