@@ -6,7 +6,8 @@ so their MB per event is lower). For each size, each tool loads the same file in
 process: traceq ingests it into a new store (read, model, write Parquet); HTA builds its
 ``TraceAnalysis`` (parse into a DataFrame). Times exclude interpreter start and imports (both tools'
 imports are printed once); peak memory is the process's VmHWM. The last table fits time against events to
-show how cost grows.
+show how cost grows, and says where each size's model was built (in memory, or on disk from
+``traceq.model.on_disk.MIN_EVENTS`` events on, so that memory stops growing).
 
 HTA runs in the interpreter given by ``--hta-python`` (a venv with ``pip install
 holistictraceanalysis==0.5.0``); it is skipped, with a note, when it cannot be imported there.
@@ -34,6 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replicate_trace import replicate
+
+from traceq.model import on_disk
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT.parent / "shared/traces/hta/df_index_resolver/df_index_resolver.json.gz"
@@ -203,9 +206,10 @@ def _print_fit(rows: list[tuple[int, float, dict | str, dict | str]]) -> None:
     slope = sum((e - mx) * (t - my) for e, t, _ in ok) / sum((e - mx) ** 2 for e, _, _ in ok)
     icpt = my - slope * mx
     print(f"\ntraceq time = {icpt:.2f} s + {slope * 1e6:.2f} s per million events (least squares over {n} sizes)")
-    print(f"{'events':>11}{'s':>8}{'fit s':>8}{'us/event':>10}{'peak MB':>9}")
+    print(f"{'events':>11}{'s':>8}{'fit s':>8}{'us/event':>10}{'peak MB':>9}  model built")
     for e, t, p in ok:
-        print(f"{e:>11,}{t:>8.2f}{icpt + slope * e:>8.2f}{t / e * 1e6:>10.2f}{p / 1e6:>9.0f}")
+        where = "on disk" if on_disk.builds_on_disk(e) else "in memory"
+        print(f"{e:>11,}{t:>8.2f}{icpt + slope * e:>8.2f}{t / e * 1e6:>10.2f}{p / 1e6:>9.0f}  {where}")
 
 
 if __name__ == "__main__":

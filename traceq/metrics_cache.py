@@ -19,8 +19,6 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-import polars as pl
-
 from traceq.model import on_disk
 from traceq.store import Store, write_parquet
 
@@ -67,26 +65,20 @@ def stores_metrics(n_events: int) -> bool:
 BOUNDED_MEMORY_LIMIT = "256MB"
 
 
-def compute_from_partition(folder: Path, n_events: int) -> dict[str, pl.DataFrame]:
-    """The stored metrics of one staged rank folder of ``n_events`` events (see :func:`stores_metrics`)."""
+def store(folder: Path, n_events: int) -> None:
+    """Compute and write the stored metrics into one staged rank folder of ``n_events`` events (none
+    where :func:`stores_metrics` says so), its fingerprint last. Each result streams from DuckDB into its
+    file, so none is held whole."""
     if not stores_metrics(n_events):
-        return {}
+        return
     from traceq.sql import Session
 
     limit = BOUNDED_MEMORY_LIMIT if on_disk.builds_on_disk(n_events) else None
+    (folder / FOLDER).mkdir()
     with Session.over_ranks({0: folder}, memory_limit=limit) as session:
-        return {name: session.query(name).drop("run_id", "rank") for name in CACHED}
-
-
-def write(metrics: dict[str, pl.DataFrame], part_dir: Path) -> None:
-    """Write ``metrics`` into a rank folder being staged (its fingerprint last)."""
-    if not metrics:
-        return
-    folder = part_dir / FOLDER
-    folder.mkdir()
-    for name, frame in metrics.items():
-        write_parquet(frame, folder / f"{name}.parquet")
-    (folder / _FINGERPRINT).write_text(fingerprint() + "\n")
+        for name in CACHED:
+            write_parquet(session.stream(name).drop("run_id", "rank"), folder / FOLDER / f"{name}.parquet")
+    (folder / FOLDER / _FINGERPRINT).write_text(fingerprint() + "\n")
 
 
 def stored_files(store: Store | None, runs: list[str] | None, name: str) -> list[Path] | None:

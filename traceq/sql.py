@@ -13,6 +13,7 @@ import glob
 import importlib
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -160,6 +161,22 @@ class Session:
             self._make(name)
             self._frames[name] = self._run(f"SELECT * FROM {name}")
         return self._frames[name]
+
+    def stream(self, name: str, batch_rows: int = 1 << 16) -> pl.LazyFrame:
+        """The result of ``queries/NAME.sql`` as a LazyFrame that fetches it in batches (not kept: for
+        results too large to hold, written as they come)."""
+        from traceq.lazy_frames import lazy_source
+
+        self._make(name)
+        schema = _plain_types(self._run(f"SELECT * FROM {name} LIMIT 0")).schema
+
+        def batches(columns: list[str] | None) -> Iterator[pl.DataFrame]:
+            for batch in self.con.sql(f"SELECT * FROM {name}").to_arrow_reader(batch_rows):
+                frame = pl.from_arrow(batch)
+                assert isinstance(frame, pl.DataFrame)
+                yield _plain_types(frame).cast(schema)  # strict: one column type for every batch
+
+        return lazy_source(batches, schema)
 
     def sql(self, query: str) -> pl.DataFrame:
         """An ad-hoc read-only query; the blocks named in its ``-- Requires:`` line are made first."""

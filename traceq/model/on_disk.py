@@ -89,20 +89,16 @@ class _Buckets:
                 writer.close()
         self._writers.clear()
 
-    def read(self, bucket: int) -> pl.DataFrame | None:
-        """The rows of ``bucket`` (None where none were added); the file is removed."""
-        frames = list(self.pieces(bucket))
-        return pl.concat(frames) if frames else None
-
-    def pieces(self, bucket: int) -> Iterator[pl.DataFrame]:
-        """The frames added to ``bucket``, one at a time; the file is removed."""
+    def read(self, bucket: int, keep: bool = False) -> pl.DataFrame | None:
+        """The rows of ``bucket`` (None where none were added); its file is removed unless ``keep``."""
         path = self._path(bucket)
         if not path.exists():
-            return
+            return None
         with spill_io(self.folder, "read"), pa.OSFile(str(path)) as f:
-            for batch in pa.ipc.open_stream(f):
-                yield _frame(batch)
-        path.unlink()
+            frame = _frame(pa.ipc.open_stream(f).read_all())
+        if not keep:
+            path.unlink()
+        return frame
 
 
 def _step_rows(events: pl.DataFrame) -> pl.DataFrame:
@@ -112,7 +108,7 @@ def _step_rows(events: pl.DataFrame) -> pl.DataFrame:
     return steps.with_columns(pl.col("name").cast(pl.Categorical).cast(pl.String))
 
 
-def _frame(data: pa.RecordBatch) -> pl.DataFrame:
+def _frame(data: pa.Table) -> pl.DataFrame:
     frame = pl.from_arrow(data)
     assert isinstance(frame, pl.DataFrame)
     return frame
@@ -206,9 +202,9 @@ class ModelOnDisk:
         ``step``), in the order added, a bucket of rows at a time."""
         derived = ["event_id", "parent_id", "depth", "op_id", "top_op_id", "launch_id", "step"]
         for bucket in range(math.ceil(self.rows / BUCKET_ROWS)):
-            rows = self._rows.read(bucket)
+            rows = self._rows.read(bucket, keep=True)  # the events may be produced again
             assert rows is not None
-            launched = self._launched.read(bucket)
+            launched = self._launched.read(bucket, keep=True)
             if launched is None:
                 launched = pl.DataFrame(schema=_LAUNCHED)
             rows = rows.sort("row").join(launched, on="row", how="left", maintain_order="left")

@@ -11,12 +11,12 @@ from typing import Any
 import polars as pl
 
 from traceq.errors import InputError
+from traceq.lazy_frames import lazy_source
 from traceq.memory import release_free_memory
 from traceq.model import on_disk
 from traceq.model.build import KEY_COLUMNS, RunTables, attach, conform_threads, derive
 from traceq.readers import chrome_common, kineto, nsys, paddle, paddle_summary
 from traceq.readers.chrome_json import ChromeTrace, read_chrome_trace
-from traceq.readers.chunks import lazy_source
 from traceq.readers.overview import Overview
 from traceq.readers.source import Progress, check_readable, head_bytes, report_stage
 from traceq.schema import EVENTS

@@ -17,9 +17,9 @@ from typing import TypeVar
 
 import polars as pl
 import pyarrow as pa
-from polars.io.plugins import register_io_source
 
 from traceq.errors import StoreError, spill_io
+from traceq.lazy_frames import lazy_source
 
 #: Rows per chunk: decoded bodies are gathered until a chunk has this many events (the unit the model
 #: is read back in, and a row group of ``events``).
@@ -232,20 +232,3 @@ def _as(column: pa.ChunkedArray, dtype: pa.DataType) -> pa.ChunkedArray:
     """``column`` as ``dtype`` (the C decoder's columns already are: a cast would load Arrow's compute
     functions, 80 ms at first use)."""
     return column if column.type == dtype else column.cast(dtype)
-
-
-def lazy_source(
-    produce: Callable[[list[str] | None], Iterator[pl.DataFrame]], schema: Mapping[str, pl.DataType]
-) -> pl.LazyFrame:
-    """A LazyFrame of ``schema`` whose rows are the frames ``produce(columns)`` yields, asked for only the
-    ``columns`` a query reads (all where None); the projection and any pushed-down filter are applied
-    here."""
-
-    def source(
-        with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None
-    ) -> Iterator[pl.DataFrame]:
-        for frame in produce(with_columns):
-            frame = frame if with_columns is None else frame.select(with_columns)
-            yield frame if predicate is None else frame.filter(predicate)
-
-    return register_io_source(source, schema=dict(schema))
