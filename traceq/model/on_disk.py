@@ -18,7 +18,9 @@ rows wait in Arrow IPC files in a folder:
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -61,17 +63,28 @@ _LAUNCHED = {
 
 
 class _Buckets:
-    """Frames appended to numbered buckets (one Arrow IPC stream file each) and read back whole."""
+    """Frames appended to numbered buckets (one Arrow IPC stream file each) and read back whole.
+
+    Frames are split and written on a thread of their own, in order, while the caller goes on (two
+    frames waiting at most); :meth:`close` waits for them.
+    """
 
     def __init__(self, folder: Path, name: str) -> None:
         self.folder, self.name = folder, name
         self._writers: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"traceq-{name}")
+        self._queued: deque[Future[None]] = deque()
 
     def _path(self, bucket: int) -> Path:
         return self.folder / f"{self.name}-{bucket:06d}.arrow"
 
     def add(self, frame: pl.DataFrame, bucket: pl.Expr) -> None:
         """Append each row of ``frame`` to the bucket ``bucket`` gives it."""
+        self._queued.append(self._thread.submit(self._write, frame, bucket))
+        while len(self._queued) > 2:
+            self._queued.popleft().result()
+
+    def _write(self, frame: pl.DataFrame, bucket: pl.Expr) -> None:
         parts = frame.with_columns(bucket.alias("_bucket")).partition_by("_bucket", as_dict=True, include_key=False)
         with spill_io(self.folder, "write"):
             for (number,), part in parts.items():
@@ -84,10 +97,16 @@ class _Buckets:
 
     def close(self) -> None:
         """Finish every bucket's file (call before reading)."""
-        with spill_io(self.folder, "write"):
-            for writer in self._writers.values():
-                writer.close()
-        self._writers.clear()
+        try:
+            while self._queued:
+                self._queued.popleft().result()
+        finally:
+            self._queued.clear()
+            self._thread.shutdown()
+            with spill_io(self.folder, "write"):
+                for writer in self._writers.values():
+                    writer.close()
+            self._writers.clear()
 
     def read(self, bucket: int, keep: bool = False) -> pl.DataFrame | None:
         """The rows of ``bucket`` (None where none were added); its file is removed unless ``keep``."""
