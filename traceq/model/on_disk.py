@@ -18,9 +18,7 @@ rows wait in Arrow IPC files in a folder:
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -32,6 +30,7 @@ from traceq.model.links import link_launches
 from traceq.model.nesting import nest_with_open_ranges
 from traceq.model.steps import assign_steps, steps_table
 from traceq.schema import GPU_WORK_KINDS, OP_TREE_KINDS, STEPS
+from traceq.write_behind import WriteBehind
 
 #: Chrome traces of at least this many events have their model built on disk during ``ingest``.
 MIN_EVENTS = 2_000_000
@@ -72,17 +71,14 @@ class _Buckets:
     def __init__(self, folder: Path, name: str) -> None:
         self.folder, self.name = folder, name
         self._writers: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"traceq-{name}")
-        self._queued: deque[Future[None]] = deque()
+        self._writes = WriteBehind(name)
 
     def _path(self, bucket: int) -> Path:
         return self.folder / f"{self.name}-{bucket:06d}.arrow"
 
     def add(self, frame: pl.DataFrame, bucket: pl.Expr) -> None:
         """Append each row of ``frame`` to the bucket ``bucket`` gives it."""
-        self._queued.append(self._thread.submit(self._write, frame, bucket))
-        while len(self._queued) > 2:
-            self._queued.popleft().result()
+        self._writes.submit(self._write, frame, bucket)
 
     def _write(self, frame: pl.DataFrame, bucket: pl.Expr) -> None:
         parts = frame.with_columns(bucket.alias("_bucket")).partition_by("_bucket", as_dict=True, include_key=False)
@@ -98,11 +94,8 @@ class _Buckets:
     def close(self) -> None:
         """Finish every bucket's file (call before reading)."""
         try:
-            while self._queued:
-                self._queued.popleft().result()
+            self._writes.wait()
         finally:
-            self._queued.clear()
-            self._thread.shutdown()
             with spill_io(self.folder, "write"):
                 for writer in self._writers.values():
                     writer.close()

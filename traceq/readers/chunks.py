@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from traceq.errors import StoreError, spill_io
 from traceq.lazy_frames import lazy_source
+from traceq.write_behind import WriteBehind
 
 #: Rows per chunk: decoded bodies are gathered until a chunk has this many events (the unit the model
 #: is read back in, and a row group of ``events``).
@@ -56,8 +57,7 @@ class Chunks:
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._writer: pa.ipc.RecordBatchFileWriter | None = None
-        self._spilling: ThreadPoolExecutor | None = None
-        self._queued: deque[Future[None]] = deque()
+        self._spills = WriteBehind("spill", _QUEUED)
         self._held: list[pa.Table] = []
         self._paths: list[Path] = []
         self.rows: list[int] = []
@@ -95,22 +95,11 @@ class Chunks:
 
     def _spill(self, work: Callable[..., None], *args: object) -> None:
         """Run ``work(*args)`` on the spill thread after the work queued before it."""
-        if self._spilling is None:
-            self._spilling = ThreadPoolExecutor(1, thread_name_prefix="traceq-spill")
-        self._queued.append(self._spilling.submit(work, *args))
-        while len(self._queued) > _QUEUED:
-            self._queued.popleft().result()
+        self._spills.submit(work, *args)
 
     def _spilled(self) -> None:
         """Wait for every queued write (raising the first one's error) and stop the spill thread."""
-        try:
-            while self._queued:
-                self._queued.popleft().result()
-        finally:
-            self._queued.clear()
-            if self._spilling is not None:
-                self._spilling.shutdown()
-                self._spilling = None
+        self._spills.wait()
 
     def _write(self, table: pa.Table) -> None:
         with self._spill_io("write"):
