@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import statistics
 from pathlib import Path
 
 import polars as pl
@@ -146,3 +147,26 @@ def test_bad_content_is_a_one_line_input_error(tmp_path: Path, content: bytes, p
     with pytest.raises(InputError) as info:
         read_trace(path)
     assert problem in str(info.value) and str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "path", [PADDLE_GPU, shared("paddle/cpu_paddle_3.3.1/paddle_fp32.paddle_trace.json.gz")], ids=lambda p: p.name
+)
+def test_paddle_relative_times_are_anchored_at_the_median_offset_to_ts(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The anchor is the exact median over every event, though it is found from counts chunk by chunk."""
+    from traceq.readers import chrome_json, chunks, paddle
+
+    timed = [e for e in raw_trace(path)["traceEvents"] if e.get("ph") in ("X", "i", "I") and "ts" in e]
+    base = int(min(e["ts"] for e in timed))
+    offsets = [
+        round((e["ts"] - base) * 1000) + base * 1000 + 500 - round(float(str(rel).split()[0]) * 1000)
+        for e in timed
+        if (rel := (e.get("args") or {}).get("start_time")) is not None
+    ]
+    monkeypatch.setattr(chrome_json, "CHUNK", 1 << 16)  # 64 KB of JSON decoded at a time
+    monkeypatch.setattr(chunks, "CHUNK_ROWS", 1000)
+    trace = chrome_json.read_chrome_trace(path)
+    assert len(trace.chunks) > 3
+    assert paddle.params(trace).origin_ns == int(statistics.median(offsets))

@@ -46,16 +46,27 @@ def params(trace: ChromeTrace) -> TraceParams:
     1 us nesting tolerance)."""
     found = trace_params(trace.chunks)
     offset = (us_to_ns("ts_us", found.base_us) + 500 - _rel_ns()).alias("offset")
-    spans, offsets = [], []
+    spans, counts = [], pl.DataFrame(schema={"offset": pl.Int64, "count": pl.UInt32})
     for span, part in trace.chunks.map(
         lambda f: (f.select(_rel_us("start_time").abs().max()).item(), f.select(offset).get_column("offset")),
         ["ts_us", "start_time"],
     ):
         spans += [] if span is None else [span]
-        offsets.append(part)
+        # the offsets lie within a microsecond or two of each other: their counts stay small
+        counts = pl.concat([counts, part.drop_nulls().value_counts(name="count")])
+        counts = counts.group_by("offset").agg(pl.col("count").sum())
     if not spans or max(spans) >= _REL_LIMIT_US:
         return replace(found, tolerance_ns=TICK_NS)
-    return replace(found, origin_ns=int(pl.concat(offsets).median()))
+    return replace(found, origin_ns=_median(counts))
+
+
+def _median(counts: pl.DataFrame) -> int:
+    """The median of the values counted in ``counts`` (``offset``, ``count``), as Polars' median of the
+    values themselves gives it (the two middle values averaged), truncated to an integer."""
+    ranked = counts.sort("offset").with_columns(pl.col("count").cast(pl.Int64).cum_sum().alias("upto"))
+    n = ranked.get_column("upto")[-1]
+    middle = [ranked.filter(pl.col("upto") > k).get_column("offset")[0] for k in ((n - 1) // 2, n // 2)]
+    return int(pl.Series(middle).median())  # type: ignore[arg-type]
 
 
 def events(raw: pl.LazyFrame, params: TraceParams) -> pl.LazyFrame:
