@@ -82,3 +82,20 @@ def test_progress_hears_every_byte_then_each_later_stage(tmp_path: Path, monkeyp
         "writing Parquet",
         "storing the report metrics",
     ]
+
+
+def test_progress_says_when_the_model_is_built_on_disk(tmp_path: Path, monkeypatch) -> None:
+    from traceq.model import on_disk
+
+    monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
+    bars: dict[str, _Recorder] = {}
+
+    def factory(label: str, size: int) -> _Recorder:
+        bars[label] = _Recorder()
+        return bars[label]
+
+    rows = traceq.ingest([KINETO], store=tmp_path / "store", jobs=1, progress=factory)
+    (bar,) = bars.values()
+    decoded = len([e for e in raw_trace(KINETO)["traceEvents"] if e.get("ph") in ("X", "i", "I")])
+    assert bar.stages[:2] == ["building the model", f"building the model on disk ({decoded:,} events)"]
+    assert rows["events"][0] == decoded

@@ -104,6 +104,7 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> Read
     params = flavour.params(trace)
     disk = None
     if spill_dir is not None and on_disk.builds_on_disk(decoded := sum(trace.chunks.rows)):
+        report_stage(progress, f"building the model on disk ({decoded:,} events)")
         disk = on_disk.ModelOnDisk(spill_dir / "model", _sampled_starts(trace, flavour, params), decoded)
     keys = _ModelKeys.of(path, trace, flavour, params, disk)
     release_free_memory()
