@@ -113,6 +113,32 @@ def test_a_disk_filling_in_the_middle_of_spilling_is_a_store_error_and_leaves_th
     assert not list((store_dir / "tmp").iterdir())
 
 
+def test_a_disk_filling_while_the_model_is_built_on_disk_is_a_store_error(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The buckets' writer thread fails after a few writes: the ingest reports the store, not the input."""
+    from traceq.model import on_disk
+
+    traceq.ingest([PADDLE], store=store_dir)
+    before = tree_state(store_dir)
+    write, calls = pa.ipc.RecordBatchStreamWriter.write_table, []
+
+    def fills_up(self: pa.ipc.RecordBatchStreamWriter, table: pa.Table, *args: object, **kwargs: object) -> None:
+        calls.append(table.num_rows)
+        if len(calls) >= 5:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write(self, table, *args, **kwargs)
+
+    monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
+    monkeypatch.setattr(on_disk, "BUCKET_ROWS", 2000)
+    monkeypatch.setattr(pa.ipc.RecordBatchStreamWriter, "write_table", fills_up)
+    with pytest.raises(traceq.StoreError, match=r"spill\..*/model: cannot write the store: No space left on device"):
+        traceq.ingest([KINETO], store=store_dir)
+    assert len(calls) >= 5
+    assert tree_state(store_dir) == before
+    assert not list((store_dir / "tmp").iterdir())
+
+
 def test_leftovers_of_a_killed_ingest_are_ignored_and_cleaned(store_dir: Path) -> None:
     traceq.ingest([PADDLE], store=store_dir)
     stale = store_dir / "tmp" / "rdeadbeef0000.999999999.abcd1234" / "rank=0"
