@@ -156,6 +156,7 @@ class ModelOnDisk:
         """Number, nest and link the events and find their steps; returns the ``steps`` table."""
         self._times.close()
         times, buckets = self._times, len(self._cuts) + 1
+        links = max(1, math.ceil(self.rows / BUCKET_ROWS))  # buckets of correlation ids
         # the step windows (their events' ids come with their buckets)
         windows = steps_table(pl.concat(self._step_rows))
         by_correlation = _Buckets(self.folder, "linked")
@@ -184,11 +185,11 @@ class ModelOnDisk:
             linked = events.filter(pl.col("kind").is_in(_LINKED_KINDS) & pl.col("correlation").is_not_null())
             by_correlation.add(
                 linked.select("row", "event_id", "kind", "correlation", "op_id", "top_op_id", "step"),
-                pl.col("correlation").hash() % buckets,
+                pl.col("correlation").hash() % links,
             )
         by_correlation.close()
         self._rows.close()
-        self._link(by_correlation, buckets)
+        self._link(by_correlation, links)
         return STEPS.conform(steps_table(pl.concat(step_rows)))
 
     def _link(self, by_correlation: _Buckets, buckets: int) -> None:
