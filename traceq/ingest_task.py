@@ -94,7 +94,7 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
     if metrics_cache.stores_metrics(info["source"]["n_events"]):
         report_stage(progress, "storing the report metrics")
     try:
-        metrics_cache.store(staging, info["source"]["n_events"])
+        metrics_cache.save(staging, info["source"]["n_events"])
         publish_partition(staging, run_dir, task.part)
     except OSError as e:
         return _store_error(task, e)

@@ -61,11 +61,11 @@ def stores_metrics(n_events: int) -> bool:
 
 
 #: DuckDB's memory limit for the metrics of a rank whose model was built on disk: beyond it, it spills
-#: to the scratch folder instead of growing with the events (about 1.6x slower on 4.5 M events here).
+#: to the scratch folder instead of growing with the events (1.8x slower on 4.5 M events here).
 BOUNDED_MEMORY_LIMIT = "256MB"
 
 
-def store(folder: Path, n_events: int) -> None:
+def save(folder: Path, n_events: int) -> None:
     """Compute and write the stored metrics into one staged rank folder of ``n_events`` events (none
     where :func:`stores_metrics` says so), its fingerprint last. Each result streams from DuckDB into its
     file, so none is held whole."""

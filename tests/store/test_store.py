@@ -18,6 +18,7 @@ import traceq
 import traceq.readers.chrome_json
 import traceq.store
 from tests.conftest import SAMPLES, raw_trace, tree_state
+from traceq.model import on_disk
 from traceq.store import Store
 
 KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
@@ -90,51 +91,42 @@ def test_a_full_disk_while_spilling_is_a_store_error_and_leaves_the_store_as_it_
     assert not list((store_dir / "tmp").iterdir())
 
 
-def test_a_disk_filling_in_the_middle_of_spilling_is_a_store_error_and_leaves_the_store_as_it_was(
-    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("writer", "fails_at", "settings", "folder"),
+    [
+        # the spill thread's failure on a later body (not the first): many 64 KB bodies
+        (pa.ipc.RecordBatchFileWriter, 3, [(traceq.readers.chrome_json, "CHUNK", 1 << 16)], r"spill\.[^/]*"),
+        # the on-disk model's bucket writer, a few buckets in
+        (
+            pa.ipc.RecordBatchStreamWriter,
+            5,
+            [(on_disk, "MIN_EVENTS", 0), (on_disk, "BUCKET_ROWS", 2000)],
+            r"spill\.[^/]*/model",
+        ),
+    ],
+    ids=["spilling chunks", "building the model on disk"],
+)
+def test_a_disk_filling_in_the_middle_of_an_ingest_is_a_store_error_and_leaves_the_store_as_it_was(
+    writer: type, fails_at: int, settings: list, folder: str, store_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The spill thread's failure on a later body (not the first) reaches the ingest as the store's."""
+    """A write on a background thread fails after a few succeeded: the ingest reports the store (naming
+    the folder), not the input."""
     traceq.ingest([PADDLE], store=store_dir)
     before = tree_state(store_dir)
-    write, calls = pa.ipc.RecordBatchFileWriter.write_table, []
+    write, calls = writer.write_table, []
 
-    def fills_up(self: pa.ipc.RecordBatchFileWriter, table: pa.Table, *args: object, **kwargs: object) -> None:
+    def fills_up(self: object, table: pa.Table, *args: object, **kwargs: object) -> None:
         calls.append(table.num_rows)
-        if len(calls) >= 3:
+        if len(calls) >= fails_at:
             raise OSError(errno.ENOSPC, "No space left on device")
         write(self, table, *args, **kwargs)
 
-    monkeypatch.setattr(pa.ipc.RecordBatchFileWriter, "write_table", fills_up)
-    monkeypatch.setattr(traceq.readers.chrome_json, "CHUNK", 1 << 16)  # many bodies: the third one fails
-    with pytest.raises(traceq.StoreError, match=r"spill\..*: cannot write the store: No space left on device"):
+    for module, name, value in settings:
+        monkeypatch.setattr(module, name, value)
+    monkeypatch.setattr(writer, "write_table", fills_up)
+    with pytest.raises(traceq.StoreError, match=folder + r": cannot write the store: No space left on device"):
         traceq.ingest([KINETO], store=store_dir)
-    assert len(calls) >= 3
-    assert tree_state(store_dir) == before
-    assert not list((store_dir / "tmp").iterdir())
-
-
-def test_a_disk_filling_while_the_model_is_built_on_disk_is_a_store_error(
-    store_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The buckets' writer thread fails after a few writes: the ingest reports the store, not the input."""
-    from traceq.model import on_disk
-
-    traceq.ingest([PADDLE], store=store_dir)
-    before = tree_state(store_dir)
-    write, calls = pa.ipc.RecordBatchStreamWriter.write_table, []
-
-    def fills_up(self: pa.ipc.RecordBatchStreamWriter, table: pa.Table, *args: object, **kwargs: object) -> None:
-        calls.append(table.num_rows)
-        if len(calls) >= 5:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        write(self, table, *args, **kwargs)
-
-    monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
-    monkeypatch.setattr(on_disk, "BUCKET_ROWS", 2000)
-    monkeypatch.setattr(pa.ipc.RecordBatchStreamWriter, "write_table", fills_up)
-    with pytest.raises(traceq.StoreError, match=r"spill\..*/model: cannot write the store: No space left on device"):
-        traceq.ingest([KINETO], store=store_dir)
-    assert len(calls) >= 5
+    assert len(calls) >= fails_at
     assert tree_state(store_dir) == before
     assert not list((store_dir / "tmp").iterdir())
 
