@@ -89,12 +89,13 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
         "events_by_kind": dict(ev.by_kind),
         "summary": summary_line(result),
     }
+    bounded = result.model_on_disk
     del result, ev  # the metrics below read the staged files: the tables need not stay in memory
     release_free_memory()
     if metrics_cache.stores_metrics(info["source"]["n_events"]):
         report_stage(progress, "storing the report metrics")
     try:
-        metrics_cache.save(staging, info["source"]["n_events"])
+        metrics_cache.save(staging, info["source"]["n_events"], bounded=bounded)
         publish_partition(staging, run_dir, task.part)
     except OSError as e:
         return _store_error(task, e)

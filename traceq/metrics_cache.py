@@ -19,7 +19,6 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from traceq.model import on_disk
 from traceq.store import Store, write_parquet
 
 #: The metric queries a report and a comparison read, stored per rank at ingest. (``rank_balance`` is
@@ -61,19 +60,21 @@ def stores_metrics(n_events: int) -> bool:
 
 
 #: DuckDB's memory limit for the metrics of a rank whose model was built on disk: beyond it, it spills
-#: to the scratch folder instead of growing with the events (1.8x slower on 4.5 M events here).
+#: to the scratch folder instead of growing with the events (1.8x slower on 4.5 M events here). A query
+#: that cannot keep to it runs again without it (see :meth:`traceq.sql.Session.over_ranks`).
 BOUNDED_MEMORY_LIMIT = "256MB"
 
 
-def save(folder: Path, n_events: int) -> None:
+def save(folder: Path, n_events: int, bounded: bool = False) -> None:
     """Compute and write the stored metrics into one staged rank folder of ``n_events`` events (none
     where :func:`stores_metrics` says so), its fingerprint last. Each result streams from DuckDB into its
-    file, so none is held whole."""
+    file, so none is held whole. ``bounded``: the rank's model was built on disk, and the metrics keep to
+    :data:`BOUNDED_MEMORY_LIMIT` too."""
     if not stores_metrics(n_events):
         return
     from traceq.sql import Session
 
-    limit = BOUNDED_MEMORY_LIMIT if on_disk.builds_on_disk(n_events) else None
+    limit = BOUNDED_MEMORY_LIMIT if bounded else None
     (folder / FOLDER).mkdir()
     with Session.over_ranks({0: folder}, memory_limit=limit) as session:
         for name in CACHED:

@@ -14,6 +14,7 @@ import importlib
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -134,13 +135,15 @@ class Session:
         self._made: set[str] = set()
         self._frames: dict[str, pl.DataFrame] = {}
         self._scratch: Path | None = None
+        self._memory_limit: str | None = None
 
     @classmethod
     def over_ranks(cls, folders: dict[int, Path], run_id: str = "run", memory_limit: str | None = None) -> Session:
         """A session over rank folders of a run being written (``folders`` by rank), for traceq's own
         queries. The files are linked into a scratch store layout so that the views are exactly the
         store's (hive keys as partition constants, which DuckDB plans joins on far better than literals).
-        With ``memory_limit``, DuckDB keeps to it, spilling into the scratch folder."""
+        With ``memory_limit``, DuckDB keeps to it, spilling into the scratch folder; a query it cannot
+        run within the limit (not every operator spills) runs again without it."""
         scratch = Path(tempfile.mkdtemp(prefix="traceq-ranks-"))
         for rank, folder in folders.items():
             rank_dir = scratch / "runs" / f"run_id={run_id}" / f"rank={rank}"
@@ -153,6 +156,7 @@ class Session:
         if memory_limit is not None:
             session.con.execute(f"SET temp_directory = {_quote(str(scratch / 'duckdb.tmp'))}")
             session.con.execute(f"SET memory_limit = {_quote(memory_limit)}")
+            session._memory_limit = memory_limit
         return session
 
     def query(self, name: str) -> pl.DataFrame:
@@ -171,10 +175,17 @@ class Session:
         schema = _plain_types(self._run(f"SELECT * FROM {name} LIMIT 0")).schema
 
         def batches(columns: list[str] | None) -> Iterator[pl.DataFrame]:
-            for batch in self.con.sql(f"SELECT * FROM {name}").to_arrow_reader(batch_rows):
-                frame = pl.from_arrow(batch)
-                assert isinstance(frame, pl.DataFrame)
-                yield _plain_types(frame).cast(schema)  # strict: one column type for every batch
+            # The limit is for making the table (sorts, joins, windows): a scan of it holds a batch, but
+            # under a small limit DuckDB may fail to pin even the blocks it reads.
+            with self._memory_limit_lifted():
+                try:
+                    reader = self.con.sql(f"SELECT * FROM {name}").to_arrow_reader(batch_rows)
+                    for batch in reader:
+                        frame = pl.from_arrow(batch)
+                        assert isinstance(frame, pl.DataFrame)
+                        yield _plain_types(frame).cast(schema)  # strict: one column type for every batch
+                except duckdb.Error as e:
+                    raise QueryError(f"{name}: {_one_line(str(e))}") from None
 
         return lazy_source(batches, schema)
 
@@ -205,10 +216,32 @@ class Session:
             for dep in requires(text):
                 self._make(dep, (*stack, name))
         try:
-            self.con.execute(f"CREATE TEMP TABLE {name} AS {_strip_terminator(text)}")
+            self._create(f"CREATE TEMP TABLE {name} AS {_strip_terminator(text)}")
         except duckdb.Error as e:
             raise QueryError(f"{name}: {_one_line(str(e))}") from None
         self._made.add(name)
+
+    def _create(self, statement: str) -> None:
+        """Run ``statement``; out of memory under this session's limit, run it again without the limit."""
+        try:
+            self.con.execute(statement)
+        except duckdb.OutOfMemoryException:
+            if self._memory_limit is None:
+                raise
+            with self._memory_limit_lifted():
+                self.con.execute(statement)
+
+    @contextmanager
+    def _memory_limit_lifted(self) -> Iterator[None]:
+        """DuckDB's default memory limit inside, this session's outside."""
+        if self._memory_limit is None:
+            yield
+            return
+        self.con.execute("RESET memory_limit")
+        try:
+            yield
+        finally:
+            self.con.execute(f"SET memory_limit = {_quote(self._memory_limit)}")
 
     def _run(self, query: str) -> pl.DataFrame:
         try:

@@ -103,3 +103,46 @@ def test_a_run_built_on_disk_stores_the_same_events_and_metrics(
             key = [c for c in stored.columns if stored.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
             live = _live(Store(tmp_path / "memory"), in_memory, name).with_columns(pl.lit(run_id).alias("run_id"))
             assert stored.sort(key, nulls_last=True).equals(live.cast(stored.schema).sort(key, nulls_last=True)), name
+
+
+@pytest.fixture
+def memory_limits(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """The DuckDB memory limit of every session the ingest opens over its staged ranks."""
+    limits: list[str | None] = []
+    opened = Session.over_ranks.__func__  # type: ignore[attr-defined]
+
+    def over_ranks(cls: type[Session], *args: object, memory_limit: str | None = None, **kwargs: object) -> Session:
+        limits.append(memory_limit)
+        return opened(cls, *args, memory_limit=memory_limit, **kwargs)
+
+    monkeypatch.setattr(Session, "over_ranks", classmethod(over_ranks))
+    return limits
+
+
+def test_metrics_that_cannot_keep_to_the_limit_are_computed_without_it(
+    store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_limits: list[str | None]
+) -> None:
+    """Not every DuckDB operator spills: under a limit too small for them, each query runs again without
+    it, and the stored metrics are still the queries' results (1 MB fails every metric's first try here)."""
+    path = RUNS["kineto"]
+    in_memory = traceq.ingest([path], store=tmp_path / "memory", jobs=1)["run_id"][0]
+    monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
+    monkeypatch.setattr(metrics_cache, "BOUNDED_MEMORY_LIMIT", "1MB")
+    run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
+    assert memory_limits == [None, "1MB"]
+    with Session(Store(store_dir), [run_id]) as session:
+        for name in metrics_cache.CACHED:
+            stored = session.query(name)
+            key = [c for c in stored.columns if stored.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
+            live = _live(Store(tmp_path / "memory"), in_memory, name).with_columns(pl.lit(run_id).alias("run_id"))
+            assert stored.sort(key, nulls_last=True).equals(live.cast(stored.schema).sort(key, nulls_last=True)), name
+
+
+def test_an_nsys_export_past_the_on_disk_size_computes_its_metrics_without_a_limit(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch, memory_limits: list[str | None]
+) -> None:
+    """nsys exports are built in memory whatever their size, so their metrics get no limit either."""
+    monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
+    run_id = traceq.ingest([shared("nsys/nsys_conformer_fp16_b4.sqlite.gz")], store=store_dir, jobs=1)["run_id"][0]
+    assert memory_limits == [None]
+    assert metrics_cache.stored_files(Store(store_dir), [run_id], "gpu_busy") is not None

@@ -38,6 +38,8 @@ class ReadResult:
     overview: Overview | None = None
     #: The distinct kernel names of ``events``, where the events are not in memory.
     kernel_names: pl.Series | None = None
+    #: Whether the model was built on disk (:mod:`traceq.model.on_disk`): what follows keeps memory bounded too.
+    model_on_disk: bool = False
 
     def __post_init__(self) -> None:
         if self.overview is None:  # every format but a streamed chrome trace (which gives its own) is in memory
@@ -138,6 +140,7 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> Read
         warnings=warnings,
         overview=keys.overview,
         kernel_names=keys.kernel_names,
+        model_on_disk=disk is not None,
     )
 
 
