@@ -95,7 +95,9 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
     if metrics_cache.stores_metrics(info["source"]["n_events"]):
         report_stage(progress, "storing the report metrics")
     try:
-        metrics_cache.save(staging, info["source"]["n_events"], bounded=bounded)
+        unstored = metrics_cache.save(staging, info["source"]["n_events"], bounded=bounded)
+        if unstored is not None:
+            info["source"]["warnings"] = json.dumps([*json.loads(info["source"]["warnings"]), unstored])
         publish_partition(staging, run_dir, task.part)
     except OSError as e:
         return _store_error(task, e)

@@ -15,10 +15,12 @@ otherwise the session computes the metric from the events as before. Layout::
 from __future__ import annotations
 
 import hashlib
+import shutil
 from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from traceq.errors import QueryError
 from traceq.store import Store, write_parquet
 
 #: The metric queries a report and a comparison read, stored per rank at ingest. (``rank_balance`` is
@@ -65,21 +67,27 @@ def stores_metrics(n_events: int) -> bool:
 BOUNDED_MEMORY_LIMIT = "256MB"
 
 
-def save(folder: Path, n_events: int, bounded: bool = False) -> None:
+def save(folder: Path, n_events: int, bounded: bool = False) -> str | None:
     """Compute and write the stored metrics into one staged rank folder of ``n_events`` events (none
     where :func:`stores_metrics` says so), its fingerprint last. Each result streams from DuckDB into its
     file, so none is held whole. ``bounded``: the rank's model was built on disk, and the metrics keep to
-    :data:`BOUNDED_MEMORY_LIMIT` too."""
+    :data:`BOUNDED_MEMORY_LIMIT` too. They are a cache: where one cannot be computed, none is stored
+    (reports compute them from the events) and the returned warning says why."""
     if not stores_metrics(n_events):
-        return
+        return None
     from traceq.sql import Session
 
     limit = BOUNDED_MEMORY_LIMIT if bounded else None
     (folder / FOLDER).mkdir()
-    with Session.over_ranks({0: folder}, memory_limit=limit) as session:
-        for name in CACHED:
-            write_parquet(session.stream(name).drop("run_id", "rank"), folder / FOLDER / f"{name}.parquet")
+    try:
+        with Session.over_ranks({0: folder}, memory_limit=limit) as session:
+            for name in CACHED:
+                write_parquet(session.stream(name).drop("run_id", "rank"), folder / FOLDER / f"{name}.parquet")
+    except QueryError as e:
+        shutil.rmtree(folder / FOLDER)
+        return f"report metrics not stored ({e}); reports compute them from the events"
     (folder / FOLDER / _FINGERPRINT).write_text(fingerprint() + "\n")
+    return None
 
 
 def stored_files(store: Store | None, runs: list[str] | None, name: str) -> list[Path] | None:

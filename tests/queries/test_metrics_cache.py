@@ -11,6 +11,7 @@ import pytest
 import traceq
 from tests.conftest import SAMPLES, shared
 from traceq import metrics_cache
+from traceq.errors import QueryError
 from traceq.model import on_disk
 from traceq.sql import Session
 from traceq.store import Store
@@ -146,3 +147,24 @@ def test_an_nsys_export_past_the_on_disk_size_computes_its_metrics_without_a_lim
     run_id = traceq.ingest([shared("nsys/nsys_conformer_fp16_b4.sqlite.gz")], store=store_dir, jobs=1)["run_id"][0]
     assert memory_limits == [None]
     assert metrics_cache.stored_files(Store(store_dir), [run_id], "gpu_busy") is not None
+
+
+def test_a_metric_that_fails_leaves_the_run_ingested_without_stored_metrics(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stored metrics are a cache: a query that fails at ingest costs them, with a warning, not the run."""
+    streamed = Session.stream
+
+    def stream(self: Session, name: str, batch_rows: int = 1 << 16) -> pl.LazyFrame:
+        if name == "op_summary":
+            raise QueryError("op_summary: Out of Memory Error: could not allocate")
+        return streamed(self, name, batch_rows)
+
+    monkeypatch.setattr(Session, "stream", stream)
+    result = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)
+    assert result["status"].to_list() == ["ingested"]
+    assert "report metrics not stored (op_summary: Out of Memory Error" in result["warnings"][0]
+    assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
+    run_id = result["run_id"][0]
+    assert metrics_cache.stored_files(Store(store_dir), [run_id], "gpu_busy") is None
+    assert _live(Store(store_dir), run_id, "op_summary").height > 0
