@@ -58,6 +58,47 @@ def test_small_chunks_decode_identically() -> None:
     assert_frame_equal(got.events, ref.events)
 
 
+def _paddle_with_broken_names(tmp_path: Path) -> Path:
+    """The Paddle-layout sample with unescaped quotes in every 16th ``aten::addmm`` name (4 of them): the
+    C decoder hands those bodies back, and they are decoded once repaired."""
+    text = gzip.decompress((SAMPLES / "paddlefmt_conformer_fp16_b64_2steps.json.gz").read_bytes()).decode()
+    parts = text.split('"name": "aten::addmm[')
+    assert len(parts) > 32
+    path = tmp_path / "broken.paddle_trace.json"
+    path.write_text("".join(
+        part + ('"name": "aten::addmm "fused" x[' if i % 16 == 0 else '"name": "aten::addmm[')
+        for i, part in enumerate(parts[:-1])
+    ) + parts[-1])
+    return path
+
+
+@pytest.mark.parametrize("label", ["kineto", "paddle_cpu", "paddle_repaired"])
+def test_decode_threads_add_the_events_in_the_trace_order(
+    label: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bodies decoded on several threads at once give exactly the one-at-a-time read, handed-back bodies
+    (repaired by the msgspec path) included; 16 KB bodies make many of them."""
+    _require_native()
+    path = {
+        "kineto": SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz",
+        "paddle_cpu": SAMPLES / "paddle331_cpu_fp32_noshapes.paddle_trace.json.gz",
+        "paddle_repaired": None,
+    }[label] or _paddle_with_broken_names(tmp_path)
+    reads = {}
+    for threads in (1, 4):
+        monkeypatch.setattr(chrome_json, "DECODE_THREADS", threads)
+        monkeypatch.setattr(chrome_json.pl, "thread_pool_size", lambda: 4)
+        reads[threads] = chrome_json.read_chrome_trace(path, chunk=1 << 14)
+    one, several = reads[1], reads[4]
+    assert several.decoded_by["native"] > 8
+    assert several.decoded_by == one.decoded_by
+    assert_frame_equal(several.events, one.events)
+    assert several.metadata_events == one.metadata_events
+    assert several.skipped == one.skipped and several.meta == one.meta and several.warnings == one.warnings
+    if label == "paddle_repaired":  # handed back as they were, decoded once repaired
+        assert "4 events had unescaped or invalid characters and were repaired" in several.warnings
+
+
 # ---- generated events ------------------------------------------------------------------------------
 
 _KNOWN_ARGS = [

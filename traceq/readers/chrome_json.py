@@ -9,8 +9,9 @@ Paddle's trailing ``{}`` and its names written without JSON escaping. Producer-s
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,9 @@ CHUNK = 4 << 20
 _HEAD_LIMIT = 64 << 20
 #: Bytes that may pile up without one complete event before the file is refused (bounded memory).
 MAX_PENDING = 256 << 20
+#: The most bodies the C decoder works on at once, on threads of their own (it runs without the GIL);
+#: fewer where Polars' pool is smaller (a worker of a multi-file ingest gets its share of the cores).
+DECODE_THREADS = 4
 _WHITESPACE = b"\xef\xbb\xbf \t\r\n"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{)")
@@ -163,13 +167,36 @@ class _Decoder:
         self.dropped = 0
         self.n_events = 0
         self.decoded_by: Counter[str] = Counter()
+        #: Bodies handed to the decode threads, oldest first, with their results to come.
+        self.pending: deque[tuple[bytes, Future]] = deque()
+        self.pool: ThreadPoolExecutor | None = None
+        self.threads = min(DECODE_THREADS, pl.thread_pool_size())
 
     # -- driving -----------------------------------------------------------------------------------
     def run(self, blocks: Iterator[bytes]) -> ChromeTrace:
-        truncated = None
         # One growing buffer, consumed from the front in place: no new allocation (and page faults)
-        # per block; bodies go to the decoder as views of it.
+        # per block; bodies go to the decoder as views of it, or as copies to the decode threads, which
+        # work on the next bodies while the oldest one's columns are added (in the trace's order).
         buf, bare = bytearray(), True
+        if self.native and self.threads > 1:
+            self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="traceq-decode")
+        try:
+            self._read(blocks, buf, bare)
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(wait=True, cancel_futures=True)
+                self.pending.clear()
+        if self.n_events == 0 and not self.metadata_events:
+            raise InputError(self.path, "a chrome trace with no events")
+        if self.repaired:
+            self.warnings.append(f"{self.repaired} events had unescaped or invalid characters and were repaired")
+        if self.dropped:
+            self.warnings.append(f"{self.dropped} malformed events could not be decoded and were skipped")
+        self.chunks.finish()
+        return ChromeTrace(self.meta, self.chunks, self.metadata_events, self.skipped, self.warnings, self.decoded_by)
+
+    def _read(self, blocks: Iterator[bytes], buf: bytearray, bare: bool) -> None:
+        truncated = None
         try:
             head, bare = self._read_head(blocks)
             buf += head
@@ -188,14 +215,6 @@ class _Decoder:
         except TruncatedInput as e:
             truncated = str(e)
         self._finish(buf, bare, truncated)
-        if self.n_events == 0 and not self.metadata_events:
-            raise InputError(self.path, "a chrome trace with no events")
-        if self.repaired:
-            self.warnings.append(f"{self.repaired} events had unescaped or invalid characters and were repaired")
-        if self.dropped:
-            self.warnings.append(f"{self.dropped} malformed events could not be decoded and were skipped")
-        self.chunks.finish()
-        return ChromeTrace(self.meta, self.chunks, self.metadata_events, self.skipped, self.warnings, self.decoded_by)
 
     def _read_head(self, blocks: Iterator[bytes]) -> tuple[bytes, bool]:
         """Consume bytes up to the start of the event array; return the rest and whether it is bare."""
@@ -233,6 +252,10 @@ class _Decoder:
         cut = _last_boundary(buf)
         if cut is None:
             return buf
+        if self.pool is not None:
+            self._submit(bytes(memoryview(buf)[: cut[0]]))
+            del buf[: cut[1]]
+            return buf
         with memoryview(buf) as view:
             body = view[: cut[0]]
             try:
@@ -245,9 +268,29 @@ class _Decoder:
             return bytearray(memoryview(buf)[cut[1] :])
         return buf
 
+    def _submit(self, body: bytes) -> None:
+        """Hand ``body`` to a decode thread; add the oldest bodies' events once more are in flight."""
+        assert self.pool is not None
+        self.pending.append((body, self.pool.submit(_chrome_scan.decode, body)))
+        while len(self.pending) > self.threads:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Add the events of the oldest body in flight (the msgspec path takes it where the C decoder could not)."""
+        body, decoded = self.pending.popleft()
+        result = decoded.result()
+        if result is None:
+            self._decode_events(body, native=False)
+            return
+        self._add_native(body, *result)
+        self.decoded_by["native"] += 1
+
     def _finish(self, rest: bytearray, bare: bool, truncated: str | None) -> None:
         """Decode the last events and the metadata after the array; salvage a truncated end."""
-        buf = bytes(self._consume_front(rest))
+        rest = self._consume_front(rest)
+        while self.pending:
+            self._settle()
+        buf = bytes(rest)
         if truncated is None:
             for close in _close_candidates(buf):
                 body, tail = buf[:close].rstrip(), buf[close + 1 :].strip()
@@ -277,8 +320,8 @@ class _Decoder:
         return 0
 
     # -- decoding ----------------------------------------------------------------------------------
-    def _try_decode(self, body: bytes | memoryview) -> bool:
-        if self.native:
+    def _try_decode(self, body: bytes | memoryview, native: bool = True) -> bool:
+        if self.native and native:
             decoded = _chrome_scan.decode(body)
             if decoded is not None:
                 self._add_native(body, *decoded)
@@ -293,9 +336,10 @@ class _Decoder:
         self.decoded_by["python"] += 1
         return True
 
-    def _try_decode_repairing(self, body: bytes | memoryview) -> bool:
-        """Decode ``body`` as is, else after repairing names and encoding; False if neither works."""
-        if self._try_decode(body):
+    def _try_decode_repairing(self, body: bytes | memoryview, native: bool = True) -> bool:
+        """Decode ``body`` as is, else after repairing names and encoding; False if neither works.
+        ``native=False``: the C decoder already failed on ``body`` as is."""
+        if self._try_decode(body, native):
             return True
         body = bytes(body)
         fixed = _repair(body)
@@ -304,8 +348,8 @@ class _Decoder:
             return True
         return False
 
-    def _decode_events(self, body: bytes | memoryview) -> None:
-        if not self._try_decode_repairing(body):
+    def _decode_events(self, body: bytes | memoryview, native: bool = True) -> None:
+        if not self._try_decode_repairing(body, native):
             self._add(list(self._decode_one_by_one(_repair(bytes(body)))))
             self.decoded_by["python"] += 1
 
