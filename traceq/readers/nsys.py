@@ -154,7 +154,8 @@ class _Export:
         (``[None]``: the whole table in one read)."""
         if threads <= 1:
             return [None]
-        lo, hi = self.query(f'select min(rowid), max(rowid) from "{table}"').row(0)
+        # apart: SQLite finds a lone min() or max() of the rowid in the index; together, it scans the table
+        lo, hi = self.query(f'select (select min(rowid) from "{table}"), (select max(rowid) from "{table}")').row(0)
         if lo is None or hi - lo + 1 < 2 * PART_ROWS:
             return [None]
         n = min(threads, (hi - lo + 1) // PART_ROWS)
