@@ -13,6 +13,7 @@ import glob
 import importlib
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,6 +61,10 @@ def connect(
     store = store if isinstance(store, Store) else Store(store)
     con = duckdb.connect(":memory:")
     con.execute("SET enable_progress_bar = false")
+    # Where a query beyond memory spills (DuckDB makes the folder when it first spills and removes it at
+    # close): the system's temporary folder, not DuckDB's default, ``.tmp`` in the working directory.
+    spill = Path(tempfile.gettempdir()) / f"traceq-duckdb-{uuid.uuid4().hex}"
+    con.execute(f"SET temp_directory = {_quote(str(spill))}")
     for table in TABLES.values():
         has_runs = next(iter(glob.iglob(store.table_files(table.name))), None) is not None
         if has_runs:

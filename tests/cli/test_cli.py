@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -12,6 +13,7 @@ import pytest
 
 from tests.conftest import SAMPLES, raw_trace, run_cli, tree_state
 from traceq.cli import app
+from traceq.sql import connect
 
 KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
 PADDLE = SAMPLES / "paddle331_cpu_fp32_noshapes.paddle_trace.json.gz"
@@ -103,6 +105,30 @@ def test_sql_cannot_modify_anything(filled_store: Path, query: str) -> None:
     assert done.returncode != 0
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert tree_state(filled_store) == before
+
+
+def test_a_query_beyond_memory_spills_into_the_temporary_folder_not_the_working_one(
+    filled_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB's default spill folder is ``.tmp`` in the working directory: queries spill into a folder of
+    their own under the system's temporary folder, removed when the connection closes."""
+    work, temp = tmp_path / "work", tmp_path / "temp"
+    work.mkdir()
+    temp.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    con = connect(filled_store, locked=False)
+    con.execute("SET memory_limit = '50MB'")
+    con.execute(
+        "CREATE TEMP TABLE t AS "
+        "SELECT i, repeat('x', 50) || (i * 7919 % 3000017)::VARCHAR AS s FROM range(3000000) r(i)"
+    )
+    rows = con.execute("SELECT count(*) FROM (SELECT * FROM t ORDER BY s)").fetchone()
+    seen = [p.name for p in temp.iterdir()]
+    con.close()
+    assert rows == (3_000_000,)
+    assert len(seen) == 1 and seen[0].startswith("traceq-duckdb-")  # it did spill, there
+    assert not list(work.iterdir()) and not list(temp.iterdir())
 
 
 def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
