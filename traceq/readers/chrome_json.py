@@ -253,7 +253,8 @@ class _Decoder:
         if cut is None:
             return buf
         if self.pool is not None:
-            self._submit(bytes(memoryview(buf)[: cut[0]]))
+            with memoryview(buf) as view, view[: cut[0]] as body:
+                self._submit(bytes(body))
             del buf[: cut[1]]
             return buf
         with memoryview(buf) as view:
