@@ -122,7 +122,8 @@ class Session:
     A query and the building blocks it requires become temporary tables the first time they are needed,
     so the metrics of a report (which share ``_windows``, ``_gpu_work``, ``_gpu_islands``, ``gpu_gaps``)
     scan the store once instead of once per metric, and a comparison computes both runs in one pass.
-    Temporary tables live in this connection's memory only; the store is never written.
+    Results stored at ingest become views over their files instead (read where used). Temporary tables
+    live in this connection's memory only; the store is never written.
     """
 
     def __init__(
@@ -215,13 +216,16 @@ class Session:
             raise QueryError(f"circular Requires: {' -> '.join((*stack, name))}")
         stored = stored_files(self.store, self.runs, name) if self.use_stored else None
         if stored is not None:
+            # a view: stored results are read where used (one of them, gpu_gaps, has a row per gap)
+            create = f"CREATE TEMP VIEW {name} AS "
             text = _hive_select("[" + ", ".join(_quote(str(p)) for p in stored) + "]")
         else:
+            create = f"CREATE TEMP TABLE {name} AS "
             text = query_text(name)
             for dep in requires(text):
                 self._make(dep, (*stack, name))
         try:
-            self._create(f"CREATE TEMP TABLE {name} AS {_strip_terminator(text)}")
+            self._create(create + _strip_terminator(text))
         except duckdb.Error as e:
             raise QueryError(f"{name}: {_one_line(str(e))}") from None
         self._made.add(name)
