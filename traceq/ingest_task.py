@@ -84,20 +84,19 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
             "n_steps": result.tables.steps.height,
             "start_ns": ev.start_ns,
             "end_ns": ev.end_ns,
-            "warnings": json.dumps(result.warnings),
         },
         "events_by_kind": dict(ev.by_kind),
         "summary": summary_line(result),
     }
-    bounded = result.model_on_disk
+    bounded, warnings = result.model_on_disk, list(result.warnings)
     del result, ev  # the metrics below read the staged files: the tables need not stay in memory
     release_free_memory()
     if metrics_cache.stores_metrics(info["source"]["n_events"]):
         report_stage(progress, "storing the report metrics")
     try:
         unstored = metrics_cache.save(staging, info["source"]["n_events"], bounded=bounded)
-        if unstored is not None:
-            info["source"]["warnings"] = json.dumps([*json.loads(info["source"]["warnings"]), unstored])
+        warnings += [] if unstored is None else [unstored]
+        info["source"]["warnings"] = json.dumps(warnings)
         publish_partition(staging, run_dir, task.part)
     except OSError as e:
         return _store_error(task, e)

@@ -148,8 +148,9 @@ class Session:
         """A session over rank folders of a run being written (``folders`` by rank), for traceq's own
         queries. The files are linked into a scratch store layout so that the views are exactly the
         store's (hive keys as partition constants, which DuckDB plans joins on far better than literals).
-        With ``memory_limit``, DuckDB keeps to it, spilling into the scratch folder; a query it cannot
-        run within the limit (not every operator spills) runs again without it."""
+        With ``memory_limit``, DuckDB keeps to it, spilling (as every connection does) under the system's
+        temporary folder; a query it cannot run within the limit (not every operator spills) runs again
+        without it."""
         scratch = Path(tempfile.mkdtemp(prefix="traceq-ranks-"))
         for rank, folder in folders.items():
             rank_dir = scratch / "runs" / f"run_id={run_id}" / f"rank={rank}"
@@ -160,7 +161,6 @@ class Session:
         session = cls(runs=[run_id], con=connect(Store(scratch), [run_id], locked=False))
         session._scratch = scratch
         if memory_limit is not None:
-            session.con.execute(f"SET temp_directory = {_quote(str(scratch / 'duckdb.tmp'))}")
             session.con.execute(f"SET memory_limit = {_quote(memory_limit)}")
             session._memory_limit = memory_limit
         return session

@@ -25,12 +25,12 @@ import polars as pl
 import pyarrow as pa
 
 from traceq.errors import spill_io
+from traceq.in_order import InOrder
 from traceq.model.build import inherit_from_launch
 from traceq.model.links import link_launches
 from traceq.model.nesting import nest_with_open_ranges
 from traceq.model.steps import assign_steps, steps_table
 from traceq.schema import GPU_WORK_KINDS, OP_TREE_KINDS, STEPS
-from traceq.write_behind import WriteBehind
 
 #: Chrome traces of at least this many events have their model built on disk during ``ingest``.
 MIN_EVENTS = 2_000_000
@@ -71,7 +71,7 @@ class _Buckets:
     def __init__(self, folder: Path, name: str) -> None:
         self.folder, self.name = folder, name
         self._writers: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
-        self._writes = WriteBehind(name)
+        self._writes = InOrder(name)
 
     def _path(self, bucket: int) -> Path:
         return self.folder / f"{self.name}-{bucket:06d}.arrow"
@@ -94,7 +94,7 @@ class _Buckets:
     def close(self) -> None:
         """Finish every bucket's file (call before reading)."""
         try:
-            self._writes.wait()
+            self._writes.drain()
         finally:
             with spill_io(self.folder, "write"):
                 for writer in self._writers.values():

@@ -9,9 +9,8 @@ Paddle's trailing ``{}`` and its names written without JSON escaping. Producer-s
 from __future__ import annotations
 
 import re
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import polars as pl
 import pyarrow as pa
 
 from traceq.errors import InputError
+from traceq.in_order import InOrder
 from traceq.memory import heap_reused
 from traceq.native import load
 from traceq.readers.chunks import Chunks
@@ -167,10 +167,9 @@ class _Decoder:
         self.dropped = 0
         self.n_events = 0
         self.decoded_by: Counter[str] = Counter()
-        #: Bodies handed to the decode threads, oldest first, with their results to come.
-        self.pending: deque[tuple[bytes, Future]] = deque()
-        self.pool: ThreadPoolExecutor | None = None
-        self.threads = min(DECODE_THREADS, pl.thread_pool_size())
+        #: The decode threads (None: one body at a time, here): bodies in flight, their results in order.
+        threads = min(DECODE_THREADS, pl.thread_pool_size())
+        self.decoding = InOrder("decode", threads, ahead=threads) if native and threads > 1 else None
 
     # -- driving -----------------------------------------------------------------------------------
     def run(self, blocks: Iterator[bytes]) -> ChromeTrace:
@@ -178,14 +177,11 @@ class _Decoder:
         # per block; bodies go to the decoder as views of it, or as copies to the decode threads, which
         # work on the next bodies while the oldest one's columns are added (in the trace's order).
         buf, bare = bytearray(), True
-        if self.native and self.threads > 1:
-            self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="traceq-decode")
         try:
             self._read(blocks, buf, bare)
         finally:
-            if self.pool is not None:
-                self.pool.shutdown(wait=True, cancel_futures=True)
-                self.pending.clear()
+            if self.decoding is not None:
+                self.decoding.close()
         if self.n_events == 0 and not self.metadata_events:
             raise InputError(self.path, "a chrome trace with no events")
         if self.repaired:
@@ -252,9 +248,9 @@ class _Decoder:
         cut = _last_boundary(buf)
         if cut is None:
             return buf
-        if self.pool is not None:
+        if self.decoding is not None:
             with memoryview(buf) as view, view[: cut[0]] as body:
-                self._submit(bytes(body))
+                self._settle(self.decoding.submit(_decode_native, bytes(body)))
             del buf[: cut[1]]
             return buf
         with memoryview(buf) as view:
@@ -269,28 +265,21 @@ class _Decoder:
             return bytearray(memoryview(buf)[cut[1] :])
         return buf
 
-    def _submit(self, body: bytes) -> None:
-        """Hand ``body`` to a decode thread; add the oldest bodies' events once more are in flight."""
-        assert self.pool is not None
-        self.pending.append((body, self.pool.submit(_chrome_scan.decode, body)))
-        while len(self.pending) > self.threads:
-            self._settle()
-
-    def _settle(self) -> None:
-        """Add the events of the oldest body in flight (the msgspec path takes it where the C decoder could not)."""
-        body, decoded = self.pending.popleft()
-        result = decoded.result()
-        if result is None:
-            self._decode_events(body, native=False)
-            return
-        self._add_native(body, *result)
-        self.decoded_by["native"] += 1
+    def _settle(self, decoded: list[tuple[bytes, tuple | None]]) -> None:
+        """Add the events of bodies the decode threads are done with, in order (the msgspec path takes
+        those the C decoder handed back)."""
+        for body, result in decoded:
+            if result is None:
+                self._decode_events(body, native=False)
+                continue
+            self._add_native(body, *result)
+            self.decoded_by["native"] += 1
 
     def _finish(self, rest: bytearray, bare: bool, truncated: str | None) -> None:
         """Decode the last events and the metadata after the array; salvage a truncated end."""
         rest = self._consume_front(rest)
-        while self.pending:
-            self._settle()
+        if self.decoding is not None:
+            self._settle(self.decoding.drain())
         buf = bytes(rest)
         if truncated is None:
             for close in _close_candidates(buf):
@@ -400,6 +389,11 @@ class _Decoder:
         if n:
             self.chunks.add(_native_table(n, columns))
             self.n_events += n
+
+
+def _decode_native(body: bytes) -> tuple[bytes, tuple | None]:
+    """``body`` and what the C decoder makes of it (None: handed back), on a decode thread."""
+    return body, _chrome_scan.decode(body)
 
 
 def _native_table(n: int, columns: tuple) -> pa.Table:

@@ -8,9 +8,7 @@ are written. Spilled chunks are read back one at a time, only the columns asked 
 from __future__ import annotations
 
 import shutil
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import TypeVar
@@ -19,8 +17,8 @@ import polars as pl
 import pyarrow as pa
 
 from traceq.errors import StoreError, spill_io
+from traceq.in_order import InOrder
 from traceq.lazy_frames import lazy_source
-from traceq.write_behind import WriteBehind
 
 #: Rows per chunk: decoded bodies are gathered until a chunk has this many events (the unit the model
 #: is read back in, and a row group of ``events``).
@@ -57,7 +55,7 @@ class Chunks:
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._writer: pa.ipc.RecordBatchFileWriter | None = None
-        self._spills = WriteBehind("spill", _QUEUED)
+        self._spills = InOrder("spill", ahead=_QUEUED)
         self._held: list[pa.Table] = []
         self._paths: list[Path] = []
         self.rows: list[int] = []
@@ -99,7 +97,7 @@ class Chunks:
 
     def _spilled(self) -> None:
         """Wait for every queued write (raising the first one's error) and stop the spill thread."""
-        self._spills.wait()
+        self._spills.drain()
 
     def _write(self, table: pa.Table) -> None:
         with self._spill_io("write"):
@@ -152,14 +150,13 @@ class Chunks:
         :data:`THREADS` threads a few chunks ahead: reading a chunk back and Polars' work on it overlap
         with the next one's (a chunk alone is too small to keep two cores busy)."""
         self._spilled()  # here, not in the threads below
-        with ThreadPoolExecutor(THREADS) as pool:
-            ahead: deque[Future[T]] = deque()
+        mapping = InOrder("map", THREADS, ahead=THREADS)
+        try:
             for i in range(len(self)):
-                ahead.append(pool.submit(lambda i=i: fn(self.frame(i, columns, read=read))))
-                if len(ahead) > THREADS:
-                    yield ahead.popleft().result()
-            while ahead:
-                yield ahead.popleft().result()
+                yield from mapping.submit(lambda i=i: fn(self.frame(i, columns, read=read)))
+            yield from mapping.drain()
+        finally:
+            mapping.close()  # the caller may stop early
 
     def frames(self, columns: list[str] | None = None, *, read: list[str] | None = None) -> Iterator[pl.DataFrame]:
         """Every chunk in turn, as :meth:`frame` gives it."""
