@@ -83,15 +83,18 @@ def test_small_runs_store_no_metrics_by_default(store_dir: Path, monkeypatch: py
     assert metrics_cache.stored_files(Store(store_dir), [run_id], "gpu_busy") is None
 
 
+@pytest.mark.parametrize(
+    "path", [RUNS["paddle_layout"], shared("nsys/nsys_conformer_fp16_b4.sqlite.gz")], ids=["chrome", "nsys"]
+)
 def test_a_run_built_on_disk_stores_the_same_events_and_metrics(
-    store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    path: Path, store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_limits: list[str | None]
 ) -> None:
-    path = RUNS["paddle_layout"]
     in_memory = traceq.ingest([path], store=tmp_path / "memory", jobs=1)["run_id"][0]
     monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
     monkeypatch.setattr(on_disk, "BUCKET_ROWS", 4000)
     monkeypatch.setattr(metrics_cache, "BOUNDED_MEMORY_LIMIT", "64MB")
     run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
+    assert memory_limits == [None, "64MB"]  # the metrics of a model built on disk keep to the limit
     events = traceq.sql("select * exclude (run_id) from events order by event_id", store=store_dir)
     expected = traceq.sql("select * exclude (run_id) from events order by event_id", store=tmp_path / "memory")
     assert events.height > 5 * on_disk.BUCKET_ROWS
@@ -137,16 +140,6 @@ def test_metrics_that_cannot_keep_to_the_limit_are_computed_without_it(
             key = [c for c in stored.columns if stored.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
             live = _live(Store(tmp_path / "memory"), in_memory, name).with_columns(pl.lit(run_id).alias("run_id"))
             assert stored.sort(key, nulls_last=True).equals(live.cast(stored.schema).sort(key, nulls_last=True)), name
-
-
-def test_an_nsys_export_past_the_on_disk_size_computes_its_metrics_without_a_limit(
-    store_dir: Path, monkeypatch: pytest.MonkeyPatch, memory_limits: list[str | None]
-) -> None:
-    """nsys exports are built in memory whatever their size, so their metrics get no limit either."""
-    monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
-    run_id = traceq.ingest([shared("nsys/nsys_conformer_fp16_b4.sqlite.gz")], store=store_dir, jobs=1)["run_id"][0]
-    assert memory_limits == [None]
-    assert metrics_cache.stored_files(Store(store_dir), [run_id], "gpu_busy") is not None
 
 
 def test_a_metric_that_fails_leaves_the_run_ingested_without_stored_metrics(

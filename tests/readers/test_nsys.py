@@ -201,3 +201,72 @@ def test_an_export_without_cuda_tables_warns(tmp_path: Path) -> None:
     result = read_trace(db)
     assert any("CUDA was not traced" in w for w in result.warnings)
     assert result.tables.events.filter(pl.col("kind") == "op").height > 0
+
+
+def _two_processes_with_steps(db: Path) -> None:
+    """Turn an export into a two-process capture with profiler steps: its runtime and GPU rows copied into
+    a second process (same correlation ids, 1 us later), and four ``ProfilerStep#N`` NVTX ranges over
+    the launching thread."""
+    con = sqlite3.connect(db)
+    (tid,) = con.execute(
+        "select globalTid from CUPTI_ACTIVITY_KIND_RUNTIME group by globalTid order by count(*) desc limit 1"
+    ).fetchone()
+    lo, hi = con.execute("select min(start), max(end) from CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+    for table, process in [
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"),
+        *((t, "globalPid") for t in GPU_TABLES.values()),
+    ]:
+        cols = [r[1] for r in con.execute(f"pragma table_info({table})")]
+        moved = {"start": "start + 1000", "end": '"end" + 1000', process: f"{process} + 16777216"}
+        quoted = [f'"{c}"' for c in cols]
+        con.execute(
+            f"insert into {table} ({', '.join(quoted)}) "
+            f"select {', '.join(moved.get(c, q) for c, q in zip(cols, quoted, strict=True))} from {table}"
+        )
+    step = (hi - lo) // 4
+    for i in range(4):
+        con.execute(
+            'insert into NVTX_EVENTS (start, "end", eventType, text, globalTid) values (?, ?, 59, ?, ?)',
+            (lo + i * step, lo + (i + 1) * step, f"ProfilerStep#{i + 1}", tid),
+        )
+    con.commit()
+    con.close()
+
+
+def test_an_export_built_on_disk_in_small_parts_equals_the_one_built_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the on-disk size an export is read in rowid parts into spilled chunks and its model built on
+    disk: the same tables as in memory, launches still joined per process (correlation ids repeat across
+    the two processes here) and steps found."""
+    from traceq.model import on_disk
+    from traceq.readers import chunks
+
+    gz = next(p for p in EXPORTS if p.name.startswith("nsys_conformer_fp16_b4"))
+    db = _plain(gz, str(tmp_path)).rename(tmp_path / "two_processes.sqlite")
+    _two_processes_with_steps(db)
+    whole = read_trace(db)
+    monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
+    monkeypatch.setattr(on_disk, "BUCKET_ROWS", 20_000)
+    monkeypatch.setattr(nsys, "CHUNK_PART_ROWS", 30_000)
+    monkeypatch.setattr(chunks, "CHUNK_ROWS", 10_000)  # a chunk per part
+    spill = tmp_path / "spill"
+    result = read_trace(db, spill_dir=spill)
+    assert result.model_on_disk and len(list((spill / "nsys").glob("chunk-*.arrow"))) > 10
+    events = result.tables.events
+    assert isinstance(events, pl.LazyFrame)
+    events = events.collect()
+    assert events.equals(whole.tables.events)
+    assert result.tables.steps.equals(whole.tables.steps) and result.tables.threads.equals(whole.tables.threads)
+    assert result.tables.kernel_classes.equals(whole.tables.kernel_classes)
+    assert result.overview == whole.overview and result.warnings == whole.warnings == []
+    assert result.tables.steps["name"].to_list() == [f"ProfilerStep#{i}" for i in range(1, 5)]
+    kernels = "select count(*) from CUPTI_ACTIVITY_KIND_KERNEL g join CUPTI_ACTIVITY_KIND_RUNTIME r on "
+    same_process = "g.globalPid = (r.globalTid / 16777216) * 16777216 and g.correlationId = r.correlationId"
+    linked = _sql(db, kernels + same_process)[0][0]
+    assert _sql(db, kernels + "g.correlationId = r.correlationId")[0][0] > linked  # ids repeat across processes
+    on_kernels = events.filter(pl.col("kind") == "kernel")
+    assert on_kernels["launch_id"].is_not_null().sum() == linked
+    launches = events.select(pl.col("event_id").alias("launch_id"), pl.col("pid").alias("launch_pid"))
+    assert on_kernels.join(launches, on="launch_id").filter(pl.col("pid") != pl.col("launch_pid")).is_empty()
+    assert on_kernels["step"].is_not_null().sum() > 0.9 * on_kernels.height

@@ -130,11 +130,13 @@ class ModelOnDisk:
     """The key columns of a trace's events (``kind``, ``name`` of steps, times, process, thread,
     correlation, device, stream), added chunk by chunk, and the model derived from them in ``folder``."""
 
-    def __init__(self, folder: Path, starts: pl.Series, events: int) -> None:
+    def __init__(self, folder: Path, starts: pl.Series, events: int, launch_keys: tuple[str, ...] = ()) -> None:
         """``starts``: a sample of the start times (every :data:`SAMPLE_EVERY`-th event's, say) of
-        about ``events`` events to come."""
+        about ``events`` events to come; ``launch_keys``: kept columns a launch and its GPU work share
+        besides the correlation id (:func:`link_launches`)."""
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
+        self.launch_keys = launch_keys
         self.rows = 0
         buckets = max(1, math.ceil(events / BUCKET_ROWS))
         starts = starts.drop_nulls().sort()
@@ -184,7 +186,9 @@ class ModelOnDisk:
             self._rows.add(events.drop("name"), pl.col("row") // BUCKET_ROWS)
             linked = events.filter(pl.col("kind").is_in(_LINKED_KINDS) & pl.col("correlation").is_not_null())
             by_correlation.add(
-                linked.select("row", "event_id", "kind", "correlation", "op_id", "top_op_id", "step"),
+                linked.select(
+                    "row", "event_id", "kind", "correlation", *self.launch_keys, "op_id", "top_op_id", "step"
+                ),
                 pl.col("correlation").hash() % links,
             )
         by_correlation.close()
@@ -199,7 +203,7 @@ class ModelOnDisk:
             linked = by_correlation.read(bucket)
             if linked is None:
                 continue
-            launches = link_launches(linked).join(linked.select("event_id", "row"), on="event_id")
+            launches = link_launches(linked, self.launch_keys).join(linked.select("event_id", "row"), on="event_id")
             calls = linked.select(
                 pl.col("event_id").alias("launch_id"),
                 pl.col("op_id").alias("launch_op_id"),

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import polars as pl
@@ -16,7 +16,8 @@ from traceq.memory import release_free_memory
 from traceq.model import on_disk
 from traceq.model.build import KEY_COLUMNS, RunTables, attach, conform_threads, derive
 from traceq.readers import chrome_common, kineto, nsys, paddle, paddle_summary
-from traceq.readers.chrome_json import ChromeTrace, read_chrome_trace
+from traceq.readers.chrome_json import read_chrome_trace
+from traceq.readers.chunks import Chunks
 from traceq.readers.overview import Overview
 from traceq.readers.source import Progress, check_readable, head_bytes, report_stage
 from traceq.schema import EVENTS
@@ -65,10 +66,10 @@ def sniff_format(path: Path) -> str:
 def read_trace(path: Path, progress: Progress | None = None, *, spill_dir: Path | None = None) -> ReadResult:
     """Read one trace file of any supported format into the canonical tables.
 
-    With ``spill_dir``, a chrome trace's decoded chunks wait in that folder and ``tables.events`` is a
-    LazyFrame that produces the events chunk by chunk (write it with ``sink_parquet``: memory stays
-    bounded; the folder must outlive that and is the caller's to remove). Otherwise every table is in
-    memory.
+    With ``spill_dir``, a chrome trace's decoded chunks (and a large nsys export's events) wait in that
+    folder and ``tables.events`` is a LazyFrame that produces the events chunk by chunk (write it with
+    ``sink_parquet``: memory stays bounded; the folder must outlive that and is the caller's to remove).
+    Otherwise every table is in memory.
     """
     result = _read(path, progress, spill_dir)
     report_stage(progress, "classifying kernels")
@@ -81,16 +82,7 @@ def read_trace(path: Path, progress: Progress | None = None, *, spill_dir: Path 
 def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> ReadResult:
     fmt = sniff_format(path)
     if fmt == "nsys_sqlite":
-        tables, meta = nsys.read_nsys(path, progress)
-        return ReadResult(
-            tables=tables,
-            source_format=fmt,
-            flavour=meta["flavour"],
-            profiler_version=meta["profiler_version"],
-            devices=meta["devices"],
-            clock_offset_ns=None,
-            warnings=meta["warnings"],
-        )
+        return _read_nsys(path, progress, spill_dir)
     if fmt == paddle_summary.FORMAT:
         tables, warnings = paddle_summary.read_paddle_summary(path)
         return ReadResult(
@@ -104,27 +96,10 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> Read
     report_stage(progress, "building the model")
     flavour = paddle if paddle.looks_like(trace) else kineto
     params = flavour.params(trace)
-    disk = None
-    if spill_dir is not None and on_disk.builds_on_disk(decoded := sum(trace.chunks.rows)):
-        report_stage(progress, f"building the model on disk ({decoded:,} events)")
-        disk = on_disk.ModelOnDisk(spill_dir / "model", _sampled_starts(trace, flavour, params), decoded)
-    keys = _ModelKeys.of(path, trace, flavour, params, disk)
-    release_free_memory()
-    if disk is None:
-        derived, steps = derive(keys.frame.select(KEY_COLUMNS), tolerance_ns=params.tolerance_ns)
-        model = _model_in_memory(keys, derived)
-        del derived
-    else:
-        steps = disk.derive(params.tolerance_ns)
-        model = _model_on_disk(disk, keys.rows)
-    tables = RunTables(
-        events=_events_by_chunk(trace, flavour, params, _KEPT_WRITTEN, model),
-        steps=steps,
-        threads=conform_threads(flavour.threads(trace)),
-    )
-    warnings = list(trace.warnings)
-    if keys.negative:
-        warnings.append(f"{keys.negative} events had negative durations; counted as 0")
+    events_of = functools.partial(flavour.events, params=params)
+    built = _model_of_chunks(path, trace.chunks, events_of, params.tolerance_ns, progress, spill_dir)
+    tables = RunTables(events=built.events, steps=built.steps, threads=conform_threads(flavour.threads(trace)))
+    warnings = [*trace.warnings, *built.warnings]
     unsupported = {k: v for k, v in trace.skipped.items() if k not in chrome_common.LINK_PHASES}
     if unsupported:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(unsupported.items()))
@@ -138,14 +113,99 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> Read
         distributed=flavour.distributed(trace),
         clock_offset_ns=flavour.clock_offset_ns(trace),
         warnings=warnings,
-        overview=keys.overview,
-        kernel_names=keys.kernel_names,
-        model_on_disk=disk is not None,
+        overview=built.overview,
+        kernel_names=built.kernel_names,
+        model_on_disk=built.on_disk,
     )
 
 
-#: Event columns of a chrome trace kept while its model is built (the others wait in the decoded chunks
-#: until the events are written); ``name`` only on step events.
+def _read_nsys(path: Path, progress: Progress | None, spill_dir: Path | None) -> ReadResult:
+    export = nsys.read_nsys(path, progress, spill_dir=spill_dir)
+    meta = export.meta
+    common: dict[str, Any] = {
+        "source_format": "nsys_sqlite",
+        "flavour": meta["flavour"],
+        "profiler_version": meta["profiler_version"],
+        "devices": meta["devices"],
+        "clock_offset_ns": None,
+    }
+    if export.chunks is None:
+        assert export.tables is not None
+        return ReadResult(tables=export.tables, warnings=meta["warnings"], **common)
+    report_stage(progress, "building the model")
+    built = _model_of_chunks(path, export.chunks, lambda raw: raw, 0, progress, spill_dir, launch_keys=("pid",))
+    tables = RunTables(events=built.events, steps=built.steps, threads=conform_threads(export.threads))
+    warnings = [*meta["warnings"], *built.warnings]
+    if tables.steps.is_empty():
+        tables.steps = nsys.whole_capture(built.overview.start_ns, built.overview.end_ns)
+        tables.events = tables.events.with_columns(step=pl.lit(0, pl.Int32))
+        warnings.append(nsys.NO_STEPS)
+    return ReadResult(
+        tables=tables,
+        warnings=warnings,
+        overview=built.overview,
+        kernel_names=built.kernel_names,
+        model_on_disk=built.on_disk,
+        **common,
+    )
+
+
+#: The canonical events of one chunk, as a query over the chunk's decoded columns.
+ChunkEvents = Callable[[pl.LazyFrame], pl.LazyFrame]
+
+
+@dataclass
+class _ChunkedModel:
+    """The model of events kept in chunks: ``events`` streams them chunk by chunk."""
+
+    events: pl.LazyFrame
+    steps: pl.DataFrame
+    overview: Overview
+    kernel_names: pl.Series
+    warnings: list[str]
+    on_disk: bool
+
+
+def _model_of_chunks(
+    path: Path,
+    chunks: Chunks,
+    events_of: ChunkEvents,
+    tolerance_ns: int,
+    progress: Progress | None,
+    spill_dir: Path | None,
+    launch_keys: tuple[str, ...] = (),
+) -> _ChunkedModel:
+    """Derive the model of the events in ``chunks`` (each chunk's canonical events: ``events_of``), in
+    memory or, for a large trace being spilled, on disk (:mod:`traceq.model.on_disk`)."""
+    disk = None
+    if spill_dir is not None and on_disk.builds_on_disk(decoded := sum(chunks.rows)):
+        report_stage(progress, f"building the model on disk ({decoded:,} events)")
+        starts = _sampled_starts(chunks, events_of)
+        disk = on_disk.ModelOnDisk(spill_dir / "model", starts, decoded, launch_keys=launch_keys)
+    keys = _ModelKeys.of(path, chunks, events_of, disk)
+    release_free_memory()
+    if disk is None:
+        assert keys.frame is not None
+        columns = list(dict.fromkeys((*KEY_COLUMNS, *launch_keys)))
+        derived, steps = derive(keys.frame.select(columns), tolerance_ns=tolerance_ns, launch_keys=launch_keys)
+        model = _model_in_memory(keys, derived)
+        del derived
+    else:
+        steps = disk.derive(tolerance_ns)
+        model = _model_on_disk(disk, keys.rows)
+    warnings = [f"{keys.negative} events had negative durations; counted as 0"] if keys.negative else []
+    return _ChunkedModel(
+        events=_events_by_chunk(chunks, events_of, _KEPT_WRITTEN, model),
+        steps=steps,
+        overview=keys.overview,
+        kernel_names=keys.kernel_names,
+        warnings=warnings,
+        on_disk=disk is not None,
+    )
+
+
+#: Event columns kept while the model of chunked events is built (the others wait in the chunks until
+#: the events are written); ``name`` only on step events.
 _KEPT = (*KEY_COLUMNS, "device", "stream")
 
 #: The kept columns written from the kept values (``name`` is mapped again with the other columns).
@@ -154,7 +214,7 @@ _KEPT_WRITTEN = [c for c in _KEPT if c != "name"]
 
 @dataclass
 class _ModelKeys:
-    """The kept columns of every event of a chrome trace, in the trace's order, from one pass over its
+    """The kept columns of every event of a chunked trace, in the trace's order, from one pass over its
     chunks: what the model build needs, and what the other columns are joined back to by position. They
     are held in ``frame``, or in ``disk`` where the model is built on disk (``frame`` is then None)."""
 
@@ -165,22 +225,15 @@ class _ModelKeys:
     overview: Overview
 
     @classmethod
-    def of(
-        cls,
-        path: Path,
-        trace: ChromeTrace,
-        flavour: ModuleType,
-        params: chrome_common.TraceParams,
-        disk: on_disk.ModelOnDisk | None = None,
-    ) -> _ModelKeys:
+    def of(cls, path: Path, chunks: Chunks, events_of: ChunkEvents, disk: on_disk.ModelOnDisk | None) -> _ModelKeys:
         parts, rows, names, negative, overview = [], [], [], 0, Overview()
         is_kernel, is_step = pl.col("kind") == "kernel", pl.col("kind") == "step"
 
         def query(raw: pl.LazyFrame) -> pl.LazyFrame:
-            return flavour.events(raw, params).select(_KEPT)
+            return events_of(raw).select(_KEPT)
 
-        read = trace.chunks.columns_read_by(query)
-        for kept in trace.chunks.map(lambda raw: query(raw.lazy()).collect(), read=read):
+        read = chunks.columns_read_by(query)
+        for kept in chunks.map(lambda raw: query(raw.lazy()).collect(), read=read):
             # through categorical: the names hold their own bytes, not the chunk's block of names
             names.append(kept.filter(is_kernel).get_column("name").unique().cast(pl.Categorical).cast(pl.String))
             negative += kept.filter(pl.col("dur_ns") < 0).height
@@ -193,24 +246,24 @@ class _ModelKeys:
                 disk.add(kept)
             rows.append(kept.height)
         if not sum(rows):
-            raise InputError(path, "a chrome trace with no timed events")
+            raise InputError(path, "a trace with no timed events")
         frame = pl.concat(parts).with_columns(pl.col("name").cast(pl.String)) if disk is None else None
         return cls(frame, rows, pl.concat(names).unique(), negative, overview)
 
 
-def _sampled_starts(trace: ChromeTrace, flavour: ModuleType, params: chrome_common.TraceParams) -> pl.Series:
+def _sampled_starts(chunks: Chunks, events_of: ChunkEvents) -> pl.Series:
     """The start times (ns) of every :data:`on_disk.SAMPLE_EVERY`-th decoded event of each chunk."""
 
     def query(raw: pl.LazyFrame) -> pl.LazyFrame:
-        return flavour.events(raw, params).select("ts_ns")
+        return events_of(raw).select("ts_ns")
 
-    read = trace.chunks.columns_read_by(query)
+    read = chunks.columns_read_by(query)
     every = on_disk.SAMPLE_EVERY
-    parts = trace.chunks.map(lambda raw: query(raw.gather_every(every).lazy()).collect().get_column("ts_ns"), read=read)
+    parts = chunks.map(lambda raw: query(raw.gather_every(every).lazy()).collect().get_column("ts_ns"), read=read)
     return pl.concat(list(parts))
 
 
-#: A chrome trace's kept and derived columns, chunk by chunk (the rows of each decoded chunk in turn).
+#: A chunked trace's kept and derived columns, chunk by chunk (the rows of each decoded chunk in turn).
 ModelRows = Callable[[], Iterator[pl.DataFrame]]
 
 
@@ -245,24 +298,18 @@ def _rebatched(frames: Iterator[pl.DataFrame], sizes: list[int]) -> Iterator[pl.
         held, have = [whole.slice(size)], have - size
 
 
-def _events_by_chunk(
-    trace: ChromeTrace,
-    flavour: ModuleType,
-    params: chrome_common.TraceParams,
-    kept: list[str],
-    model: ModelRows,
-) -> pl.LazyFrame:
-    """The ``events`` table as a LazyFrame that maps the trace's chunks one at a time, joined by position
-    to their ``kept`` and derived columns (``model``)."""
+def _events_by_chunk(chunks: Chunks, events_of: ChunkEvents, kept: list[str], model: ModelRows) -> pl.LazyFrame:
+    """The ``events`` table as a LazyFrame that maps the chunks one at a time, joined by position to
+    their ``kept`` and derived columns (``model``)."""
 
     def others(raw: pl.LazyFrame) -> pl.LazyFrame:
-        mapped = flavour.events(raw, params)
+        mapped = events_of(raw)
         return mapped.select(c for c in mapped.collect_schema().names() if c in EVENTS.schema and c not in kept)
 
-    read = trace.chunks.columns_read_by(others)
+    read = chunks.columns_read_by(others)
 
     def chunk_events(columns: list[str] | None) -> Iterator[pl.DataFrame]:
-        for raw, rows in zip(trace.chunks.frames(read=read), model(), strict=True):
+        for raw, rows in zip(chunks.frames(read=read), model(), strict=True):
             yield attach(others(raw.lazy()).collect(), rows)
 
     return lazy_source(chunk_events, EVENTS.schema)

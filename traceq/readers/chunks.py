@@ -35,6 +35,7 @@ T = TypeVar("T")
 _ARROW_TYPES = {
     pl.String(): pa.string(),
     pl.Int64(): pa.int64(),
+    pl.Int32(): pa.int32(),
     pl.Float64(): pa.float64(),
     pl.List(pl.String()): pa.list_(pa.string()),
 }

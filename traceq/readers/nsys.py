@@ -18,7 +18,7 @@ import contextlib
 import json
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +29,13 @@ import polars as pl
 
 from traceq.errors import InputError
 from traceq.executors import default_jobs
+from traceq.in_order import InOrder
 from traceq.memory import release_free_memory
+from traceq.model import on_disk
 from traceq.model.build import RunTables, build_run_tables
+from traceq.readers.chunks import Chunks
 from traceq.readers.source import Progress, TruncatedInput, is_gzip, iter_content, report_stage
+from traceq.schema import EVENTS
 
 FLAVOUR = "nsys"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -65,6 +69,12 @@ _NVTX = "NVTX_EVENTS"
 _READ_THREADS = 8
 #: A table read is split into parts (rowid ranges) of at least this many rows, one per reading thread.
 PART_ROWS = 1 << 19
+#: Rows per part where the events go to chunks on disk (a few parts are in memory at once).
+CHUNK_PART_ROWS = 1 << 17
+#: The columns of the events of an export read into chunks (its reads' canonical columns).
+CHUNK_SCHEMA = {c: EVENTS.schema[c] for c in ("kind", "category", "name", "ts_ns", "dur_ns", "pid", "tid", "device",
+                                              "stream", "correlation", "bytes", "input_shapes", "args")}  # fmt: skip
+NO_STEPS = "no profiler-step NVTX ranges: the whole capture is one window (step 0)"
 _EXPORT_MARKERS = {"StringIds", _RUNTIME, _NVTX, "TARGET_INFO_SYSTEM_ENV", "META_DATA_EXPORT", "EXPORT_META_DATA"}
 
 
@@ -154,13 +164,45 @@ class _Export:
         (``[None]``: the whole table in one read)."""
         if threads <= 1:
             return [None]
-        # apart: SQLite finds a lone min() or max() of the rowid in the index; together, it scans the table
-        lo, hi = self.query(f'select (select min(rowid) from "{table}"), (select max(rowid) from "{table}")').row(0)
+        lo, hi = self.rowids(table)
         if lo is None or hi - lo + 1 < 2 * PART_ROWS:
             return [None]
         n = min(threads, (hi - lo + 1) // PART_ROWS)
         step = -(-(hi - lo + 1) // n)
         return [(a, min(a + step - 1, hi)) for a in range(lo, hi + 1, step)]
+
+    def rowids(self, table: str) -> tuple[int | None, int | None]:
+        """The first and last rowid of ``table`` (None, None where it is empty)."""
+        # apart: SQLite finds a lone min() or max() of the rowid in the index; together, it scans the table
+        lo, hi = self.query(f'select (select min(rowid) from "{table}"), (select max(rowid) from "{table}")').row(0)
+        return lo, hi
+
+    def read_parts(
+        self, reads: dict[str, _Read], part_rows: int, shape: Callable[[str, pl.DataFrame], pl.DataFrame]
+    ) -> Iterator[pl.DataFrame]:
+        """``shape(name, part)`` of every part of ``part_rows`` rowids of each read in turn, in rowid order,
+        read and shaped on a few threads (each part on its own read-only connection), a few parts ahead."""
+        import adbc_driver_sqlite.dbapi as adbc
+
+        def run(name: str, rows: tuple[int, int]) -> pl.DataFrame:
+            con = adbc.connect(self.uri)
+            try:
+                return shape(name, self.query(reads[name].sql(rows), con))
+            finally:
+                con.close()
+
+        threads = min(_READ_THREADS, default_jobs())
+        reading = InOrder("nsys-read", threads, ahead=threads)
+        try:
+            for name, read in reads.items():
+                lo, hi = self.rowids(read.table)
+                if lo is None or hi is None:
+                    continue
+                for a in range(lo, hi + 1, part_rows):
+                    yield from reading.submit(run, name, (a, min(a + part_rows - 1, hi)))
+            yield from reading.drain()
+        finally:
+            reading.close()
 
     def close(self) -> None:
         self.con.close()
@@ -185,63 +227,107 @@ def _local_sqlite(path: Path, progress: Progress | None) -> Iterator[Path]:
         yield out
 
 
-def read_nsys(path: Path, progress: Progress | None = None) -> tuple[RunTables, dict[str, Any]]:
-    """Read an nsys SQLite export: the canonical tables and what the catalog records about it."""
+@dataclass
+class NsysRead:
+    """An export read: its tables in memory, or (large exports read with a spill folder) its events in
+    chunks of :data:`CHUNK_SCHEMA` and its threads, for a model built from the chunks."""
+
+    meta: dict[str, Any]
+    tables: RunTables | None = None
+    chunks: Chunks | None = None
+    threads: pl.DataFrame | None = None
+
+
+def read_nsys(path: Path, progress: Progress | None = None, *, spill_dir: Path | None = None) -> NsysRead:
+    """Read an nsys SQLite export: the canonical tables (or, with ``spill_dir``, where the export holds
+    enough rows for the model to be built on disk, its events in chunks spilled there) and what the
+    catalog records about it."""
     with _local_sqlite(path, progress) as local:
         with local.open("rb") as f:
             if not is_sqlite(f.read(16)):
                 raise InputError(path, "not an SQLite file")
         export = _Export(local, path)
         try:
-            return _read(export, path, progress)
+            return _read(export, path, progress, spill_dir)
         finally:
             export.close()
 
 
-def _read(export: _Export, path: Path, progress: Progress | None) -> tuple[RunTables, dict[str, Any]]:
+def _read(export: _Export, path: Path, progress: Progress | None, spill_dir: Path | None) -> NsysRead:
     if not (_EXPORT_MARKERS & export.tables) or "StringIds" not in export.tables:
         raise InputError(path, "an SQLite file that is not an Nsight Systems export (no StringIds or CUPTI tables)")
     warnings: list[str] = []
-    reads = {"strings": _Read("StringIds", "id, value")}
+    reads: dict[str, _Read] = {}
     for kind, table in _GPU_TABLES.items():
         if (read := _gpu_read(export, kind, table)) is not None:
             reads[kind] = read
     for name, plan in (("runtime", _runtime_read), ("nvtx", _nvtx_read)):
         if (read := plan(export)) is not None:
             reads[name] = read
-    raw = export.read_all(reads)
-    strings = raw.pop("strings")
-    frames = [
-        _gpu_events(raw[kind], kind, export.columns(table), strings)
-        for kind, table in _GPU_TABLES.items()
-        if kind in raw
-    ]
-    if "runtime" in raw:
-        frames.append(_runtime_events(raw.pop("runtime"), export.columns(_RUNTIME), strings))
-    if "nvtx" in raw:
-        frames.append(_nvtx_events(raw.pop("nvtx"), strings))
-    del raw
-    frames = [f for f in frames if not f.is_empty()]
     if not export.has(_RUNTIME) and not any(t in export.tables for t in _GPU_TABLES.values()):
         warnings.append("no CUDA tables in the export: CUDA was not traced")
-    if not frames:
-        raise InputError(path, "an nsys export with no CUDA or NVTX events")
-    events = pl.concat(frames, how="diagonal_relaxed").filter(pl.col("ts_ns").is_not_null())
-    del frames
-    release_free_memory()  # what the SQLite reads allocated and freed, before the model build
-    report_stage(progress, "building the model")
-    tables = build_run_tables(events, _threads(export, strings), launch_keys=("pid",))
-    if tables.steps.is_empty():
-        tables.steps = _whole_capture(tables.events)
-        tables.events = tables.events.with_columns(step=pl.lit(0, pl.Int32))
-        warnings.append("no profiler-step NVTX ranges: the whole capture is one window (step 0)")
+    strings = export.read_all({"strings": _Read("StringIds", "id, value")})["strings"]
+    shape = _Shaping(export, strings)
     meta = {
         "flavour": FLAVOUR,
         "profiler_version": _version(export),
         "devices": _devices(export),
         "warnings": warnings,
     }
-    return tables, meta
+    if spill_dir is not None and on_disk.builds_on_disk(_rows(export, reads)):
+        chunks = Chunks(CHUNK_SCHEMA, spill_dir / "nsys")
+        try:
+            for part in export.read_parts(reads, CHUNK_PART_ROWS, shape):
+                if not part.is_empty():
+                    chunks.add(part.to_arrow())
+            chunks.finish()
+        except BaseException:
+            chunks.close()
+            raise
+        if not sum(chunks.rows):
+            chunks.close()
+            raise InputError(path, "an nsys export with no CUDA or NVTX events")
+        return NsysRead(meta, chunks=chunks, threads=_threads(export, strings))
+    raw = export.read_all(reads)
+    frames = [f for name in list(raw) if not (f := shape(name, raw.pop(name))).is_empty()]
+    if not frames:
+        raise InputError(path, "an nsys export with no CUDA or NVTX events")
+    events = pl.concat(frames, how="diagonal_relaxed")
+    del frames
+    release_free_memory()  # what the SQLite reads allocated and freed, before the model build
+    report_stage(progress, "building the model")
+    tables = build_run_tables(events, _threads(export, strings), launch_keys=("pid",))
+    if tables.steps.is_empty():
+        end = (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end")
+        tables.steps = whole_capture(*tables.events.select(pl.col("ts_ns").min(), end).row(0))
+        tables.events = tables.events.with_columns(step=pl.lit(0, pl.Int32))
+        warnings.append(NO_STEPS)
+    return NsysRead(meta, tables=tables)
+
+
+def _rows(export: _Export, reads: dict[str, _Read]) -> int:
+    """The rows of the tables ``reads`` read (from their rowids: an upper bound)."""
+    spans = [export.rowids(read.table) for read in reads.values()]
+    return sum(hi - lo + 1 for lo, hi in spans if lo is not None and hi is not None)
+
+
+class _Shaping:
+    """Raw rows of one of an export's reads -> canonical events (with the export's string lookups)."""
+
+    def __init__(self, export: _Export, strings: pl.DataFrame) -> None:
+        self.export = export
+        self.strings = strings
+        # the API version suffix stripped once per distinct string, not once per call
+        self.api_names = strings.with_columns(pl.col("value").cast(pl.String).str.replace(API_SUFFIX, ""))
+
+    def __call__(self, name: str, raw: pl.DataFrame) -> pl.DataFrame:
+        if name in _GPU_TABLES:
+            events = _gpu_events(raw, name, self.export.columns(_GPU_TABLES[name]), self.strings)
+        elif name == "runtime":
+            events = _runtime_events(raw, self.export.columns(_RUNTIME), self.api_names)
+        else:
+            events = _nvtx_events(raw, self.strings)
+        return events.filter(pl.col("ts_ns").is_not_null())
 
 
 def _names(frame: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
@@ -315,10 +401,8 @@ def _runtime_read(export: _Export) -> _Read | None:
     return _Read(_RUNTIME, wanted)
 
 
-def _runtime_events(raw: pl.DataFrame, cols: set[str], strings: pl.DataFrame) -> pl.DataFrame:
+def _runtime_events(raw: pl.DataFrame, cols: set[str], api_names: pl.DataFrame) -> pl.DataFrame:
     extra = [c for c in _ARG_COLUMNS["runtime"] if c in cols]
-    # strip the API version suffix once per distinct string, not once per call
-    api_names = strings.with_columns(pl.col("value").cast(pl.String).str.replace(API_SUFFIX, ""))
     raw = _names(raw, api_names, "nameId", "name")
     api = pl.col("eventClass") if "eventClass" in cols else pl.lit(0)
     return raw.select(
@@ -386,17 +470,14 @@ def _threads(export: _Export, strings: pl.DataFrame) -> pl.DataFrame | None:
     return raw.select(_pid("globalTid").alias("pid"), _tid("globalTid").alias("tid"), pl.col("name").cast(pl.String))
 
 
-def _whole_capture(events: pl.DataFrame) -> pl.DataFrame:
-    span = events.select(
-        pl.col("ts_ns").min().alias("start"),
-        ((pl.col("ts_ns") + pl.col("dur_ns")).max() - pl.col("ts_ns").min()).alias("length"),
-    )
+def whole_capture(start_ns: int | None, end_ns: int | None) -> pl.DataFrame:
+    """The ``steps`` table of a capture without step ranges: one window from its first start to its last end."""
     return pl.DataFrame(
         {
             "step": [0],
             "name": ["(whole capture)"],
-            "ts_ns": [span.item(0, 0)],
-            "dur_ns": [span.item(0, 1)],
+            "ts_ns": [start_ns],
+            "dur_ns": [None if start_ns is None or end_ns is None else end_ns - start_ns],
             "event_id": [None],
         },
         schema={"step": pl.Int32, "name": pl.String, "ts_ns": pl.Int64, "dur_ns": pl.Int64, "event_id": pl.Int64},
