@@ -5,6 +5,8 @@ N times, shifted in time and correlation id, so every kernel still has its launc
 ``traceq ingest`` end to end (read, link, nest, write Parquet) next to a plain ``sqlite3`` fetch of the
 kernel table alone (the usual way peers read exports), on the same file in the same run.
 
+Each measurement runs in a fresh process, which reports its time and peak memory (VmHWM).
+
 Usage: python benchmarks/nsys_ingest.py [REAL_EXPORT.sqlite[.gz]] [--copies N]
 """
 
@@ -12,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import resource
+import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -52,16 +56,20 @@ def replicate(db: Path, copies: int) -> int:
     return n
 
 
-def bench(db: Path, store: Path) -> tuple[float, int, int]:
+def bench(db: Path, store: Path) -> dict[str, float]:
     t = time.perf_counter()
     result = traceq.ingest([db], store=store)
     elapsed = time.perf_counter() - t
-    counts = traceq.sql("select count(*) filter (where kind = 'kernel') k, count(*) n from events", store).row(0)
-    assert result["status"][0] == "ingested"
-    return elapsed, counts[0], counts[1]
+    assert result["status"][0] == "ingested", result["error"][0]
+    return {"seconds": elapsed, "peak_mb": peak_mb()}
 
 
-def sqlite3_fetch(db: Path) -> float:
+def counts(store: Path) -> tuple[int, int]:
+    """Kernels and events ingested into ``store``."""
+    return traceq.sql("select count(*) filter (where kind = 'kernel') k, count(*) n from events", store).row(0)
+
+
+def sqlite3_fetch(db: Path) -> dict[str, float]:
     t = time.perf_counter()
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     rows = con.execute(
@@ -69,28 +77,50 @@ def sqlite3_fetch(db: Path) -> float:
     ).fetchall()
     con.close()
     del rows
-    return time.perf_counter() - t
+    return {"seconds": time.perf_counter() - t, "peak_mb": peak_mb()}
+
+
+def peak_mb() -> float:
+    """This process's peak resident memory (VmHWM), in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def in_fresh_process(what: str, *paths: Path) -> dict[str, float]:
+    """Run ``--one WHAT PATHS`` of this script in a new process; its printed measurement."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--one", what, *map(str, paths)], capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("export", nargs="?", type=Path, default=DEFAULT)
     ap.add_argument("--copies", type=int, default=60)
+    ap.add_argument("--one", nargs="+", help=argparse.SUPPRESS)  # a measurement, in the process this starts
     args = ap.parse_args()
+    if args.one:
+        what, *paths = args.one
+        print(json.dumps(bench(Path(paths[0]), Path(paths[1])) if what == "traceq" else sqlite3_fetch(Path(paths[0]))))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         real = plain_copy(args.export, tmp / "real.sqlite")
         synth = plain_copy(args.export, tmp / "synthetic.sqlite")
         replicate(synth, args.copies)
-        print(f"{'file':<28}{'kernels':>10}{'rows':>11}{'traceq s':>10}{'kernels/s':>12}{'rows/s':>12}"
-              f"{'sqlite3 fetch s':>17}{'kernels/s':>12}")  # fmt: skip
+        print(f"{'file':<28}{'kernels':>10}{'rows':>11}{'traceq s':>10}{'peak MiB':>10}{'kernels/s':>12}"
+              f"{'rows/s':>12}{'sqlite3 fetch s':>17}{'peak MiB':>10}{'kernels/s':>12}")  # fmt: skip
         for label, db in (("real " + args.export.name[:22], real), (f"synthetic x{args.copies + 1}", synth)):
-            elapsed, kernels, rows = bench(db, tmp / f"store_{db.stem}")
-            fetch = sqlite3_fetch(db)
-            print(f"{label:<28}{kernels:>10,}{rows:>11,}{elapsed:>10.2f}{kernels / elapsed:>12,.0f}"
-                  f"{rows / elapsed:>12,.0f}{fetch:>17.2f}{kernels / fetch:>12,.0f}")  # fmt: skip
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"peak RSS of this process: {peak:,.0f} MiB")
+            store = tmp / f"store_{db.stem}"
+            ours = in_fresh_process("traceq", db, store)
+            kernels, rows = counts(store)
+            fetch = in_fresh_process("fetch", db)
+            t, f = ours["seconds"], fetch["seconds"]
+            print(f"{label:<28}{kernels:>10,}{rows:>11,}{t:>10.2f}{ours['peak_mb']:>10,.0f}{kernels / t:>12,.0f}"
+                  f"{rows / t:>12,.0f}{f:>17.2f}{fetch['peak_mb']:>10,.0f}{kernels / f:>12,.0f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ _READ_THREADS = 8
 #: A table read is split into parts (rowid ranges) of at least this many rows, one per reading thread.
 PART_ROWS = 1 << 19
 #: Rows per part where the events go to chunks on disk (a few parts are in memory at once).
-CHUNK_PART_ROWS = 1 << 17
+CHUNK_PART_ROWS = 1 << 16
 #: The columns of the events of an export read into chunks (its reads' canonical columns).
 CHUNK_SCHEMA = {c: EVENTS.schema[c] for c in ("kind", "category", "name", "ts_ns", "dur_ns", "pid", "tid", "device",
                                               "stream", "correlation", "bytes", "input_shapes", "args")}  # fmt: skip
