@@ -122,31 +122,28 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> Read
 def _read_nsys(path: Path, progress: Progress | None, spill_dir: Path | None) -> ReadResult:
     export = nsys.read_nsys(path, progress, spill_dir=spill_dir)
     meta = export.meta
-    common: dict[str, Any] = {
-        "source_format": "nsys_sqlite",
-        "flavour": meta["flavour"],
-        "profiler_version": meta["profiler_version"],
-        "devices": meta["devices"],
-        "clock_offset_ns": None,
-    }
     if export.chunks is None:
-        assert export.tables is not None
-        return ReadResult(tables=export.tables, warnings=meta["warnings"], **common)
-    report_stage(progress, "building the model")
-    built = _model_of_chunks(path, export.chunks, lambda raw: raw, 0, progress, spill_dir, launch_keys=("pid",))
-    tables = RunTables(events=built.events, steps=built.steps, threads=conform_threads(export.threads))
-    warnings = [*meta["warnings"], *built.warnings]
-    if tables.steps.is_empty():
-        tables.steps = nsys.whole_capture(built.overview.start_ns, built.overview.end_ns)
-        tables.events = tables.events.with_columns(step=pl.lit(0, pl.Int32))
-        warnings.append(nsys.NO_STEPS)
+        assert export.tables is not None and isinstance(export.tables.events, pl.DataFrame)
+        tables, overview, kernel_names = export.tables, Overview.of(export.tables.events), None
+        warnings, model_on_disk = list(meta["warnings"]), False
+    else:
+        report_stage(progress, "building the model")
+        built = _model_of_chunks(path, export.chunks, lambda raw: raw, 0, progress, spill_dir, launch_keys=("pid",))
+        tables = RunTables(events=built.events, steps=built.steps, threads=conform_threads(export.threads))
+        overview, kernel_names, model_on_disk = built.overview, built.kernel_names, built.on_disk
+        warnings = [*meta["warnings"], *built.warnings]
+    warnings += nsys.as_one_window(tables, overview.start_ns, overview.end_ns)
     return ReadResult(
         tables=tables,
+        source_format="nsys_sqlite",
+        flavour=meta["flavour"],
+        profiler_version=meta["profiler_version"],
+        devices=meta["devices"],
+        clock_offset_ns=None,
         warnings=warnings,
-        overview=built.overview,
-        kernel_names=built.kernel_names,
-        model_on_disk=built.on_disk,
-        **common,
+        overview=overview,
+        kernel_names=kernel_names,
+        model_on_disk=model_on_disk,
     )
 
 

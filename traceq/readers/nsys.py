@@ -178,26 +178,27 @@ class _Export:
         return lo, hi
 
     def read_parts(
-        self, reads: dict[str, _Read], part_rows: int, shape: Callable[[str, pl.DataFrame], pl.DataFrame]
+        self,
+        reads: dict[str, tuple[_Read, tuple[int, int]]],
+        part_rows: int,
+        shape: Callable[[str, pl.DataFrame], pl.DataFrame],
     ) -> Iterator[pl.DataFrame]:
-        """``shape(name, part)`` of every part of ``part_rows`` rowids of each read in turn, in rowid order,
-        read and shaped on a few threads (each part on its own read-only connection), a few parts ahead."""
+        """``shape(name, part)`` of every part of ``part_rows`` rowids of each read (with its table's first
+        and last rowid) in turn, in rowid order, read and shaped on a few threads (each part on its own
+        read-only connection), a few parts ahead."""
         import adbc_driver_sqlite.dbapi as adbc
 
         def run(name: str, rows: tuple[int, int]) -> pl.DataFrame:
             con = adbc.connect(self.uri)
             try:
-                return shape(name, self.query(reads[name].sql(rows), con))
+                return shape(name, self.query(reads[name][0].sql(rows), con))
             finally:
                 con.close()
 
         threads = min(_READ_THREADS, default_jobs())
         reading = InOrder("nsys-read", threads, ahead=threads)
         try:
-            for name, read in reads.items():
-                lo, hi = self.rowids(read.table)
-                if lo is None or hi is None:
-                    continue
+            for name, (_, (lo, hi)) in reads.items():
                 for a in range(lo, hi + 1, part_rows):
                     yield from reading.submit(run, name, (a, min(a + part_rows - 1, hi)))
             yield from reading.drain()
@@ -267,17 +268,20 @@ def _read(export: _Export, path: Path, progress: Progress | None, spill_dir: Pat
     if not export.has(_RUNTIME) and not any(t in export.tables for t in _GPU_TABLES.values()):
         warnings.append("no CUDA tables in the export: CUDA was not traced")
     strings = export.read_all({"strings": _Read("StringIds", "id, value")})["strings"]
-    shape = _Shaping(export, strings)
+    shape = _Shaping(export, strings, reads)
     meta = {
         "flavour": FLAVOUR,
         "profiler_version": _version(export),
         "devices": _devices(export),
         "warnings": warnings,
     }
-    if spill_dir is not None and on_disk.builds_on_disk(_rows(export, reads)):
+    spans = {name: export.rowids(read.table) for name, read in reads.items()} if spill_dir is not None else {}
+    parts = {name: (reads[name], (lo, hi)) for name, (lo, hi) in spans.items() if lo is not None and hi is not None}
+    # the rows of the tables: an upper bound (rowids may have gaps, and NVTX has rows of other types)
+    if spill_dir is not None and on_disk.builds_on_disk(sum(hi - lo + 1 for _, (lo, hi) in parts.values())):
         chunks = Chunks(CHUNK_SCHEMA, spill_dir / "nsys")
         try:
-            for part in export.read_parts(reads, CHUNK_PART_ROWS, shape):
+            for part in export.read_parts(parts, CHUNK_PART_ROWS, shape):
                 if not part.is_empty():
                     chunks.add(part.to_arrow())
             chunks.finish()
@@ -296,35 +300,34 @@ def _read(export: _Export, path: Path, progress: Progress | None, spill_dir: Pat
     del frames
     release_free_memory()  # what the SQLite reads allocated and freed, before the model build
     report_stage(progress, "building the model")
-    tables = build_run_tables(events, _threads(export, strings), launch_keys=("pid",))
-    if tables.steps.is_empty():
-        end = (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end")
-        tables.steps = whole_capture(*tables.events.select(pl.col("ts_ns").min(), end).row(0))
-        tables.events = tables.events.with_columns(step=pl.lit(0, pl.Int32))
-        warnings.append(NO_STEPS)
-    return NsysRead(meta, tables=tables)
+    return NsysRead(meta, tables=build_run_tables(events, _threads(export, strings), launch_keys=("pid",)))
 
 
-def _rows(export: _Export, reads: dict[str, _Read]) -> int:
-    """The rows of the tables ``reads`` read (from their rowids: an upper bound)."""
-    spans = [export.rowids(read.table) for read in reads.values()]
-    return sum(hi - lo + 1 for lo, hi in spans if lo is not None and hi is not None)
+def as_one_window(tables: RunTables, start_ns: int | None, end_ns: int | None) -> list[str]:
+    """Where ``tables`` has no profiler steps, make the capture (``start_ns`` to ``end_ns``) its one
+    window, step 0 of every event; the warning that says so (none where there are steps)."""
+    if not tables.steps.is_empty():
+        return []
+    tables.steps = whole_capture(start_ns, end_ns)
+    tables.events = tables.events.with_columns(step=pl.lit(0, pl.Int32))
+    return [NO_STEPS]
 
 
 class _Shaping:
-    """Raw rows of one of an export's reads -> canonical events (with the export's string lookups)."""
+    """Raw rows of one of an export's reads -> canonical events (with the export's string lookups and
+    each read table's columns, found here: shaping runs on the reading threads, off the connection)."""
 
-    def __init__(self, export: _Export, strings: pl.DataFrame) -> None:
-        self.export = export
+    def __init__(self, export: _Export, strings: pl.DataFrame, reads: dict[str, _Read]) -> None:
+        self.columns = {name: export.columns(read.table) for name, read in reads.items()}
         self.strings = strings
         # the API version suffix stripped once per distinct string, not once per call
         self.api_names = strings.with_columns(pl.col("value").cast(pl.String).str.replace(API_SUFFIX, ""))
 
     def __call__(self, name: str, raw: pl.DataFrame) -> pl.DataFrame:
         if name in _GPU_TABLES:
-            events = _gpu_events(raw, name, self.export.columns(_GPU_TABLES[name]), self.strings)
+            events = _gpu_events(raw, name, self.columns[name], self.strings)
         elif name == "runtime":
-            events = _runtime_events(raw, self.export.columns(_RUNTIME), self.api_names)
+            events = _runtime_events(raw, self.columns[name], self.api_names)
         else:
             events = _nvtx_events(raw, self.strings)
         return events.filter(pl.col("ts_ns").is_not_null())
