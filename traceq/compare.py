@@ -63,7 +63,7 @@ class Comparison:
 def _parts(report: RunReport, session: Session) -> dict[str, float]:
     """Mean per-step ms of every waterfall part of one run (reusing the report's metric frames)."""
     mine = pl.col("run_id") == report.run["run_id"]
-    busy, gaps, activity = (report.frames[k] for k in ("gpu_busy", "gpu_gaps", "gap_cpu_activity"))
+    busy, gaps, activity = (report.frames[k] for k in ("gpu_busy", "gpu_gap_buckets", "gap_cpu_activity"))
     gpu_time = session.query("gpu_time").filter(mine)
     windows = max(busy.select(pl.struct("rank", "step").n_unique()).item(), 1)
     gap_ms = dict(gaps.group_by("kind").agg(pl.col("gap_ns").sum() / windows / 1e6).iter_rows())

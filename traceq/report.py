@@ -40,8 +40,8 @@ class RunReport:
     gap_activity: pl.DataFrame
     ops: pl.DataFrame
     notes: list[str] = field(default_factory=list)
-    #: the metric frames behind the report, by query name (reused by comparisons); ``gpu_gaps`` is counted
-    #: and summed by rank, step, device, kind and length bucket (:func:`_gaps_by_bucket`)
+    #: the metric frames behind the report, by query name (reused by comparisons); the gaps are
+    #: ``gpu_gap_buckets`` (counted and summed per bucket), not a row per gap
     frames: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
     #: multi-rank runs: per-rank means (:func:`traceq.rank_views.per_rank`), empty otherwise
     ranks: pl.DataFrame = field(default_factory=pl.DataFrame)
@@ -98,7 +98,7 @@ def run_report(ref: str, store: Store | str | Path | None = None, session: Sessi
         return session.query(name).filter(pl.col("run_id") == run_id)
 
     busy, bound, cover, casts = q("gpu_busy"), q("launch_bound"), q("precision_coverage"), q("cast_overhead")
-    gaps, activity, ops = _gaps_by_bucket(session, run_id), q("gap_cpu_activity"), q("op_summary")
+    gaps, activity, ops = q("gpu_gap_buckets").drop("run_id"), q("gap_cpu_activity"), q("op_summary")
     windows = max(bound.select(pl.struct("step", "rank").n_unique()).item(), 1) if bound.height else 1
     steps = busy.join(bound.select("rank", "step", "device", "host_launch_gap_ns", "launch_bound_ratio",
                                    "gpu_events", "kernels"), on=["rank", "step", "device"], how="left")  # fmt: skip
@@ -164,7 +164,7 @@ def run_report(ref: str, store: Store | str | Path | None = None, session: Sessi
             "Profiled step times include the profiler's own CPU cost per op, so a launch-bound run looks "
             "more launch-bound under the profiler than without it; compare with step times measured unprofiled."
         )
-    frames = {"gpu_busy": busy, "gpu_gaps": gaps, "gap_cpu_activity": activity}
+    frames = {"gpu_busy": busy, "gpu_gap_buckets": gaps, "gap_cpu_activity": activity}
     return RunReport(
         run_info,
         summary,
@@ -198,17 +198,6 @@ def _ranks_combined(ops: pl.DataFrame) -> pl.DataFrame:
         )
         .select(ops.drop("run_id", "rank").columns)
     )
-
-
-def _gaps_by_bucket(session: Session, run_id: str) -> pl.DataFrame:
-    """``gpu_gaps`` of one run counted (``gaps``) and summed (``gap_ns``) per rank, step, device, kind and
-    length bucket: what the report and a comparison use of it, without a row per gap (millions on big runs)."""
-    counted = session.sql(
-        "-- Requires: gpu_gaps\n"
-        "SELECT run_id, rank, step, device, kind, bucket, count(*) AS gaps, sum(gap_ns)::BIGINT AS gap_ns "
-        "FROM gpu_gaps GROUP BY ALL ORDER BY ALL"
-    )
-    return counted.filter(pl.col("run_id") == run_id).drop("run_id")
 
 
 def _findings(

@@ -175,7 +175,7 @@ def test_stored_results_are_read_in_place_and_the_report_counts_gaps_in_sql(stor
         report = run_report(run_id, store, session)
         kinds = dict(session.con.execute("SELECT table_name, table_type FROM information_schema.tables").fetchall())
     assert all(kinds[name] == "VIEW" for name in ("gpu_gaps", "gpu_busy", "launch_bound", "op_summary"))
-    counted = report.frames["gpu_gaps"]
+    counted = report.frames["gpu_gap_buckets"]
     live = _live(store, run_id, "gpu_gaps")
     assert counted.columns == ["rank", "step", "device", "kind", "bucket", "gaps", "gap_ns"]
     assert counted.height < live.height
