@@ -68,7 +68,7 @@ class Chunks:
         if self.spill_dir is None:
             self._pending.append(self._conform(table))
         else:  # written as it comes: a spilled chunk is never whole in memory
-            self._spill(self._write, table)
+            self._spills.submit(self._write, table)
         self._pending_rows += table.num_rows
         if self._pending_rows >= CHUNK_ROWS:
             self.finish()
@@ -80,7 +80,7 @@ class Chunks:
         self.rows.append(self._pending_rows)
         self._pending_rows = 0
         if self.spill_dir is not None:
-            self._spill(self._close_file)
+            self._spills.submit(self._close_file)
         else:
             self._held.append(pa.concat_tables(self._pending))
             self._pending = []
@@ -91,10 +91,6 @@ class Chunks:
             [_as(table.column(f.name), f.type) if f.name in present else pa.nulls(n, f.type) for f in self._arrow],
             schema=self._arrow,
         )
-
-    def _spill(self, work: Callable[..., None], *args: object) -> None:
-        """Run ``work(*args)`` on the spill thread after the work queued before it."""
-        self._spills.submit(work, *args)
 
     def _spilled(self) -> None:
         """Wait for every queued write (raising the first one's error) and stop the spill thread."""
