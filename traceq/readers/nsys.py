@@ -143,17 +143,8 @@ class _Export:
         parts = [(name, rows) for name, read in reads.items() for rows in self._ranges(read.table, threads)]
         if len(parts) <= 1:
             return {name: self.query(read.sql()) for name, read in reads.items()}
-        import adbc_driver_sqlite.dbapi as adbc
-
-        def run(name: str, rows: tuple[int, int] | None) -> pl.DataFrame:
-            con = adbc.connect(self.uri)
-            try:
-                return self.query(reads[name].sql(rows), con)
-            finally:
-                con.close()
-
         with ThreadPoolExecutor(min(threads, len(parts))) as pool:
-            futures = [(name, pool.submit(run, name, rows)) for name, rows in parts]
+            futures = [(name, pool.submit(self._read_rows, reads[name], rows)) for name, rows in parts]
             done: dict[str, list[pl.DataFrame]] = {}  # each name's parts, in rowid order
             for name, future in futures:
                 done.setdefault(name, []).append(future.result())
@@ -186,14 +177,9 @@ class _Export:
         """``shape(name, part)`` of every part of ``part_rows`` rowids of each read (with its table's first
         and last rowid) in turn, in rowid order, read and shaped on a few threads (each part on its own
         read-only connection), a few parts ahead."""
-        import adbc_driver_sqlite.dbapi as adbc
 
         def run(name: str, rows: tuple[int, int]) -> pl.DataFrame:
-            con = adbc.connect(self.uri)
-            try:
-                return shape(name, self.query(reads[name][0].sql(rows), con))
-            finally:
-                con.close()
+            return shape(name, self._read_rows(reads[name][0], rows))
 
         threads = min(_READ_THREADS, default_jobs())
         reading = InOrder("nsys-read", threads, ahead=threads)
@@ -204,6 +190,17 @@ class _Export:
             yield from reading.drain()
         finally:
             reading.close()
+
+    def _read_rows(self, read: _Read, rows: tuple[int, int] | None) -> pl.DataFrame:
+        """``read`` restricted to ``rows`` (first and last rowid), on a read-only connection of its own
+        (for a reading thread)."""
+        import adbc_driver_sqlite.dbapi as adbc
+
+        con = adbc.connect(self.uri)
+        try:
+            return self.query(read.sql(rows), con)
+        finally:
+            con.close()
 
     def close(self) -> None:
         self.con.close()
