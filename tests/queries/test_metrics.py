@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import statistics
 from pathlib import Path
 
 import polars as pl
@@ -186,3 +187,51 @@ def test_stream_host_wait_follows_htas_definition(rel: str, tmp_path: Path) -> N
     assert sum(want.values()) > 0
     for key, host in want.items():
         assert abs(got[key] - host) <= 100, key
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "hta/df_index_resolver/df_index_resolver.json.gz",
+        "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    ],
+)
+def test_queue_depth_and_launch_medians_match_an_independent_computation(rel: str, tmp_path: Path) -> None:
+    """Per step and device: replay launches (+1 at the launch call's start) and GPU starts (-1) in time
+    order, a start before a launch at the same instant; a launch sees the events queued before it."""
+    path = shared(rel)
+    events = [e for e in raw_trace(path)["traceEvents"] if e.get("ph") == "X"]
+    runtime = {e["args"]["correlation"]: e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    want: dict[tuple[int, int], tuple[float, float, float]] = {}
+    for st in (e for e in events if e.get("cat") == "user_annotation" and STEP.match(e["name"])):
+        lo, hi = st["ts"], st["ts"] + st["dur"]
+        by_device: dict[int, list[dict]] = {}
+        for e in gpu:
+            if e["ts"] < hi and e["ts"] + e["dur"] > lo:
+                by_device.setdefault(e["args"]["device"], []).append(e)
+        for device, work in by_device.items():
+            launched = [(e, runtime[e["args"]["correlation"]]) for e in work if e["args"]["correlation"] in runtime]
+            moves = sorted([(r["ts"], 1) for _, r in launched] + [(e["ts"], -1) for e, _ in launched])
+            depths, depth = [], 0
+            for _, delta in moves:
+                depth += delta
+                if delta == 1:
+                    depths.append(depth - 1)
+            kernels = [e for e in work if e.get("cat") == "kernel"]
+            want[(int(STEP.match(st["name"]).group(1)), device)] = (
+                statistics.median(depths),
+                statistics.median(e["dur"] for e in kernels) * 1000,  # whole, not clipped to the window
+                statistics.median(r["dur"] for e, r in launched if e.get("cat") == "kernel") * 1000,
+            )
+    traceq.ingest([path], store=tmp_path)
+    got = {
+        (r["step"], r["device"]): (r["median_queue_depth"], r["median_kernel_ns"], r["median_launch_ns"])
+        for r in query("launch_bound", tmp_path).iter_rows(named=True)
+    }
+    assert set(got) == set(want)
+    assert any(depth >= 2 for depth, _, _ in want.values())  # queues that a wrong count would show
+    for key, (depth, kernel_ns, launch_ns) in want.items():
+        assert got[key][0] == depth, key
+        assert got[key][1] == pytest.approx(kernel_ns, abs=1), key
+        assert got[key][2] == pytest.approx(launch_ns, abs=1), key
