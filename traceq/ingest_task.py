@@ -91,10 +91,8 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
     bounded, warnings = result.model_on_disk, list(result.warnings)
     del result, ev  # the metrics below read the staged files: the tables need not stay in memory
     release_free_memory()
-    if metrics_cache.stores_metrics(info["source"]["n_events"]):
-        report_stage(progress, "storing the report metrics")
     try:
-        unstored = metrics_cache.save(staging, info["source"]["n_events"], bounded=bounded)
+        unstored = metrics_cache.save(staging, info["source"]["n_events"], bounded=bounded, progress=progress)
         warnings += [] if unstored is None else [unstored]
         info["source"]["warnings"] = json.dumps(warnings)
         publish_partition(staging, run_dir, task.part)

@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from traceq.errors import QueryError
+from traceq.readers.source import Progress, report_stage
 from traceq.store import Store, write_parquet
 
 #: The metric queries a report and a comparison read, stored per rank at ingest. (``rank_balance`` is
@@ -70,12 +71,13 @@ def stores_metrics(n_events: int) -> bool:
 BOUNDED_MEMORY_LIMIT = "384MB"
 
 
-def save(folder: Path, n_events: int, bounded: bool = False) -> str | None:
+def save(folder: Path, n_events: int, bounded: bool = False, progress: Progress | None = None) -> str | None:
     """Compute and write the stored metrics into one staged rank folder of ``n_events`` events (none
     where :func:`stores_metrics` says so), its fingerprint last. Each result streams from DuckDB into its
     file, so none is held whole. ``bounded``: the rank's model was built on disk, and the metrics keep to
-    :data:`BOUNDED_MEMORY_LIMIT` too. They are a cache: where one cannot be computed, none is stored
-    (reports compute them from the events) and the returned warning says why."""
+    :data:`BOUNDED_MEMORY_LIMIT` too. ``progress`` hears each metric as it starts. They are a cache: where
+    one cannot be computed, none is stored (reports compute them from the events) and the returned warning
+    says why."""
     if not stores_metrics(n_events):
         return None
     from traceq.sql import Session
@@ -84,7 +86,8 @@ def save(folder: Path, n_events: int, bounded: bool = False) -> str | None:
     (folder / FOLDER).mkdir()
     try:
         with Session.over_ranks({0: folder}, memory_limit=limit) as session:
-            for name in CACHED:
+            for k, name in enumerate(CACHED, 1):
+                report_stage(progress, f"storing the report metrics: {name} ({k} of {len(CACHED)})")
                 write_parquet(session.stream(name).drop("run_id", "rank"), folder / FOLDER / f"{name}.parquet")
     except QueryError as e:
         shutil.rmtree(folder / FOLDER)

@@ -80,8 +80,9 @@ def test_progress_hears_every_byte_then_each_later_stage(tmp_path: Path, monkeyp
         "building the model",
         "classifying kernels",
         "writing Parquet",
-        "storing the report metrics",
+        *(f"storing the report metrics: {name} ({k} of 8)" for k, name in enumerate(metrics_cache.CACHED, 1)),
     ]
+    assert len(metrics_cache.CACHED) == 8
 
 
 def test_progress_says_when_the_model_is_built_on_disk(tmp_path: Path, monkeypatch) -> None:

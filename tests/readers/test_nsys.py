@@ -20,6 +20,9 @@ EXPORTS = sorted((SHARED / "nsys").glob("*.sqlite.gz"))
 PYTORCH_NVTX = {"nsys_conformer_fp16_b4", "nsys_conformer_fp32_b4", "nsysai_mfu_2gpu_before", "nsysai_mfu_2gpu_after"}
 GPU_TABLES = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
               "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}  # fmt: skip
+#: Every table an export's events come from.
+READ_TABLES = [*GPU_TABLES.values(), "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_RUNTIME",
+               "NVTX_EVENTS"]  # fmt: skip
 
 
 @functools.lru_cache(maxsize=2)
@@ -28,6 +31,19 @@ def _plain(gz: Path, tmp: str) -> Path:
     with gzip.open(gz) as src, out.open("wb") as dst:
         shutil.copyfileobj(src, dst)
     return out
+
+
+class _Stages:
+    """A progress callback that keeps the stages it is told."""
+
+    def __init__(self) -> None:
+        self.stages: list[str] = []
+
+    def __call__(self, n: int) -> None:
+        pass
+
+    def stage(self, text: str) -> None:
+        self.stages.append(text)
 
 
 def _sql(db: Path, query: str) -> list[tuple]:
@@ -251,7 +267,8 @@ def test_an_export_built_on_disk_in_small_parts_equals_the_one_built_in_memory(
     monkeypatch.setattr(nsys, "CHUNK_PART_ROWS", 30_000)
     monkeypatch.setattr(chunks, "CHUNK_ROWS", 10_000)  # a chunk per part
     spill = tmp_path / "spill"
-    result = read_trace(db, spill_dir=spill)
+    heard = _Stages()
+    result = read_trace(db, heard, spill_dir=spill)
     assert result.model_on_disk and len(list((spill / "nsys").glob("chunk-*.arrow"))) > 10
     events = result.tables.events
     assert isinstance(events, pl.LazyFrame)
@@ -270,3 +287,9 @@ def test_an_export_built_on_disk_in_small_parts_equals_the_one_built_in_memory(
     launches = events.select(pl.col("event_id").alias("launch_id"), pl.col("pid").alias("launch_pid"))
     assert on_kernels.join(launches, on="launch_id").filter(pl.col("pid") != pl.col("launch_pid")).is_empty()
     assert on_kernels["step"].is_not_null().sum() > 0.9 * on_kernels.height
+    # progress: each part as it is read, out of the parts of the tables' rowid ranges
+    present = {name for (name,) in _sql(db, "select name from sqlite_master where type = 'table'")}
+    spans = [_sql(db, f"select min(rowid), max(rowid) from {t}")[0] for t in READ_TABLES if t in present]
+    n = sum(-(-(hi - lo + 1) // 30_000) for lo, hi in spans if lo is not None)
+    parts = [s for s in heard.stages if s.startswith("reading the export")]
+    assert parts == [f"reading the export in parts: {k:,} of {n:,}" for k in range(1, n + 1)] and n > 10

@@ -277,8 +277,10 @@ def _read(export: _Export, path: Path, progress: Progress | None, spill_dir: Pat
     # the rows of the tables: an upper bound (rowids may have gaps, and NVTX has rows of other types)
     if spill_dir is not None and on_disk.builds_on_disk(sum(hi - lo + 1 for _, (lo, hi) in parts.values())):
         chunks = Chunks(CHUNK_SCHEMA, spill_dir / "nsys")
+        n_parts = sum(-(-(hi - lo + 1) // CHUNK_PART_ROWS) for _, (lo, hi) in parts.values())
         try:
-            for part in export.read_parts(parts, CHUNK_PART_ROWS, shape):
+            for k, part in enumerate(export.read_parts(parts, CHUNK_PART_ROWS, shape), 1):
+                report_stage(progress, f"reading the export in parts: {k:,} of {n_parts:,}")
                 if not part.is_empty():
                     chunks.add(part.to_arrow())
             chunks.finish()
