@@ -196,6 +196,51 @@ def test_a_locked_nsys_export_is_still_read_and_not_touched(tmp_path: Path) -> N
 CASES += ["nsys export with extra columns", "locked nsys export"]
 
 
+def _conformer_export(tmp_path: Path) -> Path:
+    out = tmp_path / "conformer.sqlite"
+    with gzip.open(SHARED / "nsys" / "nsys_conformer_fp16_b4.sqlite.gz") as f, out.open("wb") as g:
+        shutil.copyfileobj(f, g)
+    return out
+
+
+def test_an_nsys_export_cut_short_is_refused_in_sqlites_words(tmp_path: Path) -> None:
+    db = _conformer_export(tmp_path)
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(db.read_bytes()[: db.stat().st_size * 2 // 3])
+    with pytest.raises(InputError) as e:
+        read_trace(cut)
+    assert str(e.value) == f"{cut}: corrupt or unreadable nsys export (database disk image is malformed)"
+
+
+def test_corrupt_pages_met_while_reading_an_export_in_parts_leave_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages overwritten in the middle of the export, found by a reading thread of the on-disk build."""
+    import traceq
+    from traceq.model import on_disk
+    from traceq.readers import nsys
+
+    monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
+    monkeypatch.setattr(nsys, "CHUNK_PART_ROWS", 20_000)
+    db = _conformer_export(tmp_path)
+    with db.open("r+b") as f:
+        f.seek(db.stat().st_size // 2)
+        f.write(b"\xff" * (64 << 10))
+    store = tmp_path / "store"
+    traceq.ingest([SAMPLES / "hta_triton_example.json.gz"], store=store)
+    before = tree_state(store)
+    stages: list[str] = []
+    heard = type("Heard", (), {"__call__": lambda self, n: None, "stage": lambda self, text: stages.append(text)})
+    with pytest.raises(InputError) as e:
+        traceq.ingest([db], store=store, jobs=1, progress=lambda label, size: heard())
+    assert str(e.value) == f"{db}: corrupt or unreadable nsys export (database disk image is malformed)"
+    assert stages and all(s.startswith("reading the export in parts") for s in stages)  # met by a part's read
+    assert tree_state(store) == before
+
+
+CASES += ["nsys export cut short", "nsys export with corrupt pages, read in parts"]
+
+
 @pytest.mark.parametrize(
     "make",
     [

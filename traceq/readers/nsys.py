@@ -108,6 +108,8 @@ class _Export:
         try:
             self.con = adbc.connect(self.uri)
             self.tables = set(self._column("select name from sqlite_master where type = 'table'"))
+        except InputError:
+            raise
         except Exception as e:  # the driver raises its own error types
             raise InputError(source, f"not a readable SQLite database ({_short(e)})") from None
         self._columns: dict[str, set[str]] = {}
@@ -516,4 +518,8 @@ def _quoted(col: str) -> str:
 
 
 def _short(e: Exception) -> str:
-    return " ".join(str(e).split())[:160]
+    """SQLite's own words in a driver error (``INVALID_ARGUMENT: [SQLite] Failed to prepare query: database
+    disk image is malformed\nquery: ...`` -> ``database disk image is malformed``)."""
+    lines = str(e).strip().splitlines()
+    text = re.sub(r"^[A-Z_]+: (?:\[SQLite\] )?(?:Failed to [^:]*: )?", "", lines[0] if lines else type(e).__name__)
+    return " ".join(text.split())[:160]
