@@ -20,6 +20,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+import polars as pl
+
 from traceq.errors import QueryError
 from traceq.readers.source import Progress, report_stage
 from traceq.store import Store, write_parquet
@@ -70,12 +72,17 @@ def stores_metrics(n_events: int) -> bool:
 #: :meth:`traceq.sql.Session.over_ranks`).
 BOUNDED_MEMORY_LIMIT = "384MB"
 
+#: Metric queries made at once (where this process's share of the cores, Polars' pool, allows): one at a
+#: time, DuckDB kept one of two cores busy for most of them; two at a time (a thread each) the stored
+#: metrics of a 757 k-event trace took a median 0.64 s instead of 0.96 s here (8 alternating runs).
+WORKERS = 2
+
 
 def save(folder: Path, n_events: int, bounded: bool = False, progress: Progress | None = None) -> str | None:
     """Compute and write the stored metrics into one staged rank folder of ``n_events`` events (none
     where :func:`stores_metrics` says so), its fingerprint last. Each result streams from DuckDB into its
     file, so none is held whole. ``bounded``: the rank's model was built on disk, and the metrics keep to
-    :data:`BOUNDED_MEMORY_LIMIT` too. ``progress`` hears each metric as it starts. They are a cache: where
+    :data:`BOUNDED_MEMORY_LIMIT` too. ``progress`` hears each metric once it is made. They are a cache: where
     one cannot be computed, none is stored (reports compute them from the events) and the returned warning
     says why."""
     if not stores_metrics(n_events):
@@ -84,10 +91,17 @@ def save(folder: Path, n_events: int, bounded: bool = False, progress: Progress 
 
     limit = BOUNDED_MEMORY_LIMIT if bounded else None
     (folder / FOLDER).mkdir()
+    made: list[str] = []
+    report_stage(progress, f"storing the report metrics: 0 of {len(CACHED)} made")
+
+    def heard(name: str) -> None:
+        made.append(name)
+        report_stage(progress, f"storing the report metrics: {len(made)} of {len(CACHED)} made ({name})")
+
     try:
         with Session.over_ranks({0: folder}, memory_limit=limit) as session:
-            for k, name in enumerate(CACHED, 1):
-                report_stage(progress, f"storing the report metrics: {name} ({k} of {len(CACHED)})")
+            session.make(CACHED, workers=min(WORKERS, pl.thread_pool_size()), made=heard)
+            for name in CACHED:
                 write_parquet(session.stream(name).drop("run_id", "rank"), folder / FOLDER / f"{name}.parquet")
     except QueryError as e:
         shutil.rmtree(folder / FOLDER)

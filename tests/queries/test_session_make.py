@@ -1,0 +1,116 @@
+"""A session makes queries on several connections at once: the same tables as one at a time, each after
+the blocks it requires, independent ones truly at the same time."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceq
+from tests.conftest import SAMPLES
+from traceq import metrics_cache
+from traceq.errors import QueryError
+from traceq.query_files import query_text, requires
+from traceq.sql import Session
+from traceq.store import Store
+
+KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
+
+
+@pytest.fixture(scope="module")
+def kineto_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, str]:
+    root = tmp_path_factory.mktemp("store")
+    run_id = traceq.ingest([KINETO], store=root, jobs=1)["run_id"][0]
+    return Store(root), run_id
+
+
+def _blocks(names: tuple[str, ...]) -> set[str]:
+    """Every query ``names`` need, read from the files' Requires lines (not from the session)."""
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += requires(query_text(name))
+    return seen
+
+
+def test_queries_made_on_several_connections_equal_those_made_one_at_a_time(kineto_store: tuple[Store, str]) -> None:
+    store, run_id = kineto_store
+    heard: list[str] = []
+    with Session(store, [run_id], use_stored=False) as one, Session(store, [run_id], use_stored=False) as three:
+        one.make(metrics_cache.CACHED)
+        three.make(metrics_cache.CACHED, workers=3, made=heard.append)
+        assert sorted(heard) == sorted(metrics_cache.CACHED)  # each metric heard once, blocks not
+        for name in sorted(_blocks(metrics_cache.CACHED)):
+            a, b = one.sql(f"SELECT * FROM {name}"), three.sql(f"SELECT * FROM {name}")
+            key = [c for c in a.columns if a.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
+            assert a.height == b.height, name
+            assert a.sort(key, nulls_last=True).equals(b.sort(key, nulls_last=True)), name
+
+
+def test_each_query_starts_after_the_blocks_it_requires_and_independent_ones_run_at_once(
+    kineto_store: tuple[Store, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_windows`` and ``_cast_ops`` require nothing: both are in flight before either is made (a
+    barrier for two that a one-at-a-time session would never pass)."""
+    store, run_id = kineto_store
+    events: list[tuple[str, str]] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(2, timeout=30)
+    created = Session._create
+
+    def create(self: Session, name: str, statement: str, con: object) -> None:
+        with lock:
+            events.append(("start", name))
+        if name in ("_windows", "_cast_ops"):
+            barrier.wait()
+        created(self, name, statement, con)  # type: ignore[arg-type]
+        with lock:
+            events.append(("end", name))
+
+    monkeypatch.setattr(Session, "_create", create)
+    with Session(store, [run_id], use_stored=False) as session:
+        session.make(metrics_cache.CACHED, workers=2)
+    assert {name for kind, name in events if kind == "end"} == _blocks(metrics_cache.CACHED)
+    for k, (kind, name) in enumerate(events):
+        if kind == "start":
+            ended_before = {n for t, n in events[:k] if t == "end"}
+            assert set(requires(query_text(name))) <= ended_before, name
+
+
+def test_a_failing_query_ends_the_plan_with_its_name(
+    kineto_store: tuple[Store, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, run_id = kineto_store
+    text = query_text
+
+    def broken(name: str) -> str:
+        return "SELECT no_such_column FROM events" if name == "_gpu_work" else text(name)
+
+    monkeypatch.setattr("traceq.query_files.query_text", broken)
+    with Session(store, [run_id], use_stored=False) as session, pytest.raises(QueryError, match=r"^_gpu_work: "):
+        session.make(metrics_cache.CACHED, workers=2)
+
+
+def test_a_session_with_a_memory_limit_makes_one_query_at_a_time(
+    tmp_path: Path, kineto_store: tuple[Store, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limit is the database's: lifting it for one query would lift it for the others."""
+    store, run_id = kineto_store
+    rank_dir = next((store.runs_dir / f"run_id={run_id}").glob("rank=*"))
+    threads: set[str] = set()
+    created = Session._create
+
+    def create(self: Session, name: str, statement: str, con: object) -> None:
+        threads.add(threading.current_thread().name)
+        created(self, name, statement, con)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Session, "_create", create)
+    with Session.over_ranks({0: rank_dir}, memory_limit="256MB") as session:
+        session.make(metrics_cache.CACHED, workers=2)
+    assert threads == {threading.current_thread().name}
