@@ -82,7 +82,7 @@ def save(folder: Path, n_events: int, bounded: bool = False, progress: Progress 
     """Compute and write the stored metrics into one staged rank folder of ``n_events`` events (none
     where :func:`stores_metrics` says so), its fingerprint last. Each result streams from DuckDB into its
     file, so none is held whole. ``bounded``: the rank's model was built on disk, and the metrics keep to
-    :data:`BOUNDED_MEMORY_LIMIT` too. ``progress`` hears each metric once it is made. They are a cache: where
+    :data:`BOUNDED_MEMORY_LIMIT` too. ``progress`` hears each metric once it is stored. They are a cache: where
     one cannot be computed, none is stored (reports compute them from the events) and the returned warning
     says why."""
     if not stores_metrics(n_events):
@@ -91,18 +91,17 @@ def save(folder: Path, n_events: int, bounded: bool = False, progress: Progress 
 
     limit = BOUNDED_MEMORY_LIMIT if bounded else None
     (folder / FOLDER).mkdir()
-    made: list[str] = []
-    report_stage(progress, f"storing the report metrics: 0 of {len(CACHED)} made")
-
-    def heard(name: str) -> None:
-        made.append(name)
-        report_stage(progress, f"storing the report metrics: {len(made)} of {len(CACHED)} made ({name})")
-
+    stored: list[str] = []
+    report_stage(progress, f"storing the report metrics: 0 of {len(CACHED)} stored")
     try:
         with Session.over_ranks({0: folder}, memory_limit=limit) as session:
-            session.make(CACHED, workers=min(WORKERS, pl.thread_pool_size()), made=heard)
-            for name in CACHED:
+
+            def write(name: str) -> None:  # as soon as it is made: under a limit, before the next is made
                 write_parquet(session.stream(name).drop("run_id", "rank"), folder / FOLDER / f"{name}.parquet")
+                stored.append(name)
+                report_stage(progress, f"storing the report metrics: {len(stored)} of {len(CACHED)} stored ({name})")
+
+            session.make(CACHED, workers=min(WORKERS, pl.thread_pool_size()), made=write)
     except QueryError as e:
         shutil.rmtree(folder / FOLDER)
         return f"report metrics not stored ({e}); reports compute them from the events"

@@ -80,9 +80,9 @@ def test_progress_hears_every_byte_then_each_later_stage(tmp_path: Path, monkeyp
         "building the model",
         "classifying kernels",
         "writing Parquet",
-        "storing the report metrics: 0 of 8 made",
+        "storing the report metrics: 0 of 8 stored",
     ]
-    made = [re.fullmatch(r"storing the report metrics: (\d) of 8 made \((\w+)\)", s) for s in bar.stages[4:]]
+    made = [re.fullmatch(r"storing the report metrics: (\d) of 8 stored \((\w+)\)", s) for s in bar.stages[4:]]
     assert [int(m[1]) for m in made] == list(range(1, 9))  # each metric once, in the order they were made
     assert sorted(m[2] for m in made) == sorted(metrics_cache.CACHED)
     assert len(metrics_cache.CACHED) == 8
