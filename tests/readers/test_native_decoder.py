@@ -65,10 +65,13 @@ def _paddle_with_broken_names(tmp_path: Path) -> Path:
     parts = text.split('"name": "aten::addmm[')
     assert len(parts) > 32
     path = tmp_path / "broken.paddle_trace.json"
-    path.write_text("".join(
-        part + ('"name": "aten::addmm "fused" x[' if i % 16 == 0 else '"name": "aten::addmm[')
-        for i, part in enumerate(parts[:-1])
-    ) + parts[-1])
+    path.write_text(
+        "".join(
+            part + ('"name": "aten::addmm "fused" x[' if i % 16 == 0 else '"name": "aten::addmm[')
+            for i, part in enumerate(parts[:-1])
+        )
+        + parts[-1]
+    )
     return path
 
 
