@@ -14,6 +14,7 @@ holistictraceanalysis==0.5.0``); it is skipped, with a note, when it cannot be i
 
 Usage: python benchmarks/chrome_ingest.py [--source TRACE] [--copies 1,2,5,10] [--work DIR]
        [--hta-python PYTHON] [--skip-hta-above MB] [--repeat N] [--no-python-path]
+       [--perfetto-shell TRACE_PROCESSOR_SHELL]
 
 With ``--repeat N`` every tool loads every size N times, traceq and HTA alternating, and the fastest
 run of each is shown; "pairs x" is the median (and range) of HTA's time over traceq's in each pair of
@@ -87,6 +88,24 @@ t0 = time.perf_counter()
 tp = TraceProcessor(trace=sys.argv[1])
 print(json.dumps({"load": time.perf_counter() - t0}))
 """
+#: Perfetto's ``trace_processor_shell`` loading a trace and counting its slices, in a process of its own
+#: under this one (so that the peak of the only child, ``ru_maxrss``, is its own): its own "Trace
+#: loaded" time (reading, decompressing and parsing into its tables) and its peak memory.
+_PERFETTO_SHELL = """
+import json, re, resource, subprocess, sys, tempfile
+with tempfile.NamedTemporaryFile("w", suffix=".sql") as q:
+    q.write("select count(*) as slices from slice;\\n")
+    q.flush()
+    done = subprocess.run([sys.argv[1], "-q", q.name, sys.argv[2]], capture_output=True, text=True)
+if done.returncode:
+    sys.exit(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}")
+loaded = re.search(r"Trace loaded: [\\d.]+ MB in ([\\d.]+)s", done.stderr)
+if loaded is None:
+    sys.exit("no 'Trace loaded' line in its output")
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+slices = int(re.findall(r"\\d+", done.stdout.strip().splitlines()[-1])[-1])
+print(json.dumps({"load": float(loaded.group(1)), "peak": peak, "slices": slices}))
+"""
 
 
 def _child(python: str, code: str, *args: str, env: dict[str, str] | None = None) -> dict | str:
@@ -138,14 +157,22 @@ def main() -> None:
         action="store_false",
         help="skip the extra traceq run with its C parts off (TRACEQ_NATIVE=0)",
     )
+    ap.add_argument(
+        "--perfetto-shell",
+        default=None,
+        help="Perfetto's trace_processor_shell binary: loads every size too, alternating with the others",
+    )
     a = ap.parse_args()
     work = a.work or Path(tempfile.mkdtemp(prefix="traceq-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    perfetto = _child(a.hta_python, _PERFETTO, str(a.source))
-    if isinstance(perfetto, str) and "CalledProcessError" in perfetto:
-        perfetto = "its package downloads the trace_processor binary at first use, and that download failed"
-    ran = f"loaded the 1-copy trace in {perfetto['load']:.2f} s" if isinstance(perfetto, dict) else None
-    print(f"Perfetto trace_processor: {ran or 'not runnable here: ' + str(perfetto)}")
+    if a.perfetto_shell is None:
+        perfetto = _child(a.hta_python, _PERFETTO, str(a.source))
+        if isinstance(perfetto, str) and "CalledProcessError" in perfetto:
+            perfetto = "its package downloads the trace_processor binary at first use, and that download failed"
+        ran = f"loaded the 1-copy trace in {perfetto['load']:.2f} s" if isinstance(perfetto, dict) else None
+        print(f"Perfetto trace_processor: {ran or 'not runnable here: ' + str(perfetto)}")
+    else:
+        print(f"Perfetto trace_processor: {a.perfetto_shell} (its 'Trace loaded' time; peak: its ru_maxrss)")
     rows = []
     for k in (int(x) for x in a.copies.split(",")):
         path = a.source if k == 1 else work / f"{a.source.name.split('.')[0]}_x{k}.json.gz"
@@ -157,12 +184,16 @@ def main() -> None:
             hta_dir.mkdir()
             (hta_dir / path.name).symlink_to(path.resolve())
 
-            ours_runs, hta_runs = [], []
+            ours_runs, hta_runs, perfetto_runs = [], [], []
             for i in range(a.repeat):  # alternating, so that each pair shares the machine's phase
                 ours_runs.append(_child(sys.executable, _TRACEQ, str(path), str(Path(tmp) / "c" / str(i))))
                 if mb <= a.skip_hta_above:
                     hta_runs.append(_child(a.hta_python, _HTA, str(hta_dir)))
+                if a.perfetto_shell is not None:
+                    perfetto_runs.append(_child(sys.executable, _PERFETTO_SHELL, a.perfetto_shell, str(path)))
             ours, hta = _best(ours_runs), _best(hta_runs) if hta_runs else "skipped (size)"
+            if perfetto_runs:
+                _print_perfetto(k, mb, ours, _best(perfetto_runs), _pair_ratios(ours_runs, perfetto_runs))
             python_path = "-"
             if a.python_path:
                 python_path = _traceq_runs(path, Path(tmp) / "py", a.repeat, {"TRACEQ_NATIVE": "0"})
@@ -194,6 +225,20 @@ def _print_row(
             line += f"  {statistics.median(pairs):.2f} ({min(pairs):.2f}-{max(pairs):.2f})"
     else:
         line += f"  HTA: {hta}"
+    print(line, flush=True)
+
+
+def _print_perfetto(k: int, mb: float, ours: dict | str, perfetto: dict | str, pairs: list[float]) -> None:
+    """Perfetto's line for a size (before the size's traceq and HTA line)."""
+    if isinstance(perfetto, str) or isinstance(ours, str):
+        print(f"{k:>6}{mb:>9.1f}  Perfetto: {perfetto if isinstance(perfetto, str) else '-'}")
+        return
+    speed, memory = perfetto["load"] / ours["load"], ours["peak"] / perfetto["peak"]
+    line = (f"{k:>6}{mb:>9.1f}  Perfetto {perfetto['load']:.2f} s ({mb / perfetto['load']:.1f} MB/s), "
+            f"{perfetto['peak'] / 1e6:.0f} MB, {perfetto['slices']:,} slices: traceq {speed:.2f}x its speed, "
+            f"{memory:.2f}x its memory")  # fmt: skip
+    if pairs:
+        line += f"; pairs {statistics.median(pairs):.2f} ({min(pairs):.2f}-{max(pairs):.2f})"
     print(line, flush=True)
 
 
