@@ -68,8 +68,8 @@ def stores_metrics(n_events: int) -> bool:
 #: under the system's temporary folder instead of growing with the events. At 6 M events here the
 #: metrics took 13-16 s at a peak of 610-640 MB with 384 MB, against 19-20 s at 520-540 MB with 256 MB,
 #: and 12 s at 740 MB with 512 MB: 384 MB keeps the ingest's peak below the in-memory build's just under
-#: :data:`traceq.model.on_disk.MIN_EVENTS`. A query that cannot keep to it runs again without it (see
-#: :meth:`traceq.sql.Session.over_ranks`).
+#: :data:`traceq.model.on_disk.MIN_EVENTS`. A query that cannot keep to it runs again on fewer DuckDB
+#: threads, then without it (see :meth:`traceq.sql.Session.over_ranks`).
 BOUNDED_MEMORY_LIMIT = "384MB"
 
 #: Metric queries made at once (where this process's share of the cores, Polars' pool, allows): one at a

@@ -152,8 +152,8 @@ class Session:
         queries. The files are linked into a scratch store layout so that the views are exactly the
         store's (hive keys as partition constants, which DuckDB plans joins on far better than literals).
         With ``memory_limit``, DuckDB keeps to it, spilling (as every connection does) under the system's
-        temporary folder; a query it cannot run within the limit (not every operator spills) runs again
-        without it."""
+        temporary folder; a query it cannot run within the limit runs again on fewer DuckDB threads, and
+        then without it (:meth:`_create_within_limit`)."""
         scratch = Path(tempfile.mkdtemp(prefix="traceq-ranks-"))
         for rank, folder in folders.items():
             rank_dir = scratch / "runs" / f"run_id={run_id}" / f"rank={rank}"
@@ -308,17 +308,37 @@ class Session:
 
     def _create(self, name: str, statement: str, con: duckdb.DuckDBPyConnection) -> None:
         """Run ``statement`` (which makes ``name``) on ``con``; out of memory under this session's limit,
-        run it again without the limit."""
+        see :meth:`_create_within_limit`."""
         try:
             try:
                 con.execute(statement)
             except duckdb.OutOfMemoryException:
                 if self._memory_limit is None:
                     raise
-                with self._memory_limit_lifted():
-                    con.execute(statement)
+                self._create_within_limit(statement, con)
         except duckdb.Error as e:
             raise QueryError(f"{name}: {_one_line(str(e))}") from None
+
+    def _create_within_limit(self, statement: str, con: duckdb.DuckDBPyConnection) -> None:
+        """Run ``statement``, which ran out of memory under this session's limit, again on half as many
+        DuckDB threads, then half of those, down to one (each thread holds buffers of its own: on 16
+        threads ``launch_bound`` of an 8 M-event export did not fit 384 MB, on 8 it did), and only then
+        without the limit, on all of them (not every operator spills)."""
+        ((threads,),) = con.execute("SELECT current_setting('threads')").fetchall()
+        fewer = int(threads) // 2
+        try:
+            while fewer >= 1:
+                con.execute(f"SET threads = {fewer}")
+                try:
+                    con.execute(statement)
+                    return
+                except duckdb.OutOfMemoryException:
+                    fewer //= 2
+            con.execute(f"SET threads = {threads}")
+            with self._memory_limit_lifted():
+                con.execute(statement)
+        finally:
+            con.execute(f"SET threads = {threads}")
 
     @contextmanager
     def _memory_limit_lifted(self) -> Iterator[None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 
@@ -114,3 +115,42 @@ def test_a_session_with_a_memory_limit_makes_one_query_at_a_time(
     with Session.over_ranks({0: rank_dir}, memory_limit="256MB") as session:
         session.make(metrics_cache.CACHED, workers=2)
     assert threads == {threading.current_thread().name}
+
+
+class _Tight:
+    """A session's connection on which making a table under the memory limit ``limit`` runs out of
+    memory on more than ``fits`` DuckDB threads (as a query does whose threads each hold buffers of their
+    own); it records each attempt's threads and memory limit."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, fits: int, limit: str) -> None:
+        self.con, self.fits, self.limit, self.tries = con, fits, limit, []
+
+    def execute(self, statement: str) -> duckdb.DuckDBPyConnection:
+        if statement.startswith("CREATE"):
+            ((threads, limit),) = self.con.execute(
+                "SELECT current_setting('threads'), current_setting('memory_limit')"
+            ).fetchall()
+            self.tries.append((int(threads), limit))
+            if int(threads) > self.fits and limit == self.limit:
+                raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")
+        return self.con.execute(statement)
+
+
+@pytest.mark.parametrize(("fits", "threads_tried"), [(2, [8, 4, 2]), (0, [8, 4, 2, 1, 8])])
+def test_out_of_memory_under_the_limit_runs_again_on_fewer_threads_before_the_limit_is_lifted(
+    kineto_store: tuple[Store, str], fits: int, threads_tried: list[int]
+) -> None:
+    store, run_id = kineto_store
+    rank_dir = next((store.runs_dir / f"run_id={run_id}").glob("rank=*"))
+    with Session.over_ranks({0: rank_dir}, memory_limit="256MB") as session:
+        session.con.execute("SET threads = 8")
+        ((limit,),) = session.con.execute("SELECT current_setting('memory_limit')").fetchall()
+        tight = _Tight(session.con, fits, limit)
+        session._create("_windows", "CREATE TABLE _windows AS " + query_text("_windows").strip().rstrip(";"), tight)
+        assert [t for t, _ in tight.tries] == threads_tried
+        lifted = [lim for _, lim in tight.tries if lim != limit]
+        assert len(lifted) == (0 if fits else 1)  # the limit is lifted only once one thread did not fit
+        assert session.con.execute("SELECT current_setting('threads'), current_setting('memory_limit')").fetchall() == [
+            (8, limit)
+        ]
+        assert session.sql("SELECT count(*) AS n FROM _windows")["n"][0] > 0
