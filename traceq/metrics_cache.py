@@ -74,7 +74,7 @@ BOUNDED_MEMORY_LIMIT = "384MB"
 
 #: Metric queries made at once (where this process's share of the cores, Polars' pool, allows): one at a
 #: time, DuckDB kept one of two cores busy for most of them; two at a time (a thread each) the stored
-#: metrics of a 757 k-event trace took a median 0.64 s instead of 0.96 s here (8 alternating runs).
+#: metrics of a 757 k-event trace took a median 0.71 s instead of 0.89 s here (8 alternating runs).
 WORKERS = 2
 
 

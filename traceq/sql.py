@@ -298,9 +298,10 @@ class Session:
                 plan[name] = (f"CREATE VIEW {name} AS {_hive_select(files)}", [])
                 return
             text = query_text(name)
-            for dep in requires(text):
+            deps = requires(text)
+            for dep in deps:
                 visit(dep, (*stack, name))
-            plan[name] = (f"CREATE TABLE {name} AS {_strip_terminator(text)}", requires(text))
+            plan[name] = (f"CREATE TABLE {name} AS {_strip_terminator(text)}", deps)
 
         for name in names:
             visit(name, ())

@@ -21,7 +21,7 @@ from traceq.in_order import InOrder
 from traceq.lazy_frames import lazy_source
 
 #: Rows per chunk: decoded bodies are gathered until a chunk has this many events (the unit the model
-#: is read back in, and a row group of ``events``).
+#: is read back in; ``events`` is written in row groups of :data:`traceq.store.ROW_GROUP_ROWS`).
 CHUNK_ROWS = 1 << 16
 
 #: Threads :meth:`Chunks.map` works on.
