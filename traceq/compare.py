@@ -96,7 +96,7 @@ def compare(base_ref: str, new_ref: str, store: Store | str | Path | None = None
     """Compare two runs (run ids, names or trace files): waterfall, findings, verdict."""
     store = store if isinstance(store, Store) else Store(store)
     base_id, new_id = resolve_run(base_ref, store), resolve_run(new_ref, store)
-    with Session(store, [base_id, new_id]) as session:
+    with Session(store, [base_id, new_id], own_queries=True) as session:
         return _compare(base_id, new_id, store, session)
 
 

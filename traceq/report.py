@@ -85,7 +85,7 @@ def run_report(ref: str, store: Store | str | Path | None = None, session: Sessi
     store = store if isinstance(store, Store) else Store(store)
     run_id = resolve_run(ref, store)
     if session is None:
-        with Session(store, [run_id]) as own:
+        with Session(store, [run_id], own_queries=True) as own:
             return run_report(run_id, store, own)
     runs = [run_id]
     run = session.sql("select * from runs").filter(pl.col("run_id") == run_id).row(0, named=True)

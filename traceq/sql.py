@@ -3,8 +3,10 @@
 DuckDB is used because trace analysis needs what Polars SQL lacks: window functions with explicit
 ``ROWS``/``RANGE`` frames (interval merging), ``ASOF`` joins, ``percentile_cont`` and ``DISTINCT ON``.
 Every table of :mod:`traceq.schema` is a view over the store's Parquet files, with ``run_id`` (and
-``rank``) from the folder names. Only ``SELECT``/``EXPLAIN`` statements run, and file access is limited
-to the store, so a query cannot change or write anything.
+``rank``) from the folder names. The connection that runs users' SQL cannot open any file: its tables are
+Arrow datasets over the store's files (read by pyarrow, outside DuckDB), registered before DuckDB's file
+access is switched off with no directory allowed, so no statement can write, read other files, attach
+or load anything. Only ``SELECT``/``EXPLAIN`` statements are accepted besides.
 """
 
 from __future__ import annotations
@@ -53,13 +55,35 @@ _DUCK_TYPES = {
 
 
 def connect(
-    store: Store | str | Path | None = None, runs: list[str] | None = None, locked: bool = True
+    store: Store | str | Path | None = None,
+    runs: list[str] | None = None,
+    locked: bool = True,
+    own_queries: bool = False,
 ) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with one view per canonical table, locked to read the store.
+    """An in-memory DuckDB connection with one view per canonical table.
 
-    ``runs`` restricts every view to those run ids (the files of other runs are never opened).
-    ``locked=False`` leaves file access open (only for traceq's own queries, never for users' SQL).
+    ``runs`` restricts every view to those run ids (the files of other runs are never opened). By default
+    (users' SQL) the connection can open no file at all (:func:`_connect`). ``own_queries=True``, only for
+    traceq's own queries (reports): DuckDB reads the runs' Parquet files itself and may open those files
+    and no other. ``locked=False`` leaves file access open (traceq's own queries over a run being written).
     """
+    return _connect(store, runs, locked, own_queries)[0]
+
+
+def _connect(
+    store: Store | str | Path | None, runs: list[str] | None, locked: bool = True, own_queries: bool = False
+) -> tuple[duckdb.DuckDBPyConnection, dict[str, Any]]:
+    """:func:`connect`, and the Arrow datasets registered on it by name (a cursor of the connection sees
+    none of them until they are registered on it too).
+
+    For users' SQL each table with files is an Arrow dataset over them (read by pyarrow, outside DuckDB),
+    registered under the table's name; then DuckDB's file access is switched off with no directory or
+    path allowed, Python objects are no longer looked up by name, and the configuration is locked: no
+    statement, whatever wraps it, can write, read another file, attach or load anything. An allowed
+    directory or path would not do: DuckDB writes wherever it may read (``COPY ... TO`` an allowed file).
+    Reports read the files with DuckDB's own reader instead (``own_queries``): it knows their row counts
+    and plans the metric queries' joins on them, which Arrow scans leave it to guess (~1 row each), and
+    the metrics of a report take twice as long over them."""
     store = store if isinstance(store, Store) else Store(store)
     con = duckdb.connect(":memory:")
     con.execute("SET enable_progress_bar = false")
@@ -67,22 +91,46 @@ def connect(
     # close): the system's temporary folder, not DuckDB's default, ``.tmp`` in the working directory.
     spill = Path(tempfile.gettempdir()) / f"traceq-duckdb-{uuid.uuid4().hex}"
     con.execute(f"SET temp_directory = {_quote(str(spill))}")
+    run_dirs = store.run_dirs()
+    if runs is not None:
+        run_dirs = [d for d in run_dirs if d.name[len("run_id=") :] in runs]
+    chosen, sources = set(run_dirs), {}
     for table in TABLES.values():
-        has_runs = next(iter(glob.iglob(store.table_files(table.name))), None) is not None
-        if has_runs:
-            source = _hive_select(_quote(store.table_files(table.name)), ranked=table is not RUNS)
-            where = f" WHERE run_id IN ({', '.join(_quote(r) for r in runs)})" if runs is not None else ""
-            con.execute(f"CREATE VIEW {table.name} AS {source}{where}")
+        files = sorted(glob.glob(store.table_files(table.name)))
+        files = [f for f in files if Path(f).parent in chosen or Path(f).parent.parent in chosen]
+        if files and locked and not own_queries:
+            sources[table.name] = _arrow_dataset(files, store.runs_dir, ranked=table is not RUNS)
+            con.register(table.name, sources[table.name])
+        elif files:
+            listed = "[" + ", ".join(_quote(f) for f in files) + "]"
+            con.execute(f"CREATE VIEW {table.name} AS {_hive_select(listed, ranked=table is not RUNS)}")
         else:
             cols = ", ".join(f"NULL::{_duck_type(c.dtype)} AS {c.name}" for c in table.columns)
             keys = "NULL::VARCHAR AS run_id" + ("" if table is RUNS else ", NULL::BIGINT AS rank")
             con.execute(f"CREATE VIEW {table.name} AS SELECT {keys}, {cols} WHERE false")
     if locked:
-        root = str(store.root.resolve())
-        con.execute(f"SET allowed_directories = [{_quote(root + '/')}]")
+        if own_queries:  # the runs' files, the metrics stored with them included, and nothing else
+            allowed = sorted(str(f) for d in run_dirs for f in d.rglob("*.parquet"))
+            con.execute(f"SET allowed_paths = [{', '.join(_quote(f) for f in allowed)}]")
+        con.execute("SET python_enable_replacements = false")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
-    return con
+    return con, sources
+
+
+def _arrow_dataset(files: list[str], runs_dir: Path, ranked: bool = True) -> Any:
+    """A pyarrow dataset over Parquet ``files`` of the store under ``runs_dir``: ``run_id`` (and ``rank``)
+    from the ``run_id=``/``rank=`` folder names first, then the files' columns by name (files written by
+    other traceq versions may order or lack columns differently)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    keys = pa.schema([("run_id", pa.string()), ("rank", pa.int64())][: 2 if ranked else 1])
+    schema = pa.unify_schemas([keys, *(pq.read_schema(f) for f in files)], promote_options="permissive")
+    partitioning = ds.partitioning(keys, flavor="hive")
+    return ds.dataset(files, schema=schema, format="parquet", partitioning=partitioning,
+                      partition_base_dir=str(runs_dir))  # fmt: skip
 
 
 def _hive_select(files: str, ranked: bool = True) -> str:
@@ -127,6 +175,10 @@ class Session:
     stored at ingest become views over their files instead (read where used). The tables live in the
     connection's in-memory database only (where its cursors see them, for :meth:`make`); the store is
     never written.
+
+    A session is opened for users by default: its connection can open no file (:func:`connect`), so
+    :meth:`sql` may be given anyone's SQL. ``own_queries=True`` (reports and comparisons, which run only
+    traceq's query files) lets DuckDB read the runs' Parquet files itself, and no other file.
     """
 
     def __init__(
@@ -135,12 +187,22 @@ class Session:
         runs: list[str] | None = None,
         con: duckdb.DuckDBPyConnection | None = None,
         use_stored: bool = True,
+        own_queries: bool = False,
     ) -> None:
         self.store = None if con is not None else store if isinstance(store, Store) else Store(store)
         self.runs = runs
         #: read metrics stored at ingest where every run has them (False: always compute from events)
         self.use_stored = use_stored and self.store is not None
-        self.con = con if con is not None else connect(self.store, runs)
+        #: the Arrow datasets of the connection by name, registered again on each of its cursors
+        self._sources: dict[str, Any] = {}
+        if con is None:
+            con, self._sources = _connect(self.store, runs, own_queries=own_queries)
+        self.con = con
+        ((access, allowed),) = con.execute(
+            "SELECT current_setting('enable_external_access'), current_setting('allowed_paths')"
+        ).fetchall()
+        #: whether DuckDB may read Parquet files itself (else stored metrics are Arrow datasets too)
+        self._reads_files = bool(access or allowed)
         self._made: set[str] = set()
         self._frames: dict[str, pl.DataFrame] = {}
         self._scratch: Path | None = None
@@ -234,7 +296,10 @@ class Session:
         the first failure ends the plan (queries in flight finish)."""
         cursors: queue.SimpleQueue[duckdb.DuckDBPyConnection] = queue.SimpleQueue()
         for _ in range(workers):
-            cursors.put(self.con.cursor())
+            cursor = self.con.cursor()
+            for source, dataset in self._sources.items():
+                cursor.register(source, dataset)
+            cursors.put(cursor)
 
         def create(name: str) -> str:
             cursor = cursors.get()
@@ -292,8 +357,14 @@ class Session:
             if name in stack:
                 raise QueryError(f"circular Requires: {' -> '.join((*stack, name))}")
             stored = stored_files(self.store, self.runs, name) if self.use_stored else None
+            # a view: stored results are read where used (one of them, gpu_gaps, has a row per gap)
+            if stored is not None and not self._reads_files:
+                source = f"_stored_{name}"
+                self._sources[source] = _arrow_dataset([str(p) for p in stored], self.store.runs_dir)
+                self.con.register(source, self._sources[source])
+                plan[name] = (f"CREATE VIEW {name} AS SELECT * FROM {source}", [])
+                return
             if stored is not None:
-                # a view: stored results are read where used (one of them, gpu_gaps, has a row per gap)
                 files = "[" + ", ".join(_quote(str(p)) for p in stored) + "]"
                 plan[name] = (f"CREATE VIEW {name} AS {_hive_select(files)}", [])
                 return
