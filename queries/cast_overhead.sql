@@ -34,7 +34,7 @@ family AS (
   JOIN op_names n ON n.name = e.name
   JOIN _windows w  -- an op's step is the window its start falls in: match on it, then check the range
     ON e.run_id = w.run_id AND e.rank = w.rank AND e.step IS NOT DISTINCT FROM w.step
-   AND e.ts_ns >= w.win_start AND e.ts_ns < w.win_end
+   AND (w.step IS NOT NULL OR (e.ts_ns >= w.win_start AND e.ts_ns < w.win_end))
   WHERE e.kind = 'op' AND (n.in_family OR e.name = 'aten::copy_')
 ),
 conversions AS (

@@ -25,7 +25,7 @@ WITH ops AS (
   FROM events o
   JOIN _windows w  -- an op's step is the window its start falls in: match on it, then check the range
     ON o.run_id = w.run_id AND o.rank = w.rank AND o.step IS NOT DISTINCT FROM w.step
-   AND o.ts_ns >= w.win_start AND o.ts_ns < w.win_end
+   AND (w.step IS NOT NULL OR (o.ts_ns >= w.win_start AND o.ts_ns < w.win_end))
   WHERE o.kind = 'op'
 ),
 children AS (

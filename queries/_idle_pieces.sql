@@ -1,0 +1,168 @@
+-- _idle_pieces: every idle interval of each device in each window, cut into pieces by cause.
+-- Requires: _windows, _gpu_work, gpu_gaps, _host_marks
+-- Definition: each gap of gpu_gaps is explained by what the host thread that launched the GPU work
+-- after it (for the gap at a window's end, the work before it) was doing meanwhile. That thread's time
+-- is cut into segments by its marked calls (_host_marks; where marks nest the higher priority wins);
+-- a gap takes the cause of each segment it overlaps, for the overlap. A gap that began while the host
+-- was held (host_sync, allocator, algorithm_search, input_pipeline) takes that cause for all of its
+-- length: the GPU ran out of work because of it, and the refill after it is its cost too. Where the
+-- host had been at least 50 us ahead of the device when it was held, the host-launch gaps that follow,
+-- until some GPU work waits 50 us in the queue again (the host is ahead once more), are that cause's
+-- too: a GPU-bound run pays for a drained queue until it is rebuilt. Time in no marked call is
+-- 'input_pipeline' at the step boundary (before the step's first op on that thread, or after its last)
+-- and 'python_overhead' between ops (and on threads without ops). A gap where the GPU had its next work
+-- queued but waited (dependency) takes the cause of the call that queued it where that call was held (a
+-- pageable copy, a search), else 'unexplained', as does a gap whose next work has no captured launch.
+-- The pieces of a window add up to its idle time (gpu_busy.idle_ns).
+-- Reads: gpu_gaps, _gpu_work, _host_marks, steps, events(kind, pid, tid, ts_ns, dur_ns, event_id, launch_id).
+-- Columns:
+--   run_id       VARCHAR  run id
+--   rank         BIGINT   rank
+--   step         INTEGER  window's step
+--   device       INTEGER  GPU index
+--   gap_id       BIGINT   the gap (numbered within the query's result)
+--   piece_start  BIGINT   start of the piece, ns
+--   piece_end    BIGINT   end of the piece, ns
+--   ns           BIGINT   its length, ns
+--   pid          BIGINT   process of the thread that explains it (NULL: none)
+--   tid          BIGINT   that thread
+--   held_at      BIGINT   for a gap explained whole: an instant inside the call that held the host, ns
+--   cause        VARCHAR  launch_overhead, host_sync, input_pipeline, algorithm_search, allocator, cast_overhead, python_overhead or unexplained
+WITH gaps AS (  -- each gap with the thread that explains it (window end: the thread that launched the work before)
+  SELECT g.run_id, g.rank, g.step, g.device, g.kind, g.gap_start_ns, g.gap_end_ns, g.gap_ns,
+         coalesce(g.launch_pid, pl.pid) AS pid, coalesce(g.launch_tid, pl.tid) AS tid, g.launch_ts_ns,
+         row_number() OVER () AS gap_id
+  FROM gpu_gaps g
+  LEFT JOIN events pw ON g.kind = 'window_end' AND pw.run_id = g.run_id AND pw.rank = g.rank
+   AND pw.event_id = g.prev_event_id
+  LEFT JOIN events pl ON pl.run_id = pw.run_id AND pl.rank = pw.rank AND pl.event_id = pw.launch_id
+),
+edges AS (  -- each mark opens and closes its cause on its thread
+  SELECT run_id, rank, pid, tid, ts_ns AS t, 1 AS d, event_id, cause FROM _host_marks
+  UNION ALL
+  SELECT run_id, rank, pid, tid, end_ns AS t, -1 AS d, event_id, cause FROM _host_marks
+),
+running AS (  -- marks of each cause open after each edge, in time order (closes before opens at one instant)
+  SELECT run_id, rank, pid, tid, t,
+         sum(d) FILTER (WHERE cause = 'algorithm_search') OVER thread_time AS n_search,
+         sum(d) FILTER (WHERE cause = 'input_pipeline') OVER thread_time AS n_input,
+         sum(d) FILTER (WHERE cause = 'host_sync') OVER thread_time AS n_sync,
+         sum(d) FILTER (WHERE cause = 'allocator') OVER thread_time AS n_alloc,
+         sum(d) FILTER (WHERE cause = 'cast_overhead') OVER thread_time AS n_cast,
+         sum(d) FILTER (WHERE cause = 'launch_overhead') OVER thread_time AS n_launch,
+         lead(t) OVER thread_time AS next_t
+  FROM edges
+  WINDOW thread_time AS (PARTITION BY run_id, rank, pid, tid ORDER BY t, d, event_id)
+),
+segments AS (  -- the thread's time cut where its open marks change; each piece with the winning cause
+  SELECT run_id, rank, pid, tid, t AS seg_start, next_t AS seg_end,
+         CASE WHEN n_search > 0 THEN 'algorithm_search' WHEN n_input > 0 THEN 'input_pipeline'
+              WHEN n_sync > 0 THEN 'host_sync' WHEN n_alloc > 0 THEN 'allocator'
+              WHEN n_cast > 0 THEN 'cast_overhead' WHEN n_launch > 0 THEN 'launch_overhead'
+              ELSE 'no_call' END AS cause,
+         row_number() OVER (PARTITION BY run_id, rank, pid, tid ORDER BY t) AS k
+  FROM running
+  WHERE next_t > t  -- the last edge at an instant holds the state after it
+),
+located AS (  -- the segments holding each gap's start, its launch, and the last one starting before its end
+  SELECT g.*, s.k AS k_first, s.cause AS start_cause, s.seg_start AS start_seg_start
+  FROM gaps g
+  ASOF LEFT JOIN segments s
+    ON s.run_id = g.run_id AND s.rank = g.rank AND s.pid = g.pid AND s.tid = g.tid AND g.gap_start_ns >= s.seg_start
+),
+located_launch AS (
+  SELECT g.*, s.cause AS launch_cause
+  FROM located g
+  ASOF LEFT JOIN segments s
+    ON s.run_id = g.run_id AND s.rank = g.rank AND s.pid = g.pid AND s.tid = g.tid AND g.launch_ts_ns >= s.seg_start
+),
+spans AS (
+  SELECT g.*, s.k AS k_last
+  FROM located_launch g
+  ASOF LEFT JOIN segments s
+    ON s.run_id = g.run_id AND s.rank = g.rank AND s.pid = g.pid AND s.tid = g.tid AND g.gap_end_ns > s.seg_start
+),
+queued AS (  -- GPU work that waited in the queue at least 50 us: the host was ahead of the device again
+  SELECT g.run_id, g.rank, g.device, g.start_ns
+  FROM _gpu_work g JOIN events l ON l.run_id = g.run_id AND l.rank = g.rank AND l.event_id = g.launch_id
+  WHERE g.ts_ns - l.ts_ns >= 50000
+),
+drains AS (  -- gaps that began while the host was held, having been at least 50 us ahead of the device
+  SELECT d.run_id, d.rank, d.step, d.device, d.gap_end_ns AS drain_end, d.start_cause AS drain_cause,
+         d.gap_start_ns AS held_at, q.start_ns AS rebuilt_at
+  FROM spans d
+  ASOF LEFT JOIN queued q ON q.run_id = d.run_id AND q.rank = d.rank AND q.device = d.device
+   AND q.start_ns > d.gap_end_ns
+  WHERE d.kind = 'host_launch' AND d.gap_start_ns - d.start_seg_start >= 50000
+    AND list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], d.start_cause)
+),
+recovering AS (  -- host-launch gaps after such a drain, before the host got ahead again: its cost too
+  SELECT g.gap_id, d.drain_cause, d.held_at
+  FROM spans g
+  ASOF JOIN drains d ON d.run_id = g.run_id AND d.rank = g.rank AND d.step IS NOT DISTINCT FROM g.step
+   AND d.device = g.device AND g.gap_start_ns >= d.drain_end
+  WHERE g.kind = 'host_launch' AND (d.rebuilt_at IS NULL OR g.gap_start_ns < d.rebuilt_at)
+),
+whole AS (  -- gaps explained whole
+  SELECT run_id, rank, step, device, gap_id, gap_ns AS ns, gap_start_ns AS seg_start, gap_end_ns AS seg_end,
+         pid, tid,
+         CASE WHEN kind IN ('dependency', 'unknown') THEN launch_ts_ns
+              WHEN r.gap_id IS NOT NULL AND NOT list_contains(
+                     ['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], start_cause) THEN r.held_at
+              ELSE gap_start_ns END AS held_at,
+         CASE WHEN kind IN ('dependency', 'unknown') AND list_contains(
+                     ['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], launch_cause) THEN launch_cause
+              WHEN kind IN ('dependency', 'unknown') OR pid IS NULL OR k_first IS NULL THEN 'unexplained'
+              WHEN list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], start_cause)
+                THEN start_cause
+              ELSE r.drain_cause END AS cause
+  FROM spans s
+  LEFT JOIN recovering r USING (gap_id)
+  WHERE kind IN ('dependency', 'unknown') OR pid IS NULL OR k_first IS NULL
+     OR list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], start_cause)
+     OR r.gap_id IS NOT NULL
+),
+sliced AS (  -- the other gaps: each overlapped segment's cause, for the overlap
+  SELECT g.run_id, g.rank, g.step, g.device, g.gap_id,
+         least(s.seg_end, g.gap_end_ns) - greatest(s.seg_start, g.gap_start_ns) AS ns,
+         greatest(s.seg_start, g.gap_start_ns) AS seg_start, least(s.seg_end, g.gap_end_ns) AS seg_end,
+         g.pid, g.tid, NULL::BIGINT AS held_at, s.cause
+  FROM (SELECT *, unnest(range(k_first, k_last + 1)) AS k
+        FROM spans s
+        WHERE NOT EXISTS (SELECT 1 FROM whole w WHERE w.gap_id = s.gap_id)) g
+  JOIN segments s ON s.run_id = g.run_id AND s.rank = g.rank AND s.pid = g.pid AND s.tid = g.tid AND s.k = g.k
+  WHERE s.seg_start < g.gap_end_ns AND s.seg_end > g.gap_start_ns
+),
+beyond AS (  -- what of a gap its thread's segments do not cover (past the trace's last call): no call
+  SELECT g.run_id, g.rank, g.step, g.device, g.gap_id, g.gap_ns - coalesce(c.covered, 0) AS ns,
+         g.gap_end_ns - (g.gap_ns - coalesce(c.covered, 0)) AS seg_start, g.gap_end_ns AS seg_end,
+         g.pid, g.tid, NULL::BIGINT AS held_at, 'no_call' AS cause
+  FROM spans g
+  LEFT JOIN (SELECT gap_id, sum(ns) AS covered FROM sliced GROUP BY gap_id) c USING (gap_id)
+  WHERE NOT EXISTS (SELECT 1 FROM whole w WHERE w.gap_id = g.gap_id) AND g.gap_ns > coalesce(c.covered, 0)
+),
+host_steps AS (  -- each host step's first op start and last op end on each thread
+  SELECT s.run_id, s.rank, s.step, e.pid, e.tid, s.ts_ns AS step_start, s.ts_ns + s.dur_ns AS step_end,
+         min(e.ts_ns) AS first_op, max(e.ts_ns + e.dur_ns) AS last_op
+  FROM steps s
+  JOIN events e ON e.run_id = s.run_id AND e.rank = s.rank AND e.kind = 'op'
+   AND e.ts_ns >= s.ts_ns AND e.ts_ns < s.ts_ns + s.dur_ns
+  GROUP BY ALL
+),
+pieces AS (
+  SELECT * FROM whole UNION ALL SELECT * FROM sliced UNION ALL SELECT * FROM beyond
+),
+named AS (  -- time in no call: the step boundary (input pipeline), or between ops (Python)
+  SELECT p.*, h.first_op, h.last_op
+  FROM pieces p
+  ASOF LEFT JOIN host_steps h
+    ON h.run_id = p.run_id AND h.rank = p.rank AND h.pid = p.pid AND h.tid = p.tid
+   AND coalesce(p.seg_start, 0) >= h.step_start
+)
+SELECT run_id, rank, step, device, gap_id, seg_start AS piece_start, seg_end AS piece_end, ns::BIGINT AS ns,
+       pid, tid, held_at,
+       CASE WHEN cause <> 'no_call' THEN cause
+            WHEN first_op IS NOT NULL AND seg_end > first_op AND seg_start < last_op THEN 'python_overhead'
+            WHEN first_op IS NULL THEN 'python_overhead'
+            ELSE 'input_pipeline' END AS cause
+FROM named

@@ -1,0 +1,70 @@
+-- _search_calls: op calls that searched for an algorithm (cuDNN/cuBLAS autotuning, exhaustive search).
+-- Definition: a call of an op that takes at least 1 ms and 20 times a typical call of the same op name
+-- (its lower quartile: where most calls of an op search, its median is a search too), launches at
+-- least twice as many GPU kernels as a typical call and 3 more, and waits for
+-- the device inside (a stream, device or event synchronise, or a cudaMemGetInfo) while doing so: the
+-- signature of trying candidate algorithms on the first call with a new input shape. Of nested calls
+-- that all qualify (aten::conv1d > ... > aten::cudnn_convolution) the innermost is kept. new_shape
+-- says whether no earlier call of the op in the trace had the same input shapes (NULL without shapes).
+-- Reads: events(kind, name, pid, tid, ts_ns, dur_ns, event_id, parent_id, input_shapes, launch_id).
+-- Columns:
+--   run_id          VARCHAR  run id
+--   rank            BIGINT   rank
+--   event_id        BIGINT   the op call
+--   name            VARCHAR  op name
+--   step            INTEGER  host step of the call
+--   input_shapes    VARCHAR  its input shapes (JSON), where recorded
+--   new_shape       BOOLEAN  the first call of this op with these shapes in the trace
+--   dur_ns          BIGINT   the call's duration, ns
+--   typical_ns      DOUBLE   lower quartile of this op's call durations, ns
+--   kernels         BIGINT   GPU work launched inside the call
+--   typical_kernels DOUBLE   lower quartile of the GPU work launched inside this op's calls
+--   syncs           BIGINT   synchronising runtime calls inside the call
+WITH calls AS (
+  SELECT run_id, rank, event_id, parent_id, name, step, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns, dur_ns,
+         input_shapes,
+         quantile_cont(dur_ns, 0.25) OVER (PARTITION BY run_id, rank, name) AS typical_ns,
+         row_number() OVER (PARTITION BY run_id, rank, name, input_shapes ORDER BY ts_ns, event_id) = 1
+           AS first_of_shape
+  FROM events
+  WHERE kind = 'op'
+),
+slow AS (  -- the ops that have a call far slower than their median call
+  SELECT DISTINCT run_id, rank, name FROM calls WHERE dur_ns >= greatest(1000000, 20 * typical_ns)
+),
+host AS (  -- launches and waits on the threads, to be counted inside calls
+  SELECT r.run_id, r.rank, r.pid, r.tid, r.ts_ns,
+         EXISTS (SELECT 1 FROM events g WHERE g.run_id = r.run_id AND g.rank = r.rank AND g.launch_id = r.event_id)
+           AS launch,
+         regexp_matches(r.name, '^(cuda|cu|hip)(Stream|Device|Ctx|Event)Synchroni[sz]e|MemGetInfo') AS wait
+  FROM events r
+  WHERE r.kind = 'runtime'
+),
+inside AS (  -- per call of those ops: launches and waits within it on its thread
+  SELECT c.run_id, c.rank, c.event_id,
+         count(*) FILTER (WHERE h.launch) AS kernels,
+         count(*) FILTER (WHERE h.wait) AS syncs
+  FROM calls c
+  JOIN slow USING (run_id, rank, name)
+  LEFT JOIN host h ON h.run_id = c.run_id AND h.rank = c.rank AND h.pid = c.pid AND h.tid = c.tid
+   AND h.ts_ns >= c.ts_ns AND h.ts_ns < c.end_ns
+  GROUP BY ALL
+),
+judged AS (
+  SELECT c.*, i.kernels, i.syncs,
+         quantile_cont(i.kernels, 0.25) OVER (PARTITION BY c.run_id, c.rank, c.name) AS typical_kernels
+  FROM calls c JOIN inside i USING (run_id, rank, event_id)
+),
+searches AS (
+  SELECT * FROM judged
+  WHERE dur_ns >= greatest(1000000, 20 * typical_ns) AND syncs > 0
+    AND kernels >= 2 * typical_kernels + 3
+)
+SELECT s.run_id, s.rank, s.event_id, s.name, s.step, s.input_shapes,
+       CASE WHEN s.input_shapes IS NULL THEN NULL ELSE s.first_of_shape END AS new_shape,
+       s.dur_ns, s.typical_ns, s.kernels, s.typical_kernels, s.syncs
+FROM searches s
+WHERE NOT EXISTS (  -- keep the innermost: no qualifying call inside this one
+  SELECT 1 FROM searches i
+  WHERE i.run_id = s.run_id AND i.rank = s.rank AND i.pid = s.pid AND i.tid = s.tid
+    AND i.event_id <> s.event_id AND i.ts_ns >= s.ts_ns AND i.end_ns <= s.end_ns)
