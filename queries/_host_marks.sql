@@ -30,10 +30,10 @@ WITH names AS (  -- the patterns are columns, so each distinct name is matched o
             AND regexp_matches(n.name, '(?i)dataloader|__getitem__|collate|_next_data|dataset\.py')
              THEN 'input_pipeline'
            WHEN n.kind = 'runtime' AND regexp_matches(n.name,
-             '^(cuda|cu|hip)(Stream|Device|Ctx|Event)Synchroni[sz]e|^cudaMemcpy(2D|3D)?(ToSymbol|FromSymbol)?$|^cuMemcpy[DH]to[DH]$|^hipMemcpy$')
+             '^(cuda|cu|hip)(Stream|Device|Ctx|Event)Synchroni[sz]e|^cudaMemcpy(2D|3D)?(ToSymbol|FromSymbol)?(_v\d+)?$|^cuMemcpy[DH]to[DH](_v\d+)?$|^hipMemcpy$')
              THEN 'host_sync'
            WHEN n.kind = 'runtime' AND regexp_matches(n.name,
-             '^(cuda|hip)(Malloc|Free)(Host|Managed|Pitch|Array)?$|^cudaHostAlloc$|^cuMem(Alloc|Free|Create|Release|Map|Unmap)')
+             '^(cuda|hip)(Malloc|Free)(Host|Managed|Pitch|Array)?(_v\d+)?$|^cudaHostAlloc(_v\d+)?$|^cuMem(Alloc|Free|Create|Release|Map|Unmap)')
              THEN 'allocator'
            WHEN n.kind IN ('op', 'op_inner') AND regexp_matches(n.name, c.family) THEN 'cast_overhead'
            WHEN n.kind IN ('op', 'op_inner', 'runtime') THEN 'launch_overhead'
