@@ -1,0 +1,146 @@
+"""A run's step time split into causes: GPU busy parts and GPU idle causes that add up to the window.
+
+Every window satisfies ``window = GPU busy + GPU idle``; the busy time is split by what the GPU ran
+(compute, casts, layout transforms, optimizer, copies, collectives not hidden by compute, algorithm
+search) and the idle time by why it waited (``queries/idle_causes.sql``). Both splits come from the
+metric queries; this module only averages them per step and scales summed kernel time onto the busy
+union (kernels of several streams overlap, so their sum can exceed the time the GPU was busy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from traceq.analysis.causes import IDLE_CAUSES
+from traceq.sql import Session
+
+#: Parts of GPU busy time, in waterfall order (gpu_compute is what is left of busy time after the others).
+BUSY_PARTS: tuple[str, ...] = (
+    "gpu_compute",
+    "cast_overhead",
+    "layout_transforms",
+    "optimizer",
+    "memory_copies",
+    "communication",
+    "algorithm_search",
+)
+#: Kernel classes (``kernel_classes.kernel_class``) whose time is a busy part of its own.
+_CLASS_PARTS = {"cast": "cast_overhead", "layout": "layout_transforms", "optimizer": "optimizer"}
+_MS = 1e6
+
+
+@dataclass
+class Split:
+    """One run's mean step (ms per step, over its windows): ``busy`` and ``idle`` parts add up to ``window_ms``."""
+
+    run_id: str
+    windows: int
+    window_ms: float
+    busy_ms: float
+    busy: dict[str, float]
+    idle: dict[str, float]
+    #: per window: step, rank, window_ms, busy_ms and one column per cause (busy + idle parts), ms
+    per_step: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
+
+    @property
+    def idle_ms(self) -> float:
+        return self.window_ms - self.busy_ms
+
+    def part(self, cause: str) -> float:
+        """ms per step of ``cause``, busy and idle sides together."""
+        return self.busy.get(cause, 0.0) + self.idle.get(cause, 0.0)
+
+    def parts(self) -> dict[str, float]:
+        """Every cause's ms per step (busy and idle sides together), in waterfall order."""
+        return {c: self.part(c) for c in dict.fromkeys((*BUSY_PARTS, *IDLE_CAUSES))}
+
+
+def split(session: Session, run_id: str) -> Split:
+    """The split of ``run_id``'s steps, from the session's metric queries."""
+    mine = pl.col("run_id") == run_id
+    busy = session.query("gpu_busy").filter(mine)
+    keys = ["rank", "step"]
+    windows = max(busy.select(pl.struct(keys).n_unique()).item(), 1) if busy.height else 1
+    per_window = busy.group_by(keys).agg(
+        (pl.col("window_ns").max() / _MS).alias("window_ms"),
+        (pl.col("busy_ns").sum() / _MS).alias("busy_ms"),
+        (pl.col("exposed_comm_ns").sum() / _MS).alias("communication"),
+    )
+
+    def by_part(frame: pl.DataFrame) -> pl.DataFrame:
+        part = (
+            pl.when(pl.col("kind") != "kernel")
+            .then(pl.lit("memory_copies"))
+            .otherwise(pl.col("kernel_class").replace_strict(_CLASS_PARTS, default="compute"))
+        )
+        return (
+            frame.with_columns(part.alias("part"))
+            .group_by(*keys, "part")
+            .agg((pl.col("time_ns").sum() / _MS).alias("ms"))
+        )
+
+    # work launched inside searching calls is algorithm search, whatever its class
+    searched = session.query("search_gpu_time").filter(mine)
+    classes = (
+        by_part(session.query("gpu_time").filter(mine))
+        .join(by_part(searched).rename({"ms": "searched"}), on=[*keys, "part"], how="left")
+        .select(*keys, "part", pl.col("ms") - pl.col("searched").fill_null(0.0))
+    )
+    search = searched.group_by(keys).agg((pl.col("time_ns").sum() / _MS).alias("algorithm_search"))
+    summed = (
+        pl.concat([classes.select(*keys, "ms"), search.rename({"algorithm_search": "ms"})])
+        .group_by(keys)
+        .agg(pl.col("ms").sum().alias("work_ms"))
+    )
+    wide = (
+        classes.pivot("part", index=keys, values="ms") if classes.height else pl.DataFrame(schema=dict.fromkeys(keys))
+    )
+    table = (
+        per_window.join(summed, on=keys, how="left").join(wide, on=keys, how="left").join(search, on=keys, how="left")
+    )
+    for c in ("compute", "memory_copies", *_CLASS_PARTS.values(), "algorithm_search", "work_ms"):
+        if c not in table.columns:
+            table = table.with_columns(pl.lit(0.0).alias(c))
+    table = table.with_columns(pl.exclude(keys).fill_null(0.0))
+    # summed kernel time scaled onto the busy union (streams overlap); communication is already a union part
+    scale = pl.when(pl.col("work_ms") > 0).then(pl.col("busy_ms") / pl.col("work_ms")).otherwise(0.0)
+    scaled = [(pl.col(c) * scale).alias(c) for c in ("memory_copies", *_CLASS_PARTS.values(), "algorithm_search")]
+    table = table.with_columns(scaled).with_columns(
+        (pl.col("busy_ms") - pl.sum_horizontal(*(c for c in BUSY_PARTS if c != "gpu_compute"))).alias("gpu_compute")
+    )
+    idle = session.query("idle_causes").filter(mine)
+    idle_wide = (
+        idle.group_by(*keys, "cause")
+        .agg((pl.col("idle_ns").sum() / _MS).alias("ms"))
+        .pivot("cause", index=keys, values="ms")
+        if idle.height
+        else pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int32})
+    )
+    table = table.join(idle_wide, on=keys, how="left", suffix="_idle")
+    both = [c for c in IDLE_CAUSES if c in BUSY_PARTS]
+    for c in IDLE_CAUSES:
+        name = f"{c}_idle" if c in both else c
+        if name not in table.columns:
+            table = table.with_columns(pl.lit(0.0).alias(name))
+    table = table.with_columns(pl.exclude(keys).fill_null(0.0)).sort(keys)
+    mean = {c: (table[c].sum() / windows) for c in table.columns if c not in keys}
+    busy_parts = {c: mean[c] for c in BUSY_PARTS}
+    idle_parts = {c: mean[f"{c}_idle" if c in both else c] for c in IDLE_CAUSES}
+    per_step = table.select(
+        *keys,
+        "window_ms",
+        "busy_ms",
+        *(pl.col(c) for c in BUSY_PARTS),
+        *((pl.col(f"{c}_idle") if c in both else pl.col(c)).alias(f"idle_{c}") for c in IDLE_CAUSES),
+    )
+    return Split(
+        run_id=run_id,
+        windows=windows,
+        window_ms=mean.get("window_ms", 0.0),
+        busy_ms=mean.get("busy_ms", 0.0),
+        busy=busy_parts,
+        idle=idle_parts,
+        per_step=per_step,
+    )
