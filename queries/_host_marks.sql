@@ -1,18 +1,15 @@
 -- _host_marks: host calls that tell what a thread was doing, each with the idle cause it stands for.
--- Requires: _cast_ops, _search_calls
--- Definition: every host event of a thread with a duration that can explain GPU idle time, labelled:
--- 'algorithm_search' an op call that searched for an algorithm (see _search_calls);
--- 'input_pipeline' a data-loading range (PyTorch `enumerate(DataLoader)#...`, a Dataset's `__getitem__`
--- or `collate` frame, Paddle's `Dataloader`/`DataLoader` ranges) or an op that copied pageable host memory to
--- the device; 'host_sync' a runtime call that blocks the host until the device is done (stream, device
--- or event synchronise, a synchronous memcpy); 'allocator' a device memory allocation or release
--- (cudaMalloc/cudaFree and their driver and HIP forms), and the op that made such a call for its whole
--- length (aten::_local_scalar_dense around a stream synchronise, aten::empty around a cudaMalloc);
--- 'cast_overhead' an op of the cast family (see
--- _cast_ops); 'launch_overhead' any other op, stage or runtime call. Where marks nest, the cause with
--- the higher `priority` wins for the time they share (a sync inside a search is search).
--- Reads: events(kind, name, category, pid, tid, ts_ns, dur_ns, event_id, op_id, launch_id), _cast_ops,
--- _search_calls.
+-- Requires: _call_causes, _search_calls, _pageable_copies
+-- Definition: every host event of a thread with a duration that can explain GPU idle time, with the cause
+-- it stands for: 'algorithm_search' for an op call that searched for an algorithm (see _search_calls);
+-- 'input_pipeline' for an op that copied pageable host memory to the device (see _pageable_copies);
+-- 'host_sync' or 'allocator' for the op that made a synchronising or allocating runtime call, for its
+-- whole length (aten::_local_scalar_dense around a stream synchronise, aten::empty around a cudaMalloc);
+-- otherwise the cause of the event's name (see _call_causes: data-loading ranges, sync and allocation
+-- calls, cast ops, any other op or runtime call). Where marks nest, the cause with the higher `priority`
+-- wins for the time they share (a sync inside a search is search).
+-- Reads: events(kind, name, pid, tid, ts_ns, dur_ns, event_id, parent_id), _call_causes, _search_calls,
+-- _pageable_copies.
 -- Columns:
 --   run_id    VARCHAR  run id
 --   rank      BIGINT   rank
@@ -23,34 +20,12 @@
 --   end_ns    BIGINT   end, ns
 --   cause     VARCHAR  algorithm_search, input_pipeline, host_sync, allocator, cast_overhead or launch_overhead
 --   priority  INTEGER  which cause wins where marks overlap (higher wins)
-WITH names AS (  -- the patterns are columns, so each distinct name is matched once, not every call
-  SELECT n.kind, n.name,
-         CASE
-           WHEN n.kind IN ('annotation', 'python', 'op', 'op_inner', 'other')
-            AND regexp_matches(n.name, '(?i)dataloader|__getitem__|collate|_next_data|dataset\.py')
-             THEN 'input_pipeline'
-           WHEN n.kind = 'runtime' AND regexp_matches(n.name,
-             '^(cuda|cu|hip)(Stream|Device|Ctx|Event)Synchroni[sz]e|^cudaMemcpy(2D|3D)?(ToSymbol|FromSymbol)?(_v\d+)?$|^cuMemcpy[DH]to[DH](_v\d+)?$|^hipMemcpy$')
-             THEN 'host_sync'
-           WHEN n.kind = 'runtime' AND regexp_matches(n.name,
-             '^(cuda|hip)(Malloc|Free)(Host|Managed|Pitch|Array)?(_v\d+)?$|^cudaHostAlloc(_v\d+)?$|^cuMem(Alloc|Free|Create|Release|Map|Unmap)')
-             THEN 'allocator'
-           WHEN n.kind IN ('op', 'op_inner') AND regexp_matches(n.name, c.family) THEN 'cast_overhead'
-           WHEN n.kind IN ('op', 'op_inner', 'runtime') THEN 'launch_overhead'
-         END AS cause
-  FROM (SELECT DISTINCT kind, name FROM events
-        WHERE kind IN ('op', 'op_inner', 'runtime', 'annotation', 'python', 'other')) n
-  CROSS JOIN _cast_ops c
-),
-pageable_copies AS (  -- ops that copied pageable host memory to the device (a blocking copy)
-  SELECT DISTINCT g.run_id, g.rank, g.op_id AS event_id
-  FROM events g
-  WHERE g.kind = 'memcpy' AND g.op_id IS NOT NULL
-    AND regexp_matches(g.name, '(?i)htod.*pageable|pageable.*device')
+WITH pageable_copies AS (  -- ops that copied pageable host memory to the device (a blocking copy)
+  SELECT DISTINCT run_id, rank, op_id AS event_id FROM _pageable_copies WHERE op_id IS NOT NULL
 ),
 held_calls AS (  -- the op that made a synchronising or allocating call holds the host for it too
   SELECT DISTINCT e.run_id, e.rank, e.parent_id AS event_id, n.cause
-  FROM events e JOIN names n ON n.kind = e.kind AND n.name = e.name
+  FROM events e JOIN _call_causes n ON n.kind = e.kind AND n.name = e.name
   WHERE e.kind = 'runtime' AND n.cause IN ('host_sync', 'allocator') AND e.parent_id IS NOT NULL
 ),
 marked AS (
@@ -60,7 +35,7 @@ marked AS (
               WHEN h.event_id IS NOT NULL AND n.cause <> 'input_pipeline' THEN h.cause
               ELSE n.cause END AS cause
   FROM events e
-  JOIN names n ON n.kind = e.kind AND n.name = e.name
+  JOIN _call_causes n ON n.kind = e.kind AND n.name = e.name
   LEFT JOIN _search_calls s ON s.run_id = e.run_id AND s.rank = e.rank AND s.event_id = e.event_id
   LEFT JOIN pageable_copies p ON p.run_id = e.run_id AND p.rank = e.rank AND p.event_id = e.event_id
   LEFT JOIN (SELECT run_id, rank, event_id, min(cause) AS cause FROM held_calls GROUP BY ALL) h

@@ -1,4 +1,5 @@
 -- _search_calls: op calls that searched for an algorithm (cuDNN/cuBLAS autotuning, exhaustive search).
+-- Requires: _call_causes
 -- Definition: a call of an op that takes at least 1 ms and 20 times a typical call of the same op name
 -- (its lower quartile: where most calls of an op search, its median is a search too), launches at
 -- least twice as many GPU kernels as a typical call and 3 more, and waits for
@@ -6,7 +7,7 @@
 -- signature of trying candidate algorithms on the first call with a new input shape. Of nested calls
 -- that all qualify (aten::conv1d > ... > aten::cudnn_convolution) the innermost is kept. new_shape
 -- says whether no earlier call of the op in the trace had the same input shapes (NULL without shapes).
--- Reads: events(kind, name, pid, tid, ts_ns, dur_ns, event_id, parent_id, input_shapes, launch_id).
+-- Reads: events(kind, name, pid, tid, ts_ns, dur_ns, event_id, step, input_shapes, launch_id), _call_causes.
 -- Columns:
 --   run_id          VARCHAR  run id
 --   rank            BIGINT   rank
@@ -36,8 +37,9 @@ host AS (  -- launches and waits on the threads, to be counted inside calls
   SELECT r.run_id, r.rank, r.pid, r.tid, r.ts_ns,
          EXISTS (SELECT 1 FROM events g WHERE g.run_id = r.run_id AND g.rank = r.rank AND g.launch_id = r.event_id)
            AS launch,
-         regexp_matches(r.name, '^(cuda|cu|hip)(Stream|Device|Ctx|Event)Synchroni[sz]e|MemGetInfo') AS wait
+         c.cause = 'host_sync' OR r.name LIKE '%MemGetInfo%' AS wait
   FROM events r
+  JOIN _call_causes c ON c.kind = r.kind AND c.name = r.name
   WHERE r.kind = 'runtime'
 ),
 inside AS (  -- per call of those ops: launches and waits within it on its thread
