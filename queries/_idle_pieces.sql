@@ -112,13 +112,13 @@ whole AS (  -- gaps explained whole
               ELSE gap_start_ns END AS held_at,
          CASE WHEN kind IN ('dependency', 'unknown') AND list_contains(
                      ['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], launch_cause) THEN launch_cause
-              WHEN kind IN ('dependency', 'unknown') OR pid IS NULL OR k_first IS NULL THEN 'unexplained'
+              WHEN kind IN ('dependency', 'unknown') OR pid IS NULL THEN 'unexplained'
               WHEN list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], start_cause)
                 THEN start_cause
               ELSE r.drain_cause END AS cause
   FROM spans s
   LEFT JOIN recovering r USING (gap_id)
-  WHERE kind IN ('dependency', 'unknown') OR pid IS NULL OR k_first IS NULL
+  WHERE kind IN ('dependency', 'unknown') OR pid IS NULL
      OR list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], start_cause)
      OR r.gap_id IS NOT NULL
 ),
@@ -127,19 +127,24 @@ sliced AS (  -- the other gaps: each overlapped segment's cause, for the overlap
          least(s.seg_end, g.gap_end_ns) - greatest(s.seg_start, g.gap_start_ns) AS ns,
          greatest(s.seg_start, g.gap_start_ns) AS seg_start, least(s.seg_end, g.gap_end_ns) AS seg_end,
          g.pid, g.tid, NULL::BIGINT AS held_at, s.cause
-  FROM (SELECT *, unnest(range(k_first, k_last + 1)) AS k
+  FROM (SELECT *, unnest(range(coalesce(k_first, 1), coalesce(k_last, 0) + 1)) AS k
         FROM spans s
         WHERE NOT EXISTS (SELECT 1 FROM whole w WHERE w.gap_id = s.gap_id)) g
   JOIN segments s ON s.run_id = g.run_id AND s.rank = g.rank AND s.pid = g.pid AND s.tid = g.tid AND s.k = g.k
   WHERE s.seg_start < g.gap_end_ns AND s.seg_end > g.gap_start_ns
 ),
-beyond AS (  -- what of a gap its thread's segments do not cover (past the trace's last call): no call
-  SELECT g.run_id, g.rank, g.step, g.device, g.gap_id, g.gap_ns - coalesce(c.covered, 0) AS ns,
-         g.gap_end_ns - (g.gap_ns - coalesce(c.covered, 0)) AS seg_start, g.gap_end_ns AS seg_end,
+beyond AS (  -- the parts of a gap its thread's segments do not cover (before its first call or after its
+             -- last one in the trace): no call
+  SELECT g.run_id, g.rank, g.step, g.device, g.gap_id, e.seg_end - e.seg_start AS ns, e.seg_start, e.seg_end,
          g.pid, g.tid, NULL::BIGINT AS held_at, 'no_call' AS cause
   FROM spans g
-  LEFT JOIN (SELECT gap_id, sum(ns) AS covered FROM sliced GROUP BY gap_id) c USING (gap_id)
-  WHERE NOT EXISTS (SELECT 1 FROM whole w WHERE w.gap_id = g.gap_id) AND g.gap_ns > coalesce(c.covered, 0)
+  LEFT JOIN (SELECT gap_id, min(seg_start) AS first, max(seg_end) AS last FROM sliced GROUP BY gap_id) c USING (gap_id)
+  CROSS JOIN LATERAL (
+    SELECT g.gap_start_ns AS seg_start, coalesce(c.first, g.gap_end_ns) AS seg_end
+    UNION ALL
+    SELECT c.last AS seg_start, g.gap_end_ns AS seg_end WHERE c.last IS NOT NULL
+  ) e
+  WHERE NOT EXISTS (SELECT 1 FROM whole w WHERE w.gap_id = g.gap_id) AND e.seg_end > e.seg_start
 ),
 host_steps AS (  -- each host step's first op start and last op end on each thread
   SELECT s.run_id, s.rank, s.step, e.pid, e.tid, s.ts_ns AS step_start, s.ts_ns + s.dur_ns AS step_end,
