@@ -160,6 +160,7 @@ RUNS: dict[str, dict] = {
     "sync128_fp16": dict(model="encoder", mode="fp16", batch=128, cause="host_sync"),
     "base128_fp32": dict(model="encoder", mode="fp32", batch=128),
     "sync128_fp32": dict(model="encoder", mode="fp32", batch=128, cause="host_sync"),
+    "alloc128_fp32": dict(model="encoder", mode="fp32", batch=128, cause="allocator"),
     "sync_fp16": dict(model="encoder", mode="fp16", batch=8, cause="host_sync", stack=True),
     "enc_b128_fp16": dict(model="encoder", mode="fp16", batch=128, stack=True),
     "sync_b128_fp16": dict(model="encoder", mode="fp16", batch=128, cause="host_sync", stack=True),
