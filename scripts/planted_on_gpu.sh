@@ -42,7 +42,7 @@ for g in "${groups[@]}"; do
     [ -f "$work/nsys_$run.sqlite" ] && gzip -6 "$work/nsys_$run.sqlite"
     rm -f "$work/nsys_$run.nsys-rep" "$work/nsys_$run.qdstrm"
   else
-    timeout "$t" python3 "$here/gen_planted_traces.py" --out "$work" --only "$g" --raw 2>&1 | grep -v Warning | tail -12
+    timeout "$t" python3 "$here/gen_planted_traces.py" --out "$work" --only "$g" --raw --steps ${STEPS:-30} 2>&1 | grep -v Warning | tail -12
   fi
 done
 cat "$work"/nsys/runs.jsonl >> "$work/runs.jsonl" 2>/dev/null
