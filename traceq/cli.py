@@ -16,6 +16,7 @@ import traceq
 from traceq.errors import TraceqError
 from traceq.executors import EXECUTORS
 from traceq.render import Format, render
+from traceq.sql import DEFAULT_TIMEOUT_S
 from traceq.store import STORE_ENV, Store
 
 app = typer.Typer(
@@ -111,12 +112,26 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
 def sql(
     query: Annotated[str | None, typer.Argument(help="A SELECT statement.", show_default=False)] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the query from a .sql file.")] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0, metavar="SECONDS", help="Stop the query after SECONDS (0: never).")
+    ] = DEFAULT_TIMEOUT_S,
+    memory_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--memory-limit",
+            metavar="SIZE",
+            help="DuckDB's memory bound, e.g. 2GB or 500MB (default: half of the available memory, at most 4GB).",
+            show_default=False,
+        ),
+    ] = None,
     store: StoreOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Run a read-only SQL query (DuckDB dialect) over every stored run.
 
     Tables: runs, events, steps, threads; see `traceq schema`.
+
+    Stopped after --timeout seconds; beyond --memory-limit DuckDB spills to disk, or the query fails.
 
     Example: traceq sql "select kind, count(*) n, sum(dur_ns) d from events group by kind" --format json
     """
@@ -127,7 +142,7 @@ def sql(
             query = file.read_text()
         except OSError as e:
             raise TraceqError(f"{file}: {e.strerror or e}") from None
-    render(traceq.sql(query or "", _store(store)), fmt)
+    render(traceq.sql(query or "", _store(store), timeout=timeout, memory_limit=memory_limit), fmt)
 
 
 @app.command()
