@@ -15,7 +15,7 @@ import typer
 import traceq
 from traceq.errors import TraceqError
 from traceq.executors import EXECUTORS
-from traceq.render import Format, render
+from traceq.render import Format, literal, render, visible
 from traceq.sql import DEFAULT_TIMEOUT_S
 from traceq.store import STORE_ENV, Store
 
@@ -82,13 +82,13 @@ def ingest(
     if fmt is Format.table:
         multi = result["run_id"].drop_nulls().n_unique() < result["run_id"].drop_nulls().len()
         for row in result.filter(pl.col("status") == "skipped").iter_rows(named=True):
-            typer.echo(f"skipped {row['path']}: {row['summary']}", err=True)
+            typer.echo(visible(f"skipped {row['path']}: {row['summary']}"), err=True)
         for row in result.filter(pl.col("status").is_in(["ingested", "duplicate"])).iter_rows(named=True):
             verb = row["status"]
             rank = f" rank {row['rank']}" if multi and row["rank"] is not None else ""
-            typer.echo(f"{verb} {row['name']}{rank} ({row['run_id']}): {row['summary']}")
+            typer.echo(visible(f"{verb} {row['name']}{rank} ({row['run_id']}): {row['summary']}"))
             for w in json.loads(row["warnings"] or "[]"):
-                typer.echo(f"  warning: {w}", err=True)
+                typer.echo(visible(f"  warning: {w}"), err=True)
     else:
         render(result, fmt)
     if failed:
@@ -253,7 +253,7 @@ class _progress:
                 BarColumn(),
                 DownloadColumn(),
                 TransferSpeedColumn(),
-                console=Console(stderr=True),
+                console=Console(stderr=True, emoji=False),
                 transient=True,
             )
             self.bar.start()
@@ -273,7 +273,7 @@ class _Bar:
     """One file's bar: advanced by bytes read, then relabelled with each later stage of its ingest."""
 
     def __init__(self, bar: Any, label: str, size: int) -> None:
-        self.bar, self.label = bar, label.removeprefix("reading ")
+        self.bar, self.label = bar, literal(label.removeprefix("reading "))  # a file name, inside rich markup
         self.task = bar.add_task(f"reading {self.label}", total=size)
 
     def __call__(self, n: int) -> None:
@@ -284,7 +284,7 @@ class _Bar:
 
 
 def _error(message: str) -> None:
-    typer.echo(f"traceq: error: {message}", err=True)
+    typer.echo(f"traceq: error: {visible(message)}", err=True)
 
 
 def main() -> None:
