@@ -11,7 +11,6 @@ or load anything. Only ``SELECT``/``EXPLAIN`` statements are accepted besides.
 
 from __future__ import annotations
 
-import glob
 import importlib
 import os
 import queue
@@ -102,19 +101,14 @@ def _connect(
     con.execute(f"SET temp_directory = {_quote(str(spill))}")
     if memory_limit is not None:
         con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
-    run_dirs = store.run_dirs()
-    if runs is not None:
-        run_dirs = [d for d in run_dirs if d.name[len("run_id=") :] in runs]
-    chosen, sources = set(run_dirs), {}
+    sources: dict[str, Any] = {}
     for table in TABLES.values():
-        files = sorted(glob.glob(store.table_files(table.name)))
-        files = [f for f in files if Path(f).parent in chosen or Path(f).parent.parent in chosen]
+        files = [str(f) for f in store.table_files(table.name, runs)]
         if files and locked and not own_queries:
             sources[table.name] = _arrow_dataset(files, store.runs_dir, ranked=table is not RUNS)
             con.register(table.name, sources[table.name])
         elif files:
-            listed = "[" + ", ".join(_quote(f) for f in files) + "]"
-            con.execute(f"CREATE VIEW {table.name} AS {_hive_select(listed, ranked=table is not RUNS)}")
+            con.execute(f"CREATE VIEW {table.name} AS {_hive_select(_file_list(files), ranked=table is not RUNS)}")
         else:
             cols = ", ".join(f"NULL::{_duck_type(c.dtype)} AS {c.name}" for c in table.columns)
             keys = "NULL::VARCHAR AS run_id" + ("" if table is RUNS else ", NULL::BIGINT AS rank")
@@ -127,7 +121,9 @@ def _connect(
             con.execute("SET asof_loop_join_threshold = 0")
     if locked:
         if own_queries:  # the runs' files, the metrics stored with them included, and nothing else
-            allowed = sorted(str(f) for d in run_dirs for f in d.rglob("*.parquet"))
+            run_dirs = [d for d in store.run_dirs() if runs is None or d.name[len("run_id=") :] in runs]
+            files = sorted(str(f) for d in run_dirs for f in d.rglob("*.parquet"))
+            allowed = dict.fromkeys([*files, *map(_glob_escaped, files)])  # as opened, and as read_parquet is given
             con.execute(f"SET allowed_paths = [{', '.join(_quote(f) for f in allowed)}]")
         con.execute("SET python_enable_replacements = false")
         con.execute("SET enable_external_access = false")
@@ -150,8 +146,20 @@ def _arrow_dataset(files: list[str], runs_dir: Path, ranked: bool = True) -> Any
                       partition_base_dir=str(runs_dir))  # fmt: skip
 
 
+def _glob_escaped(path: str) -> str:
+    """``path`` as DuckDB's file functions match it literally: they read every path as a glob pattern
+    (``st[1]`` would read ``st1``, ``st*x`` also ``stAx``); each of ``[``, ``*``, ``?`` becomes a one-character
+    class."""
+    return re.sub(r"[\[*?]", lambda m: f"[{m.group()}]", path)
+
+
+def _file_list(files: list[str]) -> str:
+    """A DuckDB list literal of ``files``, each matched literally (:func:`_glob_escaped`)."""
+    return "[" + ", ".join(_quote(_glob_escaped(f)) for f in files) + "]"
+
+
 def _hive_select(files: str, ranked: bool = True) -> str:
-    """``SELECT run_id[, rank], <file columns>`` over Parquet ``files`` (a quoted glob or a list), with
+    """``SELECT run_id[, rank], <file columns>`` over Parquet ``files`` (a DuckDB list literal), with
     the keys taken from the store's ``run_id=``/``rank=`` folder names."""
     keys = "run_id, rank" if ranked else "run_id"
     types = "'run_id': VARCHAR, 'rank': BIGINT" if ranked else "'run_id': VARCHAR"
@@ -453,8 +461,7 @@ class Session:
                 plan[name] = (f"CREATE VIEW {name} AS SELECT * FROM {source}", [])
                 return
             if stored is not None:
-                files = "[" + ", ".join(_quote(str(p)) for p in stored) + "]"
-                plan[name] = (f"CREATE VIEW {name} AS {_hive_select(files)}", [])
+                plan[name] = (f"CREATE VIEW {name} AS {_hive_select(_file_list([str(p) for p in stored]))}", [])
                 return
             text = query_text(name)
             deps = requires(text)
