@@ -147,13 +147,18 @@ def sql(
 
 @app.command()
 def report(
-    run: Annotated[
-        str | None, typer.Argument(help="Run id, run name, or a trace file (ingested on the fly).", show_default=False)
+    runs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Run id, run name, or a trace file (ingested on the fly); with --compare: [[BASE] NEW]. "
+            "Default: the latest run (with --compare: the two latest).",
+            show_default=False,
+            metavar="[RUN]...",
+        ),
     ] = None,
     compare: Annotated[
-        tuple[str, str] | None,
-        typer.Option("--compare", help="Explain the step-time difference between BASE and NEW.", show_default=False),
-    ] = None,
+        bool, typer.Option("--compare", help="Explain the step-time difference between BASE and NEW.")
+    ] = False,
     html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report.")] = None,
     fail_if_slower: Annotated[
         float | None,
@@ -162,20 +167,34 @@ def report(
     store: StoreOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Explain one run, or with --compare BASE NEW why NEW's step is slower or faster than BASE's.
+    """Explain one run, or with --compare why NEW's step is slower or faster than BASE's.
+
+    Without a RUN: the run ingested last. --compare without runs: BASE and NEW are the two runs ingested
+    last; --compare NEW: BASE is the run ingested just before NEW; --compare BASE NEW: as named.
 
     Example: traceq report --compare conformer_fp32_b64 conformer_fp16_b64 --html amp.html
     """
     from traceq import report_render
 
-    if (run is None) == (compare is None):
-        raise TraceqError("give a RUN, or --compare BASE NEW")
+    runs = runs or []
+    if len(runs) > (2 if compare else 1):
+        raise TraceqError("give one RUN, or --compare [[BASE] NEW]" if not compare else "--compare takes BASE NEW")
     if fmt not in (Format.table, Format.json, Format.markdown):
         raise TraceqError(f"report supports --format table, json or markdown, not {fmt.value}")
-    if compare is not None:
+    if not compare and (html is not None or fail_if_slower is not None):
+        raise TraceqError(f"{'--html' if html is not None else '--fail-if-slower'} needs --compare")
+    the_store = _store(store)
+    if compare:
         from traceq.compare import compare as compare_runs
+        from traceq.compare import pick_runs
 
-        result = compare_runs(compare[0], compare[1], _store(store))
+        named: list[str | None] = [None, None, *runs]
+        base_id, new_id = pick_runs(the_store, named[-2], named[-1])
+        if len(runs) < 2:
+            which = ", the two latest runs" if not runs else ""
+            before = ", the run ingested before it," if len(runs) == 1 else ""
+            _note(f"comparing BASE {_named(the_store, base_id)}{before} with NEW {_named(the_store, new_id)}{which}")
+        result = compare_runs(base_id, new_id, the_store)
         {Format.json: report_render.compare_json, Format.markdown: report_render.compare_markdown}.get(
             fmt, report_render.compare_terminal
         )(result)
@@ -188,14 +207,15 @@ def report(
             typer.echo(f"traceq: NEW is {delta / window:.1%} slower per step (limit {fail_if_slower}%)", err=True)
             raise typer.Exit(3)
         return
-    from traceq.report import run_report
+    from traceq.report import latest_run, run_report
 
-    single = run_report(run or "", _store(store))
+    if not runs:
+        run_id = latest_run(the_store)
+        _note(f"explaining {_named(the_store, run_id)}, the latest run")
+    single = run_report(runs[0] if runs else run_id, the_store)
     {Format.json: report_render.to_json, Format.markdown: report_render.to_markdown}.get(
         fmt, report_render.to_terminal
     )(single)
-    if html is not None:
-        raise TraceqError("--html needs --compare BASE NEW")
 
 
 @app.command()
@@ -281,6 +301,18 @@ class _Bar:
 
     def stage(self, text: str) -> None:
         self.bar.update(self.task, description=f"{self.label}: {text}")
+
+
+def _named(store: Store, run_id: str) -> str:
+    """``name (run id)`` of a stored run."""
+    cat = store.catalog()
+    name = cat.filter(pl.col("run_id") == run_id)["name"].to_list()
+    return f"{name[0]} ({run_id})" if name else run_id
+
+
+def _note(message: str) -> None:
+    """A line on stderr about what a command chose (stdout keeps only its output)."""
+    typer.echo(f"traceq: {visible(message)}", err=True)
 
 
 def _error(message: str) -> None:

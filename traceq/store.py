@@ -93,6 +93,17 @@ class Store:
                 raise StoreError(f"{ref}: matches {len(ids)} runs ({', '.join(sorted(ids))}); use a run id")
         raise StoreError(f"{ref}: no such run in {self.root} (see `traceq runs`)")
 
+    def latest(self, n: int = 1) -> list[str]:
+        """The run ids of the ``n`` runs ingested last (by ``ingested_at``), oldest first; fewer if the
+        store holds fewer."""
+        return self.catalog()["run_id"].tail(n).to_list() if n > 0 else []
+
+    def before(self, run_id: str) -> str | None:
+        """The run ingested just before ``run_id`` (by ``ingested_at``), or None for the first run."""
+        ids = self.catalog()["run_id"].to_list()
+        at = ids.index(run_id)
+        return ids[at - 1] if at > 0 else None
+
     def table_files(self, table: str, runs: Collection[str] | None = None) -> list[Path]:
         """The Parquet files of ``table`` across runs (only those of ``runs``, if given) and ranks, found
         by listing the store's folders: the store's path is never read as a glob pattern (a store at
