@@ -153,7 +153,7 @@ def report(
             help="Run id, run name, or a trace file (ingested on the fly); with --compare: [[BASE] NEW]. "
             "Default: the latest run (with --compare: the two latest).",
             show_default=False,
-            metavar="[RUN]...",
+            metavar="RUN",
         ),
     ] = None,
     compare: Annotated[
@@ -169,8 +169,7 @@ def report(
 ) -> None:
     """Explain one run, or with --compare why NEW's step is slower or faster than BASE's.
 
-    Without a RUN: the run ingested last. --compare without runs: BASE and NEW are the two runs ingested
-    last; --compare NEW: BASE is the run ingested just before NEW; --compare BASE NEW: as named.
+    No RUN: the run ingested last. --compare alone: the two runs ingested last; --compare NEW: it and the one before.
 
     Example: traceq report --compare conformer_fp32_b64 conformer_fp16_b64 --html amp.html
     """
