@@ -15,7 +15,8 @@ import typer
 import traceq
 from traceq.errors import TraceqError
 from traceq.executors import EXECUTORS
-from traceq.render import Format, render
+from traceq.render import Format, literal, render, visible
+from traceq.sql import DEFAULT_TIMEOUT_S
 from traceq.store import STORE_ENV, Store
 
 app = typer.Typer(
@@ -81,13 +82,13 @@ def ingest(
     if fmt is Format.table:
         multi = result["run_id"].drop_nulls().n_unique() < result["run_id"].drop_nulls().len()
         for row in result.filter(pl.col("status") == "skipped").iter_rows(named=True):
-            typer.echo(f"skipped {row['path']}: {row['summary']}", err=True)
+            typer.echo(visible(f"skipped {row['path']}: {row['summary']}"), err=True)
         for row in result.filter(pl.col("status").is_in(["ingested", "duplicate"])).iter_rows(named=True):
             verb = row["status"]
             rank = f" rank {row['rank']}" if multi and row["rank"] is not None else ""
-            typer.echo(f"{verb} {row['name']}{rank} ({row['run_id']}): {row['summary']}")
+            typer.echo(visible(f"{verb} {row['name']}{rank} ({row['run_id']}): {row['summary']}"))
             for w in json.loads(row["warnings"] or "[]"):
-                typer.echo(f"  warning: {w}", err=True)
+                typer.echo(visible(f"  warning: {w}"), err=True)
     else:
         render(result, fmt)
     if failed:
@@ -111,12 +112,26 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
 def sql(
     query: Annotated[str | None, typer.Argument(help="A SELECT statement.", show_default=False)] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the query from a .sql file.")] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0, metavar="SECONDS", help="Stop the query after SECONDS (0: never).")
+    ] = DEFAULT_TIMEOUT_S,
+    memory_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--memory-limit",
+            metavar="SIZE",
+            help="DuckDB's memory bound, e.g. 2GB or 500MB (default: half of the available memory, at most 4GB).",
+            show_default=False,
+        ),
+    ] = None,
     store: StoreOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Run a read-only SQL query (DuckDB dialect) over every stored run.
 
     Tables: runs, events, steps, threads; see `traceq schema`.
+
+    Stopped after --timeout seconds; beyond --memory-limit DuckDB spills to disk, or the query fails.
 
     Example: traceq sql "select kind, count(*) n, sum(dur_ns) d from events group by kind" --format json
     """
@@ -127,18 +142,23 @@ def sql(
             query = file.read_text()
         except OSError as e:
             raise TraceqError(f"{file}: {e.strerror or e}") from None
-    render(traceq.sql(query or "", _store(store)), fmt)
+    render(traceq.sql(query or "", _store(store), timeout=timeout, memory_limit=memory_limit), fmt)
 
 
 @app.command()
 def report(
-    run: Annotated[
-        str | None, typer.Argument(help="Run id, run name, or a trace file (ingested on the fly).", show_default=False)
+    runs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Run id, run name, or a trace file (ingested on the fly); with --compare: [[BASE] NEW]. "
+            "Default: the latest run (with --compare: the two latest).",
+            show_default=False,
+            metavar="RUN",
+        ),
     ] = None,
     compare: Annotated[
-        tuple[str, str] | None,
-        typer.Option("--compare", help="Explain the step-time difference between BASE and NEW.", show_default=False),
-    ] = None,
+        bool, typer.Option("--compare", help="Explain the step-time difference between BASE and NEW.")
+    ] = False,
     html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report.")] = None,
     fail_if_slower: Annotated[
         float | None,
@@ -147,20 +167,33 @@ def report(
     store: StoreOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Explain one run, or with --compare BASE NEW why NEW's step is slower or faster than BASE's.
+    """Explain one run, or with --compare why NEW's step is slower or faster than BASE's.
+
+    No RUN: the run ingested last. --compare alone: the two runs ingested last; --compare NEW: it and the one before.
 
     Example: traceq report --compare conformer_fp32_b64 conformer_fp16_b64 --html amp.html
     """
     from traceq import report_render
 
-    if (run is None) == (compare is None):
-        raise TraceqError("give a RUN, or --compare BASE NEW")
+    runs = runs or []
+    if len(runs) > (2 if compare else 1):
+        raise TraceqError("give one RUN, or --compare [[BASE] NEW]" if not compare else "--compare takes BASE NEW")
     if fmt not in (Format.table, Format.json, Format.markdown):
         raise TraceqError(f"report supports --format table, json or markdown, not {fmt.value}")
-    if compare is not None:
+    if not compare and (html is not None or fail_if_slower is not None):
+        raise TraceqError(f"{'--html' if html is not None else '--fail-if-slower'} needs --compare")
+    the_store = _store(store)
+    if compare:
         from traceq.compare import compare as compare_runs
+        from traceq.compare import pick_runs
 
-        result = compare_runs(compare[0], compare[1], _store(store))
+        named: list[str | None] = [None, None, *runs]
+        base_id, new_id = pick_runs(the_store, named[-2], named[-1])
+        if len(runs) < 2:
+            which = ", the two latest runs" if not runs else ""
+            before = ", the run ingested before it," if len(runs) == 1 else ""
+            _note(f"comparing BASE {_named(the_store, base_id)}{before} with NEW {_named(the_store, new_id)}{which}")
+        result = compare_runs(base_id, new_id, the_store)
         {Format.json: report_render.compare_json, Format.markdown: report_render.compare_markdown}.get(
             fmt, report_render.compare_terminal
         )(result)
@@ -173,14 +206,15 @@ def report(
             typer.echo(f"traceq: NEW is {delta / window:.1%} slower per step (limit {fail_if_slower}%)", err=True)
             raise typer.Exit(3)
         return
-    from traceq.report import run_report
+    from traceq.report import latest_run, run_report
 
-    single = run_report(run or "", _store(store))
+    if not runs:
+        run_id = latest_run(the_store)
+        _note(f"explaining {_named(the_store, run_id)}, the latest run")
+    single = run_report(runs[0] if runs else run_id, the_store)
     {Format.json: report_render.to_json, Format.markdown: report_render.to_markdown}.get(
         fmt, report_render.to_terminal
     )(single)
-    if html is not None:
-        raise TraceqError("--html needs --compare BASE NEW")
 
 
 @app.command()
@@ -238,7 +272,7 @@ class _progress:
                 BarColumn(),
                 DownloadColumn(),
                 TransferSpeedColumn(),
-                console=Console(stderr=True),
+                console=Console(stderr=True, emoji=False),
                 transient=True,
             )
             self.bar.start()
@@ -258,7 +292,7 @@ class _Bar:
     """One file's bar: advanced by bytes read, then relabelled with each later stage of its ingest."""
 
     def __init__(self, bar: Any, label: str, size: int) -> None:
-        self.bar, self.label = bar, label.removeprefix("reading ")
+        self.bar, self.label = bar, literal(label.removeprefix("reading "))  # a file name, inside rich markup
         self.task = bar.add_task(f"reading {self.label}", total=size)
 
     def __call__(self, n: int) -> None:
@@ -268,8 +302,20 @@ class _Bar:
         self.bar.update(self.task, description=f"{self.label}: {text}")
 
 
+def _named(store: Store, run_id: str) -> str:
+    """``name (run id)`` of a stored run."""
+    cat = store.catalog()
+    name = cat.filter(pl.col("run_id") == run_id)["name"].to_list()
+    return f"{name[0]} ({run_id})" if name else run_id
+
+
+def _note(message: str) -> None:
+    """A line on stderr about what a command chose (stdout keeps only its output)."""
+    typer.echo(f"traceq: {visible(message)}", err=True)
+
+
 def _error(message: str) -> None:
-    typer.echo(f"traceq: error: {message}", err=True)
+    typer.echo(f"traceq: error: {visible(message)}", err=True)
 
 
 def main() -> None:

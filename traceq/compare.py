@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from traceq import rank_views
+from traceq.errors import StoreError
 from traceq.report import RunReport, resolve_run, run_report
 from traceq.sql import Session
 from traceq.store import Store
@@ -92,12 +93,37 @@ def _parts(report: RunReport, session: Session) -> dict[str, float]:
     }
 
 
-def compare(base_ref: str, new_ref: str, store: Store | str | Path | None = None) -> Comparison:
-    """Compare two runs (run ids, names or trace files): waterfall, findings, verdict."""
+def compare(
+    base_ref: str | None = None, new_ref: str | None = None, store: Store | str | Path | None = None
+) -> Comparison:
+    """Compare two runs (run ids, names or trace files): waterfall, findings, verdict. Without runs, the
+    two runs ingested last; with NEW alone, the run ingested just before it is BASE (:func:`pick_runs`)."""
     store = store if isinstance(store, Store) else Store(store)
-    base_id, new_id = resolve_run(base_ref, store), resolve_run(new_ref, store)
+    base_id, new_id = pick_runs(store, base_ref, new_ref)
     with Session(store, [base_id, new_id], own_queries=True) as session:
         return _compare(base_id, new_id, store, session)
+
+
+def pick_runs(store: Store, base_ref: str | None = None, new_ref: str | None = None) -> tuple[str, str]:
+    """The run ids of BASE and NEW: as given (run ids, names or trace files, ingested on the fly); NEW
+    alone: BASE is the run ingested just before it; neither: the two runs ingested last, BASE the older
+    (by ``ingested_at``)."""
+    if new_ref is None and base_ref is not None:
+        raise StoreError("a comparison with a BASE needs its NEW too")
+    if new_ref is None:
+        latest = store.latest(2)
+        if len(latest) < 2:
+            held = f"{len(latest)} run" if latest else "no runs"
+            more = "another trace" if latest else "two traces"
+            raise StoreError(f"the store holds {held}; --compare needs two (ingest {more})")
+        return latest[0], latest[1]
+    new_id = resolve_run(new_ref, store)
+    if base_ref is not None:
+        return resolve_run(base_ref, store), new_id
+    base_id = store.before(new_id)
+    if base_id is None:
+        raise StoreError(f"{new_ref}: the store's first run; no run was ingested before it (name a BASE too)")
+    return base_id, new_id
 
 
 def _compare(base_id: str, new_id: str, store: Store, session: Session) -> Comparison:

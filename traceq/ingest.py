@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -303,7 +303,7 @@ def _catalog_row(run: _Run, results: list[dict[str, Any]], ranks: list[int], war
             "source_hash": [_run_hash(run.digests, run.multi_rank)],
             "source_bytes": [sum(r["source"]["source_bytes"] for r in results)],
             "clock_offset_ns": [first["clock_offset_ns"]],
-            "ingested_at": [datetime.now(UTC)],
+            "ingested_at": [datetime.now(timezone.utc)],
             "traceq_version": [__version__],
             "n_events": [sum(r["source"]["n_events"] for r in results)],
             "events_by_kind": [json.dumps(dict(sorted(by_kind.items())))],

@@ -76,14 +76,25 @@ def resolve_run(ref: str, store: Store) -> str:
     return ingest([path], store=store)["run_id"][0]
 
 
-def run_report(ref: str, store: Store | str | Path | None = None, session: Session | None = None) -> RunReport:
-    """Compute the report of one run (a run id, a run name, or a trace file).
+def latest_run(store: Store) -> str:
+    """The run id of the run ingested last."""
+    latest = store.latest(1)
+    if not latest:
+        raise StoreError(f"the store {store.root} holds no runs; ingest a trace first (traceq ingest FILE)")
+    return latest[0]
+
+
+def run_report(
+    ref: str | None = None, store: Store | str | Path | None = None, session: Session | None = None
+) -> RunReport:
+    """Compute the report of one run (a run id, a run name, or a trace file; by default the run ingested
+    last).
 
     ``session``: a :class:`~traceq.sql.Session` over this run and others (a comparison's two runs) whose
     metric results are shared; by default one is opened for this run alone.
     """
     store = store if isinstance(store, Store) else Store(store)
-    run_id = resolve_run(ref, store)
+    run_id = resolve_run(ref, store) if ref is not None else latest_run(store)
     if session is None:
         with Session(store, [run_id], own_queries=True) as own:
             return run_report(run_id, store, own)
