@@ -19,8 +19,8 @@ from typing import Any
 import polars as pl
 
 from traceq import metrics_cache
+from traceq._utils.memory import release_free_memory
 from traceq.errors import StoreError, TraceqError
-from traceq.memory import release_free_memory
 from traceq.readers import ReadResult, read_trace
 from traceq.readers.source import report_stage
 from traceq.store import publish_partition, spill_folder, stage_partition

@@ -240,7 +240,7 @@ class Session:
     def stream(self, name: str, batch_rows: int = 1 << 16) -> pl.LazyFrame:
         """The result of ``queries/NAME.sql`` as a LazyFrame that fetches it in batches (not kept: for
         results too large to hold, written as they come)."""
-        from traceq.lazy_frames import lazy_source
+        from traceq._utils.lazy_frames import lazy_source
 
         self.make([name])
         schema = _plain_types(self._run(f"SELECT * FROM {name} LIMIT 0")).schema

@@ -234,7 +234,7 @@ def publish_partition(staging: Path, run_dir: Path, part: str) -> None:
 
 
 #: Rows of a row group of a streamed Parquet file (a LazyFrame's): with the source's small slices
-#: (:data:`traceq.lazy_frames.SLICE_ROWS`) the sink would otherwise write row groups of whatever it holds.
+#: (:data:`traceq._utils.lazy_frames.SLICE_ROWS`) the sink would otherwise write row groups of whatever it holds.
 ROW_GROUP_ROWS = 1 << 16
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
+from traceq._utils.in_order import InOrder
 from traceq.errors import spill_io
-from traceq.in_order import InOrder
 from traceq.model.build import inherit_from_launch
 from traceq.model.links import link_launches
 from traceq.model.nesting import nest_with_open_ranges

@@ -10,9 +10,9 @@ from typing import Any
 
 import polars as pl
 
+from traceq._utils.lazy_frames import lazy_source
+from traceq._utils.memory import release_free_memory
 from traceq.errors import InputError
-from traceq.lazy_frames import lazy_source
-from traceq.memory import release_free_memory
 from traceq.model import on_disk
 from traceq.model.build import KEY_COLUMNS, RunTables, attach, conform_threads, derive
 from traceq.readers import chrome_common, kineto, nsys, paddle, paddle_summary

@@ -19,10 +19,10 @@ import msgspec
 import polars as pl
 import pyarrow as pa
 
+from traceq._utils.in_order import InOrder
+from traceq._utils.memory import heap_reused
+from traceq._utils.native import load
 from traceq.errors import InputError
-from traceq.in_order import InOrder
-from traceq.memory import heap_reused
-from traceq.native import load
 from traceq.readers.chunks import Chunks
 from traceq.readers.source import Progress, TruncatedInput, iter_content, prefetched
 
