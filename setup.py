@@ -12,7 +12,7 @@ setup(
     ext_modules=[
         Extension(name, sources=[source], extra_compile_args=_FLAGS, optional=True)
         for name, source in (
-            ("traceq.readers._chrome_scan", "traceq/readers/_chrome_scan.c"),
+            ("traceq.readers.chrome._scan", "traceq/readers/chrome/_scan.c"),
             ("traceq.model._nest_scan", "traceq/model/_nest_scan.c"),
         )
     ]

@@ -208,7 +208,7 @@ def schema() -> None:
 def version() -> None:
     """Print traceq's version and whether its optional C parts were built."""
     from traceq.model.nesting import native_available as nesting_native
-    from traceq.readers.chrome_json import native_available as decoder_native
+    from traceq.readers.chrome.decoder import native_available as decoder_native
 
     def built(yes: bool) -> str:
         return "built" if yes else "not in use (Python path)"

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import chrome_traces, raw_trace
 from traceq.readers import read_trace
-from traceq.readers.chrome_json import read_chrome_trace
+from traceq.readers.chrome.decoder import read_chrome_trace
 
 #: The model's kinds for the categories these traces use, stated independently of traceq's table.
 EXPECTED_KIND = {
@@ -174,7 +174,7 @@ def test_the_real_traces_are_all_here() -> None:
 
 @pytest.mark.parametrize("path", chrome_traces(), ids=lambda p: p.name)
 def test_ids_parsed_once_per_distinct_value_equal_the_per_event_parse(path: Path) -> None:
-    from traceq.readers.chrome_common import id_ints, leading_int, leading_int_of
+    from traceq.readers.chrome.common import id_ints, leading_int, leading_int_of
 
     raw = read_chrome_trace(path).events
     for col in ("pid_raw", "tid_raw"):

@@ -15,7 +15,7 @@ import pyarrow.dataset as ds
 import pytest
 
 import traceq
-import traceq.readers.chrome_json
+import traceq.readers.chrome.decoder
 import traceq.store
 from tests.conftest import SAMPLES, raw_trace, tree_state
 from traceq.model import on_disk
@@ -95,7 +95,7 @@ def test_a_full_disk_while_spilling_is_a_store_error_and_leaves_the_store_as_it_
     ("writer", "fails_at", "settings", "folder"),
     [
         # the spill thread's failure on a later body (not the first): many 64 KB bodies
-        (pa.ipc.RecordBatchFileWriter, 3, [(traceq.readers.chrome_json, "CHUNK", 1 << 16)], r"spill\.[^/]*"),
+        (pa.ipc.RecordBatchFileWriter, 3, [(traceq.readers.chrome.decoder, "CHUNK", 1 << 16)], r"spill\.[^/]*"),
         # the on-disk model's bucket writer, a few buckets in
         (
             pa.ipc.RecordBatchStreamWriter,

@@ -15,8 +15,10 @@ from traceq._utils.memory import release_free_memory
 from traceq.errors import InputError
 from traceq.model import on_disk
 from traceq.model.build import KEY_COLUMNS, RunTables, attach, conform_threads, derive
-from traceq.readers import chrome_common, kineto, nsys, paddle, paddle_summary
-from traceq.readers.chrome_json import read_chrome_trace
+from traceq.readers import nsys, paddle_summary
+from traceq.readers.chrome import common as chrome_common
+from traceq.readers.chrome import kineto, paddle
+from traceq.readers.chrome.decoder import read_chrome_trace
 from traceq.readers.chunks import Chunks
 from traceq.readers.overview import Overview
 from traceq.readers.source import Progress, check_readable, head_bytes, report_stage

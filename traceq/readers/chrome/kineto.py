@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from traceq.readers.chrome_common import (
+from traceq.readers.chrome.common import (
     TraceParams,
     gpu_device_stream,
     kind_expr,
@@ -15,7 +15,7 @@ from traceq.readers.chrome_common import (
     trace_params,
     us_to_ns,
 )
-from traceq.readers.chrome_json import ChromeTrace
+from traceq.readers.chrome.decoder import ChromeTrace
 from traceq.schema import GPU_WORK_KINDS
 
 FLAVOUR = "kineto"

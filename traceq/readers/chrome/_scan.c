@@ -1,7 +1,7 @@
 /* Chrome-trace events decoded straight into Arrow column buffers.
  *
  * decode(body) takes the bytes between the brackets of a trace's event array ("{...},{...},...") and
- * returns the same columns traceq.readers.chrome_json builds with msgspec, or None when the body holds
+ * returns the same columns traceq.readers.chrome.decoder builds with msgspec, or None when the body holds
  * anything this scanner does not handle exactly the same way (invalid JSON or UTF-8, control characters
  * in strings, escaped keys, unusual value types). None sends the body to the Python path, which also
  * repairs broken input, so this module never has to guess.
@@ -77,7 +77,7 @@ static void owned_dealloc(PyObject *self) {
 static PyBufferProcs OWNED_BUFFER = {owned_getbuffer, NULL};
 
 static PyTypeObject OwnedType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "traceq.readers._chrome_scan.Buffer",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "traceq.readers.chrome._scan.Buffer",
     .tp_basicsize = sizeof(Owned),
     .tp_dealloc = owned_dealloc,
     .tp_as_buffer = &OWNED_BUFFER,
@@ -1028,11 +1028,11 @@ static PyMethodDef METHODS[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_chrome_scan",
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_scan",
                                     "Native chrome-trace event decoder (optional; the msgspec path is the reference).",
                                     -1, METHODS};
 
-PyMODINIT_FUNC PyInit__chrome_scan(void) {
+PyMODINIT_FUNC PyInit__scan(void) {
     if (PyType_Ready(&OwnedType) < 0) return NULL;
     return PyModule_Create(&MODULE);
 }

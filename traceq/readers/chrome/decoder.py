@@ -27,7 +27,7 @@ from traceq.readers.chunks import Chunks
 from traceq.readers.source import Progress, TruncatedInput, iter_content, prefetched
 
 #: The C decoder (same columns; about 3x faster than the msgspec path on decoding alone).
-_chrome_scan = load("traceq.readers._chrome_scan")
+_scan = load("traceq.readers.chrome._scan")
 
 #: Bytes of JSON decoded at a time (their events are gathered into :class:`Chunks`).
 CHUNK = 4 << 20
@@ -117,7 +117,7 @@ class ChromeTrace:
 
 def native_available() -> bool:
     """Whether the C decoder was built at install."""
-    return _chrome_scan is not None
+    return _scan is not None
 
 
 def read_chrome_trace(
@@ -141,7 +141,7 @@ def read_chrome_trace(
     chunks = Chunks(_FRAME_SCHEMA, spill_dir)
     try:
         with heap_reused():  # and then handed back: the model build cannot reuse them
-            return _Decoder(path, chunk, native and _chrome_scan is not None, chunks).run(blocks)
+            return _Decoder(path, chunk, native and _scan is not None, chunks).run(blocks)
     except BaseException:
         chunks.close()
         raise
@@ -150,7 +150,7 @@ def read_chrome_trace(
 def body_decoder(native: bool, name: str = "body") -> _Decoder:
     """A decoder of event-array bodies (``_try_decode``, ``_decode_events``) into chunks held in memory,
     for checking and timing the decoders on bodies alone; call ``chunks.finish()`` before reading them."""
-    return _Decoder(Path(name), CHUNK, native and _chrome_scan is not None, Chunks(_FRAME_SCHEMA))
+    return _Decoder(Path(name), CHUNK, native and _scan is not None, Chunks(_FRAME_SCHEMA))
 
 
 class _Decoder:
@@ -312,7 +312,7 @@ class _Decoder:
     # -- decoding ----------------------------------------------------------------------------------
     def _try_decode(self, body: bytes | memoryview, native: bool = True) -> bool:
         if self.native and native:
-            decoded = _chrome_scan.decode(body)
+            decoded = _scan.decode(body)
             if decoded is not None:
                 self._add_native(body, *decoded)
                 self.decoded_by["native"] += 1
@@ -393,7 +393,7 @@ class _Decoder:
 
 def _decode_native(body: bytes) -> tuple[bytes, tuple | None]:
     """``body`` and what the C decoder makes of it (None: handed back), on a decode thread."""
-    return body, _chrome_scan.decode(body)
+    return body, _scan.decode(body)
 
 
 def _native_table(n: int, columns: tuple) -> pa.Table:

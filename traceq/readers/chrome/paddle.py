@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from traceq.readers.chrome_common import (
+from traceq.readers.chrome.common import (
     TICK_NS,
     TraceParams,
     gpu_device_stream,
@@ -23,7 +23,7 @@ from traceq.readers.chrome_common import (
     trace_params,
     us_to_ns,
 )
-from traceq.readers.chrome_json import ChromeTrace
+from traceq.readers.chrome.decoder import ChromeTrace
 from traceq.schema import GPU_WORK_KINDS
 
 FLAVOUR = "paddle"
