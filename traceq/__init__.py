@@ -11,7 +11,7 @@ import polars as pl
 
 from traceq.compare import compare
 from traceq.errors import InputError, QueryError, StoreError, TraceqError
-from traceq.ingest import ingest
+from traceq.ingest.ingest import ingest
 from traceq.readers import read_trace
 from traceq.report import run_report
 from traceq.sql import query, sql

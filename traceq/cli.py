@@ -14,7 +14,7 @@ import typer
 
 import traceq
 from traceq.errors import TraceqError
-from traceq.executors import EXECUTORS
+from traceq.ingest.executors import EXECUTORS
 from traceq.render import Format, render
 from traceq.store import STORE_ENV, Store
 

@@ -71,7 +71,7 @@ def resolve_run(ref: str, store: Store) -> str:
         path = Path(ref)
         if not path.exists():
             raise
-    from traceq.ingest import ingest
+    from traceq.ingest.ingest import ingest
 
     return ingest([path], store=store)["run_id"][0]
 

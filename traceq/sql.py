@@ -346,7 +346,7 @@ class Session:
         the blocks it requires, every one after those blocks. A query whose results were stored at ingest
         (for every run of the session) becomes a view over their files, requiring nothing; the others are
         made from their SQL."""
-        from traceq.metrics_cache import stored_files
+        from traceq.ingest.metrics import stored_files
         from traceq.query_files import query_text, requires
 
         plan: dict[str, tuple[str, list[str]]] = {}

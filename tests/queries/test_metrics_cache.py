@@ -10,8 +10,8 @@ import pytest
 
 import traceq
 from tests.conftest import SAMPLES, shared
-from traceq import metrics_cache
 from traceq.errors import QueryError
+from traceq.ingest import metrics
 from traceq.model import on_disk
 from traceq.sql import Session
 from traceq.store import Store
@@ -20,7 +20,7 @@ from traceq.store import Store
 @pytest.fixture(autouse=True)
 def store_metrics_of_small_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """The samples are small: store their metrics anyway (ingest runs in this process with jobs=1)."""
-    monkeypatch.setattr(metrics_cache, "STORE_MIN_EVENTS", 0)
+    monkeypatch.setattr(metrics, "STORE_MIN_EVENTS", 0)
 
 
 RUNS = {
@@ -41,8 +41,8 @@ def test_stored_metrics_equal_the_queries_on_the_events(label: str, store_dir: P
     run_id = traceq.ingest([RUNS[label]], store=store_dir, jobs=1)["run_id"][0]
     store = Store(store_dir)
     with Session(store, [run_id]) as session:
-        for name in metrics_cache.CACHED:
-            assert metrics_cache.stored_files(store, [run_id], name) is not None
+        for name in metrics.CACHED:
+            assert metrics.stored_files(store, [run_id], name) is not None
             stored = session.query(name)
             live = _live(store, run_id, name)
             assert stored.columns == live.columns, name
@@ -65,7 +65,7 @@ def test_results_of_other_query_files_are_not_used(store_dir: Path) -> None:
     store = Store(store_dir)
     stamp = next((store_dir / "runs").glob("*/rank=0/metrics/fingerprint.txt"))
     stamp.write_text("0" * 16 + "\n")
-    assert metrics_cache.stored_files(store, [run_id], "gpu_busy") is None
+    assert metrics.stored_files(store, [run_id], "gpu_busy") is None
     with Session(store, [run_id]) as session:  # computed from the events instead
         assert session.query("gpu_busy")["busy_ns"].sum() == _live(store, run_id, "gpu_busy")["busy_ns"].sum()
 
@@ -76,11 +76,11 @@ def test_summary_text_runs_store_no_metrics(store_dir: Path) -> None:
 
 
 def test_small_runs_store_no_metrics_by_default(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(metrics_cache, "STORE_MIN_EVENTS", 350_000)
+    monkeypatch.setattr(metrics, "STORE_MIN_EVENTS", 350_000)
     run_id = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)["run_id"][0]
     assert traceq.runs(store_dir)["n_events"][0] < 350_000
     assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
-    assert metrics_cache.stored_files(Store(store_dir), [run_id], "gpu_busy") is None
+    assert metrics.stored_files(Store(store_dir), [run_id], "gpu_busy") is None
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,7 @@ def test_a_run_built_on_disk_stores_the_same_events_and_metrics(
     in_memory = traceq.ingest([path], store=tmp_path / "memory", jobs=1)["run_id"][0]
     monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
     monkeypatch.setattr(on_disk, "BUCKET_ROWS", 4000)
-    monkeypatch.setattr(metrics_cache, "BOUNDED_MEMORY_LIMIT", "64MB")
+    monkeypatch.setattr(metrics, "BOUNDED_MEMORY_LIMIT", "64MB")
     run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
     assert memory_limits == [None, "64MB"]  # the metrics of a model built on disk keep to the limit
     events = traceq.sql("select * exclude (run_id) from events order by event_id", store=store_dir)
@@ -102,7 +102,7 @@ def test_a_run_built_on_disk_stores_the_same_events_and_metrics(
     assert not list((store_dir / "tmp").iterdir())  # the model's files went with the spill folder
     store = Store(store_dir)
     with Session(store, [run_id]) as session:
-        for name in metrics_cache.CACHED:
+        for name in metrics.CACHED:
             stored = session.query(name)
             key = [c for c in stored.columns if stored.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
             live = _live(Store(tmp_path / "memory"), in_memory, name).with_columns(pl.lit(run_id).alias("run_id"))
@@ -131,11 +131,11 @@ def test_metrics_that_cannot_keep_to_the_limit_are_computed_without_it(
     path = RUNS["kineto"]
     in_memory = traceq.ingest([path], store=tmp_path / "memory", jobs=1)["run_id"][0]
     monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
-    monkeypatch.setattr(metrics_cache, "BOUNDED_MEMORY_LIMIT", "1MB")
+    monkeypatch.setattr(metrics, "BOUNDED_MEMORY_LIMIT", "1MB")
     run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
     assert memory_limits == [None, "1MB"]
     with Session(Store(store_dir), [run_id]) as session:
-        for name in metrics_cache.CACHED:
+        for name in metrics.CACHED:
             stored = session.query(name)
             key = [c for c in stored.columns if stored.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
             live = _live(Store(tmp_path / "memory"), in_memory, name).with_columns(pl.lit(run_id).alias("run_id"))
@@ -159,7 +159,7 @@ def test_a_metric_that_fails_leaves_the_run_ingested_without_stored_metrics(
     assert "report metrics not stored (op_summary: Out of Memory Error" in result["warnings"][0]
     assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
     run_id = result["run_id"][0]
-    assert metrics_cache.stored_files(Store(store_dir), [run_id], "gpu_busy") is None
+    assert metrics.stored_files(Store(store_dir), [run_id], "gpu_busy") is None
     assert _live(Store(store_dir), run_id, "op_summary").height > 0
 
 

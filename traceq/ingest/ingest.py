@@ -15,9 +15,9 @@ import polars as pl
 
 from traceq import __version__
 from traceq.errors import InputError, StoreError, TraceqError
-from traceq.executors import Executor, default_jobs, run_tasks
-from traceq.ingest_task import FileTask, ingest_file
-from traceq.ranks import assign_ranks, natural_key
+from traceq.ingest.executors import Executor, default_jobs, run_tasks
+from traceq.ingest.ranks import assign_ranks, natural_key
+from traceq.ingest.task import FileTask, ingest_file
 from traceq.readers import sniff_format
 from traceq.readers.source import file_sha256, head_bytes
 from traceq.store import RunWriter, Store
@@ -128,7 +128,7 @@ def ingest(
     """Ingest trace files (or directories of them) into ``store``.
 
     Without ``name`` (or with one file) each file becomes one run. With ``name`` and several files or a
-    directory, the files become one multi-rank run, ranked by :func:`traceq.ranks.assign_ranks`.
+    directory, the files become one multi-rank run, ranked by :func:`traceq.ingest.ranks.assign_ranks`.
     Files are read in parallel by ``executor``: ``local`` uses ``jobs`` processes (default all cores),
     ``ray`` runs one Ray task per file; each task writes its rank partition itself and every run is
     published atomically once all its ranks are written. Content already stored (same sha256) is

@@ -18,9 +18,9 @@ from typing import Any
 
 import polars as pl
 
-from traceq import metrics_cache
 from traceq._utils.memory import release_free_memory
 from traceq.errors import StoreError, TraceqError
+from traceq.ingest import metrics
 from traceq.readers import ReadResult, read_trace
 from traceq.readers.source import report_stage
 from traceq.store import publish_partition, spill_folder, stage_partition
@@ -92,7 +92,7 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
     del result, ev  # the metrics below read the staged files: the tables need not stay in memory
     release_free_memory()
     try:
-        unstored = metrics_cache.save(staging, info["source"]["n_events"], bounded=bounded, progress=progress)
+        unstored = metrics.save(staging, info["source"]["n_events"], bounded=bounded, progress=progress)
         warnings += [] if unstored is None else [unstored]
         info["source"]["warnings"] = json.dumps(warnings)
         publish_partition(staging, run_dir, task.part)
