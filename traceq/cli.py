@@ -189,7 +189,7 @@ def queries(fmt: FormatOpt = Format.table) -> None:
 
     Example: traceq sql -f queries/gpu_busy.sql --format json
     """
-    from traceq.query_files import list_queries, source_dir
+    from traceq.query.files import list_queries, source_dir
 
     render(list_queries(), fmt)
     if fmt is Format.table:

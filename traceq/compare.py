@@ -17,8 +17,8 @@ from typing import Any
 import polars as pl
 
 from traceq import rank_views
+from traceq.query.engine import Session
 from traceq.report import RunReport, resolve_run, run_report
-from traceq.sql import Session
 from traceq.store import Store
 
 #: A finding is named when its impact is at least this many ms per step and this share of a step.

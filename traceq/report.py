@@ -15,7 +15,7 @@ import polars as pl
 
 from traceq import rank_views
 from traceq.errors import StoreError
-from traceq.sql import Session, sql
+from traceq.query.engine import Session, sql
 from traceq.store import Store
 
 #: Thresholds for naming a finding (a finding is only named when its evidence clears the bar).
@@ -79,7 +79,7 @@ def resolve_run(ref: str, store: Store) -> str:
 def run_report(ref: str, store: Store | str | Path | None = None, session: Session | None = None) -> RunReport:
     """Compute the report of one run (a run id, a run name, or a trace file).
 
-    ``session``: a :class:`~traceq.sql.Session` over this run and others (a comparison's two runs) whose
+    ``session``: a :class:`~traceq.query.engine.Session` over this run and others (a comparison's two runs) whose
     metric results are shared; by default one is opened for this run alone.
     """
     store = store if isinstance(store, Store) else Store(store)

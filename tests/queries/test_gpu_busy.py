@@ -11,8 +11,8 @@ import pytest
 import traceq
 from tests.conftest import raw_trace, shared
 from traceq.model.build import build_run_tables
-from traceq.query_files import doc, query_text, requires, source_dir
-from traceq.sql import query
+from traceq.query.engine import query
+from traceq.query.files import doc, query_text, requires, source_dir
 from traceq.store import Store
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}

@@ -12,7 +12,7 @@ import pytest
 
 import traceq
 from tests.conftest import raw_trace, shared
-from traceq.sql import query
+from traceq.query.engine import query
 
 STEP = re.compile(r"^ProfilerStep#(\d+)")
 

@@ -13,7 +13,7 @@ from tests.conftest import SAMPLES, shared
 from traceq.errors import QueryError
 from traceq.ingest import metrics
 from traceq.model import on_disk
-from traceq.sql import Session
+from traceq.query.engine import Session
 from traceq.store import Store
 
 

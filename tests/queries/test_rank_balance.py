@@ -15,8 +15,8 @@ import pytest
 import traceq
 from tests.conftest import SAMPLES, raw_trace
 from traceq.compare import compare
+from traceq.query.engine import query
 from traceq.report import run_report
-from traceq.sql import query
 
 DDP = SAMPLES / "ddp"
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}

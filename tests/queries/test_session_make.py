@@ -14,8 +14,9 @@ import traceq
 from tests.conftest import SAMPLES
 from traceq.errors import QueryError
 from traceq.ingest import metrics
-from traceq.query_files import query_text, requires
-from traceq.sql import Session
+from traceq.query import files
+from traceq.query.engine import Session
+from traceq.query.files import query_text, requires
 from traceq.store import Store
 
 KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
@@ -93,7 +94,7 @@ def test_a_failing_query_ends_the_plan_with_its_name(
     def broken(name: str) -> str:
         return "SELECT no_such_column FROM events" if name == "_gpu_work" else text(name)
 
-    monkeypatch.setattr("traceq.query_files.query_text", broken)
+    monkeypatch.setattr(files, "query_text", broken)
     with Session(store, [run_id], use_stored=False) as session, pytest.raises(QueryError, match=r"^_gpu_work: "):
         session.make(metrics.CACHED, workers=2)
 

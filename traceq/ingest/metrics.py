@@ -69,7 +69,7 @@ def stores_metrics(n_events: int) -> bool:
 #: metrics took 13-16 s at a peak of 610-640 MB with 384 MB, against 19-20 s at 520-540 MB with 256 MB,
 #: and 12 s at 740 MB with 512 MB: 384 MB keeps the ingest's peak below the in-memory build's just under
 #: :data:`traceq.model.on_disk.MIN_EVENTS`. A query that cannot keep to it runs again on fewer DuckDB
-#: threads, then without it (see :meth:`traceq.sql.Session.over_ranks`).
+#: threads, then without it (see :meth:`traceq.query.engine.Session.over_ranks`).
 BOUNDED_MEMORY_LIMIT = "384MB"
 
 #: Metric queries made at once (where this process's share of the cores, Polars' pool, allows): one at a
@@ -87,7 +87,7 @@ def save(folder: Path, n_events: int, bounded: bool = False, progress: Progress 
     says why."""
     if not stores_metrics(n_events):
         return None
-    from traceq.sql import Session
+    from traceq.query.engine import Session
 
     limit = BOUNDED_MEMORY_LIMIT if bounded else None
     (folder / FOLDER).mkdir()

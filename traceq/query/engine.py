@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from traceq.errors import QueryError
-from traceq.query_files import dependency_order
+from traceq.query.files import dependency_order
 from traceq.schema import RUNS, TABLES
 from traceq.store import Store
 
@@ -263,7 +263,7 @@ class Session:
     def sql(self, query: str) -> pl.DataFrame:
         """An ad-hoc read-only query; the blocks named in its ``-- Requires:`` line are made first."""
         check_read_only(query)
-        from traceq.query_files import requires
+        from traceq.query.files import requires
 
         self.make(requires(query))
         return self._run(query)
@@ -347,7 +347,7 @@ class Session:
         (for every run of the session) becomes a view over their files, requiring nothing; the others are
         made from their SQL."""
         from traceq.ingest.metrics import stored_files
-        from traceq.query_files import query_text, requires
+        from traceq.query.files import query_text, requires
 
         plan: dict[str, tuple[str, list[str]]] = {}
 
@@ -471,7 +471,7 @@ def check_read_only(query: str) -> None:
 
 def query(name: str, store: Store | str | Path | None = None, run: str | None = None) -> pl.DataFrame:
     """Run the metric query ``queries/NAME.sql`` over the store (optionally one run: id or name)."""
-    from traceq.query_files import query_text
+    from traceq.query.files import query_text
 
     store = store if isinstance(store, Store) else Store(store)
     return sql(query_text(name), store, [store.resolve(run)] if run is not None else None)
