@@ -9,12 +9,12 @@ __version__ = "0.1.0"
 
 import polars as pl
 
-from traceq.compare import compare
+from traceq.analysis.compare import compare
+from traceq.analysis.report import run_report
 from traceq.errors import InputError, QueryError, StoreError, TraceqError
 from traceq.ingest.ingest import ingest
 from traceq.query.engine import query, sql
 from traceq.readers import read_trace
-from traceq.report import run_report
 from traceq.store import Store
 
 

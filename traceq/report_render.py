@@ -1,4 +1,4 @@
-"""Rendering a :class:`~traceq.report.RunReport`: terminal, JSON or Markdown."""
+"""Rendering a :class:`~traceq.analysis.report.RunReport`: terminal, JSON or Markdown."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any, TextIO
 
 import polars as pl
 
+from traceq.analysis.report import RunReport
 from traceq.render import markdown
-from traceq.report import RunReport
 
 
 def _fmt(v: Any, unit: str = "") -> str:

@@ -167,7 +167,7 @@ def test_stored_results_are_read_in_place_and_the_report_counts_gaps_in_sql(stor
     """Stored results are views over their files, not tables loaded into the session (``gpu_gaps`` has a
     row per gap: 1.7 M on the 61x nsys export); the report takes the gaps counted and summed per bucket,
     which add up to the per-gap rows computed from the events."""
-    from traceq.report import run_report
+    from traceq.analysis.report import run_report
 
     run_id = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)["run_id"][0]
     store = Store(store_dir)

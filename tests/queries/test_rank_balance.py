@@ -14,9 +14,9 @@ import pytest
 
 import traceq
 from tests.conftest import SAMPLES, raw_trace
-from traceq.compare import compare
+from traceq.analysis.compare import compare
+from traceq.analysis.report import run_report
 from traceq.query.engine import query
-from traceq.report import run_report
 
 DDP = SAMPLES / "ddp"
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}

@@ -16,9 +16,9 @@ from typing import Any
 
 import polars as pl
 
-from traceq import rank_views
+from traceq.analysis import ranks as rank_views
+from traceq.analysis.report import RunReport, resolve_run, run_report
 from traceq.query.engine import Session
-from traceq.report import RunReport, resolve_run, run_report
 from traceq.store import Store
 
 #: A finding is named when its impact is at least this many ms per step and this share of a step.
@@ -41,7 +41,7 @@ class Comparison:
     op_deltas: pl.DataFrame
     steps: pl.DataFrame
     notes: list[str] = field(default_factory=list)
-    #: multi-rank runs: per-rank NEW - BASE deltas matched on rank (:func:`traceq.rank_views.aligned`)
+    #: multi-rank runs: per-rank NEW - BASE deltas matched on rank (:func:`traceq.analysis.ranks.aligned`)
     ranks: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     def to_dict(self) -> dict[str, Any]:

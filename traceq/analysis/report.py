@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from traceq import rank_views
+from traceq.analysis import ranks as rank_views
 from traceq.errors import StoreError
 from traceq.query.engine import Session, sql
 from traceq.store import Store
@@ -43,9 +43,9 @@ class RunReport:
     #: the metric frames behind the report, by query name (reused by comparisons); the gaps are
     #: ``gpu_gap_buckets`` (counted and summed per bucket), not a row per gap
     frames: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
-    #: multi-rank runs: per-rank means (:func:`traceq.rank_views.per_rank`), empty otherwise
+    #: multi-rank runs: per-rank means (:func:`traceq.analysis.ranks.per_rank`), empty otherwise
     ranks: pl.DataFrame = field(default_factory=pl.DataFrame)
-    #: multi-rank runs: the straggler of each step (:func:`traceq.rank_views.stragglers`)
+    #: multi-rank runs: the straggler of each step (:func:`traceq.analysis.ranks.stragglers`)
     stragglers: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     def to_dict(self) -> dict[str, Any]:
