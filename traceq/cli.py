@@ -15,7 +15,7 @@ import typer
 import traceq
 from traceq.errors import TraceqError
 from traceq.ingest.executors import EXECUTORS
-from traceq.render import Format, render
+from traceq.render.frames import Format, render
 from traceq.store import STORE_ENV, Store
 
 app = typer.Typer(
@@ -151,7 +151,7 @@ def report(
 
     Example: traceq report --compare conformer_fp32_b64 conformer_fp16_b64 --html amp.html
     """
-    from traceq import report_render
+    from traceq.render import reports as report_render
 
     if (run is None) == (compare is None):
         raise TraceqError("give a RUN, or --compare BASE NEW")
@@ -165,7 +165,7 @@ def report(
             fmt, report_render.compare_terminal
         )(result)
         if html is not None:
-            from traceq.report_html import write_html
+            from traceq.render.html import write_html
 
             write_html(result, html)
         delta, window = result.step_time_delta_ms, result.base.summary.get("step_time_ms")

@@ -2,7 +2,7 @@
 
 Every number comes from a metric query in ``queries/`` (run restricted to this run); this module only
 combines them into per-step means and findings. Nothing here prints: rendering is in
-:mod:`traceq.report_render`.
+:mod:`traceq.render.reports`.
 """
 
 from __future__ import annotations

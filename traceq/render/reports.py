@@ -9,7 +9,7 @@ from typing import Any, TextIO
 import polars as pl
 
 from traceq.analysis.report import RunReport
-from traceq.render import markdown
+from traceq.render.frames import markdown
 
 
 def _fmt(v: Any, unit: str = "") -> str:
@@ -106,7 +106,7 @@ def to_terminal(report: RunReport, out: TextIO | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from traceq.render import table
+    from traceq.render.frames import table
 
     out = out or sys.stdout
     console = Console(file=out, width=None if out.isatty() else 160)
@@ -187,7 +187,7 @@ def compare_markdown(result: Any, out: TextIO | None = None) -> None:
 def compare_terminal(result: Any, out: TextIO | None = None) -> None:
     from rich.console import Console
 
-    from traceq.render import table
+    from traceq.render.frames import table
 
     out = out or sys.stdout
     console = Console(file=out, width=None if out.isatty() else 160)

@@ -1,0 +1,1 @@
+"""Render: every result (frames, a run's report, a comparison) in the output formats of the commands."""
