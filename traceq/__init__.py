@@ -5,10 +5,9 @@ The library does the work and returns polars frames; the ``traceq`` command only
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 import polars as pl
 
+from traceq._version import __version__
 from traceq.analysis.compare import compare
 from traceq.analysis.report import run_report
 from traceq.errors import InputError, QueryError, StoreError, TraceqError

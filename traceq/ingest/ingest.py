@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from traceq import __version__
+from traceq._version import __version__
 from traceq.errors import InputError, StoreError, TraceqError
 from traceq.ingest.executors import Executor, default_jobs, run_tasks
 from traceq.ingest.ranks import assign_ranks, natural_key
