@@ -14,6 +14,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any, Literal
 
+from traceq._utils.jobs import default_jobs
 from traceq.errors import TraceqError
 
 Executor = Literal["local", "ray"]
@@ -28,14 +29,6 @@ BROKEN_POOL = (
     "a script that calls traceq.ingest with several jobs must make the call under "
     "'if __name__ == \"__main__\":', as the workers import the script)"
 )
-
-
-def default_jobs() -> int:
-    """All cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 def run_tasks(

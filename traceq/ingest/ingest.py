@@ -13,9 +13,10 @@ from typing import Any
 
 import polars as pl
 
+from traceq._utils.jobs import default_jobs
 from traceq._version import __version__
 from traceq.errors import InputError, StoreError, TraceqError
-from traceq.ingest.executors import Executor, default_jobs, run_tasks
+from traceq.ingest.executors import Executor, run_tasks
 from traceq.ingest.ranks import assign_ranks, natural_key
 from traceq.ingest.task import FileTask, ingest_file
 from traceq.readers import sniff_format

@@ -28,9 +28,9 @@ from urllib.parse import quote
 import polars as pl
 
 from traceq._utils.in_order import InOrder
+from traceq._utils.jobs import default_jobs
 from traceq._utils.memory import release_free_memory
 from traceq.errors import InputError
-from traceq.ingest.executors import default_jobs
 from traceq.model import on_disk
 from traceq.model.build import RunTables, build_run_tables
 from traceq.readers.chunks import Chunks
