@@ -14,6 +14,7 @@ from traceq.errors import QueryError
 from traceq.ingest import metrics
 from traceq.model import on_disk
 from traceq.query.engine import Session
+from traceq.query.stored import CACHED, stored_files
 from traceq.store import Store
 
 
@@ -41,8 +42,8 @@ def test_stored_metrics_equal_the_queries_on_the_events(label: str, store_dir: P
     run_id = traceq.ingest([RUNS[label]], store=store_dir, jobs=1)["run_id"][0]
     store = Store(store_dir)
     with Session(store, [run_id]) as session:
-        for name in metrics.CACHED:
-            assert metrics.stored_files(store, [run_id], name) is not None
+        for name in CACHED:
+            assert stored_files(store, [run_id], name) is not None
             stored = session.query(name)
             live = _live(store, run_id, name)
             assert stored.columns == live.columns, name
@@ -65,7 +66,7 @@ def test_results_of_other_query_files_are_not_used(store_dir: Path) -> None:
     store = Store(store_dir)
     stamp = next((store_dir / "runs").glob("*/rank=0/metrics/fingerprint.txt"))
     stamp.write_text("0" * 16 + "\n")
-    assert metrics.stored_files(store, [run_id], "gpu_busy") is None
+    assert stored_files(store, [run_id], "gpu_busy") is None
     with Session(store, [run_id]) as session:  # computed from the events instead
         assert session.query("gpu_busy")["busy_ns"].sum() == _live(store, run_id, "gpu_busy")["busy_ns"].sum()
 
@@ -80,7 +81,7 @@ def test_small_runs_store_no_metrics_by_default(store_dir: Path, monkeypatch: py
     run_id = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)["run_id"][0]
     assert traceq.runs(store_dir)["n_events"][0] < 350_000
     assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
-    assert metrics.stored_files(Store(store_dir), [run_id], "gpu_busy") is None
+    assert stored_files(Store(store_dir), [run_id], "gpu_busy") is None
 
 
 @pytest.mark.parametrize(
@@ -102,7 +103,7 @@ def test_a_run_built_on_disk_stores_the_same_events_and_metrics(
     assert not list((store_dir / "tmp").iterdir())  # the model's files went with the spill folder
     store = Store(store_dir)
     with Session(store, [run_id]) as session:
-        for name in metrics.CACHED:
+        for name in CACHED:
             stored = session.query(name)
             key = [c for c in stored.columns if stored.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
             live = _live(Store(tmp_path / "memory"), in_memory, name).with_columns(pl.lit(run_id).alias("run_id"))
@@ -135,7 +136,7 @@ def test_metrics_that_cannot_keep_to_the_limit_are_computed_without_it(
     run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
     assert memory_limits == [None, "1MB"]
     with Session(Store(store_dir), [run_id]) as session:
-        for name in metrics.CACHED:
+        for name in CACHED:
             stored = session.query(name)
             key = [c for c in stored.columns if stored.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
             live = _live(Store(tmp_path / "memory"), in_memory, name).with_columns(pl.lit(run_id).alias("run_id"))
@@ -159,7 +160,7 @@ def test_a_metric_that_fails_leaves_the_run_ingested_without_stored_metrics(
     assert "report metrics not stored (op_summary: Out of Memory Error" in result["warnings"][0]
     assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
     run_id = result["run_id"][0]
-    assert metrics.stored_files(Store(store_dir), [run_id], "gpu_busy") is None
+    assert stored_files(Store(store_dir), [run_id], "gpu_busy") is None
     assert _live(Store(store_dir), run_id, "op_summary").height > 0
 
 

@@ -13,10 +13,10 @@ import pytest
 import traceq
 from tests.conftest import SAMPLES
 from traceq.errors import QueryError
-from traceq.ingest import metrics
-from traceq.query import files
+from traceq.query import engine
 from traceq.query.engine import Session
 from traceq.query.files import query_text, requires
+from traceq.query.stored import CACHED
 from traceq.store import Store
 
 KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
@@ -45,10 +45,10 @@ def test_queries_made_on_several_connections_equal_those_made_one_at_a_time(kine
     store, run_id = kineto_store
     heard: list[str] = []
     with Session(store, [run_id], use_stored=False) as one, Session(store, [run_id], use_stored=False) as three:
-        one.make(metrics.CACHED)
-        three.make(metrics.CACHED, workers=3, made=heard.append)
-        assert sorted(heard) == sorted(metrics.CACHED)  # each metric heard once, blocks not
-        for name in sorted(_blocks(metrics.CACHED)):
+        one.make(CACHED)
+        three.make(CACHED, workers=3, made=heard.append)
+        assert sorted(heard) == sorted(CACHED)  # each metric heard once, blocks not
+        for name in sorted(_blocks(CACHED)):
             a, b = one.sql(f"SELECT * FROM {name}"), three.sql(f"SELECT * FROM {name}")
             key = [c for c in a.columns if a.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
             assert a.height == b.height, name
@@ -77,8 +77,8 @@ def test_each_query_starts_after_the_blocks_it_requires_and_independent_ones_run
 
     monkeypatch.setattr(Session, "_create", create)
     with Session(store, [run_id], use_stored=False) as session:
-        session.make(metrics.CACHED, workers=2)
-    assert {name for kind, name in events if kind == "end"} == _blocks(metrics.CACHED)
+        session.make(CACHED, workers=2)
+    assert {name for kind, name in events if kind == "end"} == _blocks(CACHED)
     for k, (kind, name) in enumerate(events):
         if kind == "start":
             ended_before = {n for t, n in events[:k] if t == "end"}
@@ -94,9 +94,9 @@ def test_a_failing_query_ends_the_plan_with_its_name(
     def broken(name: str) -> str:
         return "SELECT no_such_column FROM events" if name == "_gpu_work" else text(name)
 
-    monkeypatch.setattr(files, "query_text", broken)
+    monkeypatch.setattr(engine, "query_text", broken)
     with Session(store, [run_id], use_stored=False) as session, pytest.raises(QueryError, match=r"^_gpu_work: "):
-        session.make(metrics.CACHED, workers=2)
+        session.make(CACHED, workers=2)
 
 
 def test_a_session_with_a_memory_limit_makes_one_query_at_a_time(
@@ -114,7 +114,7 @@ def test_a_session_with_a_memory_limit_makes_one_query_at_a_time(
 
     monkeypatch.setattr(Session, "_create", create)
     with Session.over_ranks({0: rank_dir}, memory_limit="256MB") as session:
-        session.make(metrics.CACHED, workers=2)
+        session.make(CACHED, workers=2)
     assert threads == {threading.current_thread().name}
 
 

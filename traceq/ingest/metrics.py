@@ -1,56 +1,22 @@
-"""Metric results computed once at ingest and stored beside each rank's tables.
+"""The metric results stored at ingest beside each rank's tables (read back by :mod:`traceq.query.stored`).
 
-A report of a large run otherwise recomputes every metric from every event (seconds for millions of
-events); with the results stored, ``report`` and ``report --compare`` read small tables. Only ranks of
-at least :data:`STORE_MIN_EVENTS` events get them: for smaller ones recomputing is cheaper than storing. The stored
-results are the same queries of ``queries/`` run over the rank's tables while they are still in memory,
-so there is one definition of each metric. They are used only when every rank of every run in a
-session has them and they were made by the current query files (a fingerprint of their text);
-otherwise the session computes the metric from the events as before. Layout::
-
-    STORE/runs/run_id=<id>/rank=<r>/metrics/<query>.parquet
-    STORE/runs/run_id=<id>/rank=<r>/metrics/fingerprint.txt
+Only ranks of at least :data:`STORE_MIN_EVENTS` events get them: for smaller ones recomputing is
+cheaper than storing. The stored results are the same queries of ``queries/`` run over the rank's
+tables while they are still in memory, so there is one definition of each metric.
 """
 
 from __future__ import annotations
 
-import hashlib
 import shutil
-from functools import cache
-from importlib import resources
 from pathlib import Path
 
 import polars as pl
 
 from traceq.errors import QueryError
+from traceq.query.engine import Session
+from traceq.query.stored import CACHED, FINGERPRINT, FOLDER, fingerprint
 from traceq.readers.source import Progress, report_stage
-from traceq.store import Store, write_parquet
-
-#: The metric queries a report and a comparison read, stored per rank at ingest. (``rank_balance`` is
-#: across ranks, so it is computed from the stored ``gpu_busy`` and ``launch_bound`` when needed.)
-CACHED: tuple[str, ...] = (
-    "gpu_busy",
-    "gpu_gaps",
-    "launch_bound",
-    "precision_coverage",
-    "cast_overhead",
-    "gap_cpu_activity",
-    "op_summary",
-    "gpu_time",
-)
-FOLDER = "metrics"
-_FINGERPRINT = "fingerprint.txt"
-
-
-@cache
-def fingerprint() -> str:
-    """A hash of every query file's text: stored results made by other query files are not used."""
-    digest = hashlib.sha256()
-    for entry in sorted(resources.files("traceq.queries").iterdir(), key=lambda p: p.name):
-        if entry.name.endswith(".sql"):
-            digest.update(entry.name.encode() + b"\0" + entry.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
-
+from traceq.store import write_parquet
 
 #: Metrics are stored for ranks with at least this many events. Below it a report computing them from
 #: the events takes at most about 1.5 s here (whole command: 1.2 s at 303 k events, 2.7 s at 757 k),
@@ -87,8 +53,6 @@ def save(folder: Path, n_events: int, bounded: bool = False, progress: Progress 
     says why."""
     if not stores_metrics(n_events):
         return None
-    from traceq.query.engine import Session
-
     limit = BOUNDED_MEMORY_LIMIT if bounded else None
     (folder / FOLDER).mkdir()
     stored: list[str] = []
@@ -105,24 +69,5 @@ def save(folder: Path, n_events: int, bounded: bool = False, progress: Progress 
     except QueryError as e:
         shutil.rmtree(folder / FOLDER)
         return f"report metrics not stored ({e}); reports compute them from the events"
-    (folder / FOLDER / _FINGERPRINT).write_text(fingerprint() + "\n")
+    (folder / FOLDER / FINGERPRINT).write_text(fingerprint() + "\n")
     return None
-
-
-def stored_files(store: Store | None, runs: list[str] | None, name: str) -> list[Path] | None:
-    """The stored results of ``name`` for every rank of ``runs``, or None when any rank lacks them (or
-    has results made by other query files)."""
-    if name not in CACHED or runs is None or store is None:
-        return None
-    files = []
-    for run_id in runs:
-        rank_dirs = sorted((store.runs_dir / f"run_id={run_id}").glob("rank=*"))
-        if not rank_dirs:
-            return None
-        for rank_dir in rank_dirs:
-            path = rank_dir / FOLDER / f"{name}.parquet"
-            stamp = rank_dir / FOLDER / _FINGERPRINT
-            if not path.is_file() or not stamp.is_file() or stamp.read_text().strip() != fingerprint():
-                return None
-            files.append(path)
-    return files

@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from traceq._utils.lazy_frames import lazy_source
 from traceq.errors import QueryError
-from traceq.query.files import dependency_order
+from traceq.query.files import dependency_order, query_text, requires
+from traceq.query.stored import stored_files
 from traceq.schema import RUNS, TABLES
 from traceq.store import Store
 
@@ -240,8 +242,6 @@ class Session:
     def stream(self, name: str, batch_rows: int = 1 << 16) -> pl.LazyFrame:
         """The result of ``queries/NAME.sql`` as a LazyFrame that fetches it in batches (not kept: for
         results too large to hold, written as they come)."""
-        from traceq._utils.lazy_frames import lazy_source
-
         self.make([name])
         schema = _plain_types(self._run(f"SELECT * FROM {name} LIMIT 0")).schema
 
@@ -263,8 +263,6 @@ class Session:
     def sql(self, query: str) -> pl.DataFrame:
         """An ad-hoc read-only query; the blocks named in its ``-- Requires:`` line are made first."""
         check_read_only(query)
-        from traceq.query.files import requires
-
         self.make(requires(query))
         return self._run(query)
 
@@ -346,9 +344,6 @@ class Session:
         the blocks it requires, every one after those blocks. A query whose results were stored at ingest
         (for every run of the session) becomes a view over their files, requiring nothing; the others are
         made from their SQL."""
-        from traceq.ingest.metrics import stored_files
-        from traceq.query.files import query_text, requires
-
         plan: dict[str, tuple[str, list[str]]] = {}
 
         def visit(name: str, stack: tuple[str, ...]) -> None:
@@ -471,8 +466,6 @@ def check_read_only(query: str) -> None:
 
 def query(name: str, store: Store | str | Path | None = None, run: str | None = None) -> pl.DataFrame:
     """Run the metric query ``queries/NAME.sql`` over the store (optionally one run: id or name)."""
-    from traceq.query.files import query_text
-
     store = store if isinstance(store, Store) else Store(store)
     return sql(query_text(name), store, [store.resolve(run)] if run is not None else None)
 
