@@ -5,21 +5,42 @@ The library does the work and returns polars frames; the ``traceq`` command only
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 from traceq._version import __version__
-from traceq.analysis.compare import compare
-from traceq.analysis.report import run_report
+from traceq.analysis import compare as comparison
+from traceq.analysis import report as reporting
+from traceq.analysis.compare import Comparison
+from traceq.analysis.report import RunReport
 from traceq.errors import InputError, QueryError, StoreError, TraceqError
-from traceq.ingest.ingest import ingest
+from traceq.ingest.ingest import ingest, run_id_of
 from traceq.query.engine import query, sql
 from traceq.readers import read_trace
 from traceq.store import Store
 
 
-def runs(store: Store | str | None = None) -> pl.DataFrame:
+def runs(store: Store | str | Path | None = None) -> pl.DataFrame:
     """The run catalog (the ``runs`` table) of ``store``."""
-    return (store if isinstance(store, Store) else Store(store)).catalog()
+    return _store(store).catalog()
+
+
+def run_report(ref: str, store: Store | str | Path | None = None) -> RunReport:
+    """The report of one run: a run id, a run name, or a trace file (ingested first if not stored yet)."""
+    store = _store(store)
+    return reporting.run_report(run_id_of(ref, store), store)
+
+
+def compare(base_ref: str, new_ref: str, store: Store | str | Path | None = None) -> Comparison:
+    """Why NEW's step is slower or faster than BASE's: each a run id, a run name, or a trace file (ingested
+    first if not stored yet)."""
+    store = _store(store)
+    return comparison.compare(run_id_of(base_ref, store), run_id_of(new_ref, store), store)
+
+
+def _store(store: Store | str | Path | None) -> Store:
+    return store if isinstance(store, Store) else Store(store)
 
 
 __all__ = [

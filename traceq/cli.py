@@ -158,9 +158,7 @@ def report(
     if fmt not in (Format.table, Format.json, Format.markdown):
         raise TraceqError(f"report supports --format table, json or markdown, not {fmt.value}")
     if compare is not None:
-        from traceq.analysis.compare import compare as compare_runs
-
-        result = compare_runs(compare[0], compare[1], _store(store))
+        result = traceq.compare(compare[0], compare[1], _store(store))
         {Format.json: report_render.compare_json, Format.markdown: report_render.compare_markdown}.get(
             fmt, report_render.compare_terminal
         )(result)
@@ -173,9 +171,7 @@ def report(
             typer.echo(f"traceq: NEW is {delta / window:.1%} slower per step (limit {fail_if_slower}%)", err=True)
             raise typer.Exit(3)
         return
-    from traceq.analysis.report import run_report
-
-    single = run_report(run or "", _store(store))
+    single = traceq.run_report(run or "", _store(store))
     {Format.json: report_render.to_json, Format.markdown: report_render.to_markdown}.get(
         fmt, report_render.to_terminal
     )(single)

@@ -9,7 +9,7 @@ import pytest
 
 import traceq
 from tests.conftest import SAMPLES, SHARED, run_cli, shared
-from traceq.analysis.compare import compare
+from traceq import compare
 
 
 @pytest.fixture(scope="module")

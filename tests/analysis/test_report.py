@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLES, SHARED, run_cli, shared
-from traceq.analysis.report import run_report
+from traceq import run_report
 
 KEYS = {
     "run", "steps", "step_time_ms", "gpu_busy_ms", "gpu_idle_ms", "gpu_idle_ratio", "launch_bound_ratio",

@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from traceq.analysis import ranks as rank_views
-from traceq.analysis.report import RunReport, resolve_run, run_report
+from traceq.analysis.report import RunReport, run_report
 from traceq.query.engine import Session
 from traceq.store import Store
 
@@ -93,9 +93,10 @@ def _parts(report: RunReport, session: Session) -> dict[str, float]:
 
 
 def compare(base_ref: str, new_ref: str, store: Store | str | Path | None = None) -> Comparison:
-    """Compare two runs (run ids, names or trace files): waterfall, findings, verdict."""
+    """Compare two stored runs (run ids or names; :func:`traceq.compare` also takes trace files, ingested
+    first): waterfall, findings, verdict."""
     store = store if isinstance(store, Store) else Store(store)
-    base_id, new_id = resolve_run(base_ref, store), resolve_run(new_ref, store)
+    base_id, new_id = store.resolve(base_ref), store.resolve(new_ref)
     with Session(store, [base_id, new_id], own_queries=True) as session:
         return _compare(base_id, new_id, store, session)
 

@@ -14,7 +14,6 @@ from typing import Any
 import polars as pl
 
 from traceq.analysis import ranks as rank_views
-from traceq.errors import StoreError
 from traceq.query.engine import Session, sql
 from traceq.store import Store
 
@@ -63,27 +62,15 @@ class RunReport:
         return out
 
 
-def resolve_run(ref: str, store: Store) -> str:
-    """A run id from a run id, name, or a trace file (ingested on the fly if not stored yet)."""
-    try:
-        return store.resolve(ref)
-    except StoreError:
-        path = Path(ref)
-        if not path.exists():
-            raise
-    from traceq.ingest.ingest import ingest
-
-    return ingest([path], store=store)["run_id"][0]
-
-
 def run_report(ref: str, store: Store | str | Path | None = None, session: Session | None = None) -> RunReport:
-    """Compute the report of one run (a run id, a run name, or a trace file).
+    """Compute the report of one stored run (a run id or a run name; :func:`traceq.run_report` also
+    takes a trace file, ingested first).
 
     ``session``: a :class:`~traceq.query.engine.Session` over this run and others (a comparison's two runs) whose
     metric results are shared; by default one is opened for this run alone.
     """
     store = store if isinstance(store, Store) else Store(store)
-    run_id = resolve_run(ref, store)
+    run_id = store.resolve(ref)
     if session is None:
         with Session(store, [run_id], own_queries=True) as own:
             return run_report(run_id, store, own)

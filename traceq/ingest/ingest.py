@@ -327,3 +327,15 @@ def _duplicate_row(path: Path, existing: dict[str, Any]) -> dict[str, Any]:
         "summary": f"already stored as {existing['name']} ({existing['run_id']}); not ingested again",
         "warnings": "[]",
     }
+
+
+def run_id_of(ref: str, store: Store) -> str:
+    """A run id from a run id, a run name, or a trace file (ingested first if it is not stored yet): what
+    the reports and comparisons of the API and the command take."""
+    try:
+        return store.resolve(ref)
+    except StoreError:
+        path = Path(ref)
+        if not path.exists():
+            raise
+    return ingest([path], store=store)["run_id"][0]
