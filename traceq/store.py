@@ -29,8 +29,7 @@ from pathlib import Path
 import polars as pl
 
 from traceq.errors import StoreError
-from traceq.model.build import RunTables
-from traceq.schema import RANK_TABLES, RUNS, SOURCES
+from traceq.schema import RANK_TABLES, RUNS, SOURCES, RunTables
 
 DEFAULT_STORE = ".traceq"
 STORE_ENV = "TRACEQ_STORE"

@@ -14,7 +14,8 @@ from traceq._utils.lazy_frames import lazy_source
 from traceq._utils.memory import release_free_memory
 from traceq.errors import InputError
 from traceq.model import on_disk
-from traceq.model.build import KEY_COLUMNS, RunTables, attach, conform_threads, derive
+from traceq.model.build import KEY_COLUMNS, attach, conform_threads, derive
+from traceq.model.kernel_classes import classify_kernels
 from traceq.readers import nsys, paddle_summary
 from traceq.readers.chrome import common as chrome_common
 from traceq.readers.chrome import kineto, paddle
@@ -22,7 +23,7 @@ from traceq.readers.chrome.decoder import read_chrome_trace
 from traceq.readers.chunks import Chunks
 from traceq.readers.overview import Overview
 from traceq.readers.source import Progress, check_readable, head_bytes, report_stage
-from traceq.schema import EVENTS
+from traceq.schema import EVENTS, RunTables
 
 
 @dataclass
@@ -75,7 +76,7 @@ def read_trace(path: Path, progress: Progress | None = None, *, spill_dir: Path 
     """
     result = _read(path, progress, spill_dir)
     report_stage(progress, "classifying kernels")
-    result.tables.classify_kernels(result.kernel_names)
+    classify_kernels(result.tables, result.kernel_names)
     if spill_dir is None:
         result.tables.collect()
     return result

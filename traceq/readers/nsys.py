@@ -32,10 +32,10 @@ from traceq._utils.jobs import default_jobs
 from traceq._utils.memory import release_free_memory
 from traceq.errors import InputError
 from traceq.model import on_disk
-from traceq.model.build import RunTables, build_run_tables
+from traceq.model.build import build_run_tables
 from traceq.readers.chunks import Chunks
 from traceq.readers.source import Progress, TruncatedInput, is_gzip, iter_content, report_stage
-from traceq.schema import EVENTS
+from traceq.schema import EVENTS, RunTables
 
 FLAVOUR = "nsys"
 SQLITE_MAGIC = b"SQLite format 3\x00"
