@@ -12,8 +12,7 @@ import polars as pl
 from traceq._version import __version__
 from traceq.analysis import compare as comparison
 from traceq.analysis import report as reporting
-from traceq.analysis.compare import Comparison
-from traceq.analysis.report import RunReport
+from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import InputError, QueryError, StoreError, TraceqError
 from traceq.ingest.ingest import ingest, run_id_of
 from traceq.query.engine import query, sql

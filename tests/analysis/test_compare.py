@@ -63,7 +63,7 @@ def test_other_pairs_close_their_waterfall(base: str, new: str, tmp_path: Path) 
     result = compare(str(shared(base)), str(shared(new)), tmp_path / "s")
     assert result.findings
     assert abs(result.unexplained_ms) <= 0.15 * abs(result.step_time_delta_ms)
-    assert {f["id"] for f in result.findings} >= {"launch_bound", "cast_overhead"}
+    assert {f.id for f in result.findings} >= {"launch_bound", "cast_overhead"}
 
 
 def test_summary_text_pair_compares_ops(tmp_path: Path) -> None:
@@ -102,7 +102,7 @@ def test_nsys_pair_names_conv_cpu_growth(tmp_path: Path) -> None:
         str(shared("nsys/nsys_conformer_fp32_b4.sqlite.gz")), str(shared("nsys/nsys_conformer_fp16_b4.sqlite.gz")),
         tmp_path / "s",
     )  # fmt: skip
-    growth = {f["evidence"]["op"]: f for f in result.findings if f["id"] == "op_cpu_growth"}
+    growth = {f.evidence["op"]: f for f in result.findings if f.id == "op_cpu_growth"}
     assert "aten::conv1d" in growth
-    before, after = growth["aten::conv1d"]["evidence"]["cpu_ms_per_step"]
+    before, after = growth["aten::conv1d"].evidence["cpu_ms_per_step"]
     assert after > 4 * before

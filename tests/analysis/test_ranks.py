@@ -87,15 +87,15 @@ def test_report_names_the_straggler_and_the_spread(ddp_store: Path) -> None:
     report = run_report("ddp32", ddp_store)
     assert report.ranks["rank"].to_list() == [0, 1]
     assert report.ranks["straggler_steps"].to_list() == [0, 3]
-    finding = next(f for f in report.findings if f["id"] == "straggler")
-    assert finding["evidence"]["straggler_rank"] == 1
+    finding = next(f for f in report.findings if f.id == "straggler")
+    assert finding.evidence["straggler_rank"] == 1
     ref0 = _reference(DDP / "fp32" / "ddp_fp32_rank0.json.gz")
     ref1 = _reference(DDP / "fp32" / "ddp_fp32_rank1.json.gz")
     waits = [
         (ref1[s]["window"] - ref1[s]["exposed_comm"]) - (ref0[s]["window"] - ref0[s]["exposed_comm"]) for s in ref0
     ]
-    assert finding["impact_ms"] == pytest.approx(sum(waits) / len(waits) / 1e6, abs=1e-3)
-    assert "launch work" in finding["evidence"]["cause"]  # the sleep is host time, not GPU work
+    assert finding.impact_ms == pytest.approx(sum(waits) / len(waits) / 1e6, abs=1e-3)
+    assert "launch work" in finding.evidence["cause"]  # the sleep is host time, not GPU work
     spread = report.summary["rank_spread"]
     assert spread["launch_bound_ratio"]["max_rank"] == 1
     assert report.to_dict()["stragglers"][0]["straggler"] == 1
@@ -111,7 +111,7 @@ def test_compare_is_rank_aligned(ddp_store: Path) -> None:
         mean = lambda ref: sum(v["window"] for v in ref.values()) / len(ref) / 1e6  # noqa: E731
         row = ranks.filter(ranks["rank"] == rank).row(0, named=True)
         assert row["step_delta"] == pytest.approx(mean(new) - mean(base), abs=1e-5)
-    parts = dict(result.waterfall.iter_rows())
+    parts = {row["part"]: row["ms_per_step"] for row in result.waterfall.rows()}
     assert sum(parts.values()) == pytest.approx(result.step_time_delta_ms, abs=0.01)
     assert "communication" in parts
 

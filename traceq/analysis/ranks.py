@@ -7,6 +7,8 @@ from typing import Any
 
 import polars as pl
 
+from traceq.analysis.findings import Finding
+
 #: The straggler finding is named when the other ranks wait at least this long per step for one rank
 #: (in ms, and as a share of the step).
 STRAGGLER_MIN_MS = 0.25
@@ -70,7 +72,7 @@ def spread(ranks: pl.DataFrame) -> dict[str, Any]:
     return out
 
 
-def straggler_finding(ranks: pl.DataFrame, steps: pl.DataFrame, step_ms: float | None) -> dict[str, Any] | None:
+def straggler_finding(ranks: pl.DataFrame, steps: pl.DataFrame, step_ms: float | None) -> Finding | None:
     """The straggler finding: one rank is the slowest in most steps and the others wait for it."""
     if ranks.height < 2 or steps.is_empty():
         return None
@@ -88,12 +90,12 @@ def straggler_finding(ranks: pl.DataFrame, steps: pl.DataFrame, step_ms: float |
         if gap_delta >= busy_delta
         else f"its GPU works {busy_delta:+.1f} ms per step longer than the others' (more or slower GPU work)"
     )
-    return {
-        "id": "straggler",
-        "title": f"Rank {top['rank']} is the slowest in {top['straggler_steps']} of {steps.height} steps; the "
+    return Finding(
+        id="straggler",
+        title=f"Rank {top['rank']} is the slowest in {top['straggler_steps']} of {steps.height} steps; the "
         f"other ranks wait {wait:.2f} ms per step for it in collectives",
-        "impact_ms": wait,
-        "evidence": {
+        impact_ms=wait,
+        evidence={
             "straggler_rank": top["rank"],
             "straggler_steps": top["straggler_steps"],
             "others_wait_ms_per_step": wait,
@@ -103,9 +105,9 @@ def straggler_finding(ranks: pl.DataFrame, steps: pl.DataFrame, step_ms: float |
             "exposed_comm_ms_others_median": others["exposed_comm_ms"].median(),
             "cause": cause,
         },
-        "next_step": f"Find what rank {top['rank']} does differently: {cause}. Balance the input per rank, "
+        next_step=f"Find what rank {top['rank']} does differently: {cause}. Balance the input per rank, "
         "move data loading off the training thread, or check that rank's host and GPU.",
-    }
+    )
 
 
 def aligned(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:

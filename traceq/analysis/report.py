@@ -7,13 +7,16 @@ combines them into per-step means and findings. Nothing here prints: rendering i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from traceq.analysis import ranks as rank_views
+from traceq.analysis.findings import Finding
+from traceq.analysis.results import RunReport
 from traceq.query.engine import Session, sql
 from traceq.store import Store
 
@@ -25,41 +28,6 @@ LOW_TENSOR_CORE_COVERAGE = 0.5
 DEPENDENCY_IDLE_MIN = 0.1
 #: Metrics that need a timeline, reported as unavailable for summary-text runs.
 TIMELINE_METRICS = ("gpu_busy_ms", "gpu_idle_ms", "gpu_idle_ratio", "launch_bound_ratio", "step_time_ms")
-
-
-@dataclass
-class RunReport:
-    """A run's report: headline numbers (``summary``), findings and the tables behind them."""
-
-    run: dict[str, Any]
-    summary: dict[str, Any]
-    findings: list[dict[str, Any]]
-    steps: pl.DataFrame
-    gap_histogram: pl.DataFrame
-    gap_activity: pl.DataFrame
-    ops: pl.DataFrame
-    notes: list[str] = field(default_factory=list)
-    #: the metric frames behind the report, by query name (reused by comparisons); the gaps are
-    #: ``gpu_gap_buckets`` (counted and summed per bucket), not a row per gap
-    frames: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
-    #: multi-rank runs: per-rank means (:func:`traceq.analysis.ranks.per_rank`), empty otherwise
-    ranks: pl.DataFrame = field(default_factory=pl.DataFrame)
-    #: multi-rank runs: the straggler of each step (:func:`traceq.analysis.ranks.stragglers`)
-    stragglers: pl.DataFrame = field(default_factory=pl.DataFrame)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form: headline keys, ``ops`` rows, ``findings`` and, for several ranks, rank views."""
-        out = {
-            "run": self.run,
-            **self.summary,
-            "ops": self.ops.to_dicts(),
-            "findings": self.findings,
-            "notes": self.notes,
-        }
-        if not self.ranks.is_empty():
-            out["ranks"] = self.ranks.to_dicts()
-            out["stragglers"] = self.stragglers.to_dicts()
-        return out
 
 
 def run_report(ref: str, store: Store | str | Path | None = None, session: Session | None = None) -> RunReport:
@@ -136,7 +104,8 @@ def run_report(ref: str, store: Store | str | Path | None = None, session: Sessi
             for c in ("cpu_incl_ns", "cpu_self_ns", "gpu_ns")
         ),
     )
-    findings = _findings(summary, gap_activity, gaps, windows)
+    dependency = gaps.filter(pl.col("kind") == "dependency")["gap_ns"].sum() / windows / 1e6 if gaps.height else 0.0
+    findings = _largest_first([f for rule in RULES if (f := rule(_Seen(summary, gap_activity, dependency)))])
     ranks = straggling = pl.DataFrame()
     if busy.select("rank").n_unique() > 1:
         balance = q("rank_balance")
@@ -144,7 +113,7 @@ def run_report(ref: str, store: Store | str | Path | None = None, session: Sessi
         summary["rank_spread"] = rank_views.spread(ranks)
         finding = rank_views.straggler_finding(ranks, straggling, summary["step_time_ms"])
         if finding:
-            findings = sorted([*findings, finding], key=lambda f: -(f["impact_ms"] or 0.0))
+            findings = _largest_first([*findings, finding])
     notes = []
     if summary["launch_bound_ratio"] and summary["launch_bound_ratio"] >= LAUNCH_BOUND_MIN:
         notes.append(
@@ -187,78 +156,109 @@ def _ranks_combined(ops: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _findings(
-    summary: dict[str, Any], activity: pl.DataFrame, gaps: pl.DataFrame, windows: int
-) -> list[dict[str, Any]]:
-    out = []
+@dataclass(frozen=True)
+class _Seen:
+    """What the findings of one run's report are made from."""
+
+    #: the report's headline numbers
+    summary: dict[str, Any]
+    #: per op the launching thread was in, host-launch gap ns per step (largest first)
+    gap_activity: pl.DataFrame
+    #: GPU idle ms per step with work queued (dependency gaps)
+    dependency_ms: float
+
+
+def _launch_bound(seen: _Seen) -> Finding | None:
+    summary = seen.summary
     lb = summary["launch_bound_ratio"] or 0.0
-    if lb >= LAUNCH_BOUND_MIN:
-        top = activity.head(5).with_columns((pl.col("ns_per_step") / 1e6).round(3).alias("ms_per_step"))
-        out.append(
-            {
-                "id": "launch_bound",
-                "title": f"The GPU waits for the CPU to launch work {lb:.0%} of each step",
-                "impact_ms": summary["host_launch_gap_ms"],
-                "evidence": {
-                    "launch_bound_ratio": lb,
-                    "host_launch_gap_ms_per_step": summary["host_launch_gap_ms"],
-                    "gpu_events_per_step": summary["gpu_events_per_step"],
-                    "median_kernel_us": summary["median_kernel_us"],
-                    "median_launch_us": summary["median_launch_us"],
-                    "short_kernel_share": summary["short_kernel_share"],
-                    "cpu_ops_during_gaps_ms_per_step": dict(top.select("op", "ms_per_step").iter_rows()),
-                },
-                "next_step": "Give the GPU more work per launch: a larger batch, fused ops (torch.compile, fused "
-                "optimizers), CUDA graphs; or cut per-op CPU cost (fewer small ops, fewer casts).",
-            }
-        )
-    cast = summary["cast_overhead"]
-    if cast["calls"] and (cast["cpu_share"] or 0) >= CAST_CPU_SHARE_MIN:
-        out.append(
-            {
-                "id": "cast_overhead",
-                "title": f"{cast['calls']:.0f} dtype casts per step cost {cast['cpu_ms']:.2f} ms of CPU time",
-                "impact_ms": cast["cpu_ms"],
-                "evidence": cast,
-                "next_step": "Cast once, not per op: keep parameters in half precision (Paddle O2 / "
-                "paddle.amp.decorate, PyTorch autocast with half weights) and avoid fp32<->fp16 round trips.",
-            }
-        )
+    if not lb >= LAUNCH_BOUND_MIN:
+        return None
+    top = seen.gap_activity.head(5).with_columns((pl.col("ns_per_step") / 1e6).round(3).alias("ms_per_step"))
+    return Finding(
+        id="launch_bound",
+        title=f"The GPU waits for the CPU to launch work {lb:.0%} of each step",
+        impact_ms=summary["host_launch_gap_ms"],
+        evidence={
+            "launch_bound_ratio": lb,
+            "host_launch_gap_ms_per_step": summary["host_launch_gap_ms"],
+            "gpu_events_per_step": summary["gpu_events_per_step"],
+            "median_kernel_us": summary["median_kernel_us"],
+            "median_launch_us": summary["median_launch_us"],
+            "short_kernel_share": summary["short_kernel_share"],
+            "cpu_ops_during_gaps_ms_per_step": dict(top.select("op", "ms_per_step").iter_rows()),
+        },
+        next_step="Give the GPU more work per launch: a larger batch, fused ops (torch.compile, fused "
+        "optimizers), CUDA graphs; or cut per-op CPU cost (fewer small ops, fewer casts).",
+    )
+
+
+def _cast_overhead(seen: _Seen) -> Finding | None:
+    cast = seen.summary["cast_overhead"]
+    if not (cast["calls"] and (cast["cpu_share"] or 0) >= CAST_CPU_SHARE_MIN):
+        return None
+    return Finding(
+        id="cast_overhead",
+        title=f"{cast['calls']:.0f} dtype casts per step cost {cast['cpu_ms']:.2f} ms of CPU time",
+        impact_ms=cast["cpu_ms"],
+        evidence=cast,
+        next_step="Cast once, not per op: keep parameters in half precision (Paddle O2 / "
+        "paddle.amp.decorate, PyTorch autocast with half weights) and avoid fp32<->fp16 round trips.",
+    )
+
+
+def _fp32_compute(seen: _Seen) -> Finding | None:
+    summary = seen.summary
     fp16 = summary["fp16_coverage"]
-    if fp16 is not None and fp16 < LOW_FP16_COVERAGE and summary["compute_ms"]:
-        out.append(
-            {
-                "id": "fp32_compute",
-                "title": f"Only {fp16:.0%} of the GEMM/conv/attention time runs in half precision",
-                "impact_ms": summary["compute_ms"] * (1 - fp16) / 2,
-                "evidence": {"fp16_coverage": fp16, "compute_ms_per_step": summary["compute_ms"]},
-                "next_step": "Run these ops under autocast / AMP (check the op lists), or this run is FP32 by design.",
-            }
-        )
-    tc = summary["tensor_core_coverage"]
-    if fp16 is not None and fp16 >= LOW_FP16_COVERAGE and tc is not None and tc < LOW_TENSOR_CORE_COVERAGE:
-        out.append(
-            {
-                "id": "no_tensor_cores",
-                "title": f"Half-precision compute is on tensor cores only {tc:.0%} of the time",
-                "impact_ms": summary["compute_ms"] * (1 - tc) / 2,
-                "evidence": {"tensor_core_coverage": tc, "fp16_coverage": fp16},
-                "next_step": "Pad GEMM and conv dimensions to multiples of 8, use NHWC for convolutions.",
-            }
-        )
-    dependency = gaps.filter(pl.col("kind") == "dependency")["gap_ns"].sum() / windows / 1e6 if gaps.height else 0.0
-    step = summary["step_time_ms"] or 0.0
-    if step and dependency / step >= DEPENDENCY_IDLE_MIN:
-        out.append(
-            {
-                "id": "dependency_idle",
-                "title": f"The GPU idles {dependency:.2f} ms per step with work queued (syncs, events, other streams)",
-                "impact_ms": dependency,
-                "evidence": {"dependency_gap_ms_per_step": dependency},
-                "next_step": "Look for host-device synchronisations (item(), .cpu(), loss-scaler checks).",
-            }
-        )
-    return sorted(out, key=lambda f: -(f["impact_ms"] or 0.0))
+    if not (fp16 is not None and fp16 < LOW_FP16_COVERAGE and summary["compute_ms"]):
+        return None
+    return Finding(
+        id="fp32_compute",
+        title=f"Only {fp16:.0%} of the GEMM/conv/attention time runs in half precision",
+        impact_ms=summary["compute_ms"] * (1 - fp16) / 2,
+        evidence={"fp16_coverage": fp16, "compute_ms_per_step": summary["compute_ms"]},
+        next_step="Run these ops under autocast / AMP (check the op lists), or this run is FP32 by design.",
+    )
+
+
+def _no_tensor_cores(seen: _Seen) -> Finding | None:
+    summary = seen.summary
+    fp16, tc = summary["fp16_coverage"], summary["tensor_core_coverage"]
+    if not (fp16 is not None and fp16 >= LOW_FP16_COVERAGE and tc is not None and tc < LOW_TENSOR_CORE_COVERAGE):
+        return None
+    return Finding(
+        id="no_tensor_cores",
+        title=f"Half-precision compute is on tensor cores only {tc:.0%} of the time",
+        impact_ms=summary["compute_ms"] * (1 - tc) / 2,
+        evidence={"tensor_core_coverage": tc, "fp16_coverage": fp16},
+        next_step="Pad GEMM and conv dimensions to multiples of 8, use NHWC for convolutions.",
+    )
+
+
+def _dependency_idle(seen: _Seen) -> Finding | None:
+    dependency, step = seen.dependency_ms, seen.summary["step_time_ms"] or 0.0
+    if not (step and dependency / step >= DEPENDENCY_IDLE_MIN):
+        return None
+    return Finding(
+        id="dependency_idle",
+        title=f"The GPU idles {dependency:.2f} ms per step with work queued (syncs, events, other streams)",
+        impact_ms=dependency,
+        evidence={"dependency_gap_ms_per_step": dependency},
+        next_step="Look for host-device synchronisations (item(), .cpu(), loss-scaler checks).",
+    )
+
+
+#: The rules of a run's findings: each names its finding when the evidence clears its bar.
+RULES: tuple[Callable[[_Seen], Finding | None], ...] = (
+    _launch_bound,
+    _cast_overhead,
+    _fp32_compute,
+    _no_tensor_cores,
+    _dependency_idle,
+)
+
+
+def _largest_first(findings: list[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: -(f.impact_ms or 0.0))
 
 
 def _summary_report(run: dict[str, Any], store: Store, runs: list[str]) -> RunReport:

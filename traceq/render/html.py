@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Any
 
 import polars as pl
+
+from traceq.analysis.results import Comparison
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1b1b1b;max-width:1100px}
@@ -76,7 +77,7 @@ def _table(frame: pl.DataFrame) -> str:
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
 
-def render_html(result: Any) -> str:
+def render_html(result: Comparison) -> str:
     """The comparison as one HTML document."""
     b, n = result.base, result.new
     parts: list[str] = [
@@ -86,7 +87,7 @@ def render_html(result: Any) -> str:
         f"<p class='verdict'>{html.escape(result.verdict)}</p>",
     ]
     if result.step_time_delta_ms is not None:
-        rows = [(f["title"], f["impact_ms"]) for f in result.findings]
+        rows = [(f.title, f.impact_ms) for f in result.findings]
         rows.append(("unexplained", result.unexplained_ms or 0.0))
         rows.append(("step time difference (NEW - BASE)", result.step_time_delta_ms))
         parts += [
@@ -96,8 +97,8 @@ def render_html(result: Any) -> str:
         parts += ["<h2>GPU busy and idle per step</h2>", _timeline(result.steps)]
     parts.append("<h2>Findings</h2><ol>")
     for f in result.findings:
-        impact = f" ({f['impact_ms']:+.2f} ms/step)" if f["impact_ms"] is not None else ""
-        parts.append(f"<li><b>{html.escape(f['title'])}</b>{impact}<br>Next: {html.escape(f['next_step'])}</li>")
+        impact = f" ({f.impact_ms:+.2f} ms/step)" if f.impact_ms is not None else ""
+        parts.append(f"<li><b>{html.escape(f.title)}</b>{impact}<br>Next: {html.escape(f.next_step)}</li>")
     parts.append("</ol>")
     if not result.op_deltas.is_empty():
         top = result.op_deltas.head(15)
@@ -123,7 +124,7 @@ def render_html(result: Any) -> str:
     return "\n".join(parts)
 
 
-def write_html(result: Any, path: Path) -> None:
+def write_html(result: Comparison, path: Path) -> None:
     """Write the report atomically (temp file, then rename)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")

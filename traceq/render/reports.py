@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 import polars as pl
 
-from traceq.analysis.report import RunReport
+from traceq.analysis.results import Comparison, RunReport
 from traceq.render.frames import markdown
 
 
@@ -72,7 +72,7 @@ def to_markdown(report: RunReport, out: TextIO | None = None) -> None:
         out.write(f"| {k} | {v} |\n")
     out.write("\n### Findings\n\n")
     for i, f in enumerate(report.findings, 1):
-        out.write(f"{i}. **{f['title']}** (~{f['impact_ms']:.2f} ms/step). {f['next_step']}\n")
+        out.write(f"{i}. **{f.title}** (~{f.impact_ms:.2f} ms/step). {f.next_step}\n")
     if not report.findings:
         out.write("No finding cleared its threshold.\n")
     for note in report.notes:
@@ -118,10 +118,10 @@ def to_terminal(report: RunReport, out: TextIO | None = None) -> None:
     console.print(t)
     console.print("\n[bold]Findings[/bold] (largest estimated impact first)")
     for i, f in enumerate(report.findings, 1):
-        console.print(f" {i}. [bold]{f['title']}[/bold]  ~{f['impact_ms']:.2f} ms/step")
-        ev = ", ".join(f"{k}={_short(v)}" for k, v in f["evidence"].items())
+        console.print(f" {i}. [bold]{f.title}[/bold]  ~{f.impact_ms:.2f} ms/step")
+        ev = ", ".join(f"{k}={_short(v)}" for k, v in f.evidence.items())
         console.print(f"    evidence: {ev}")
-        console.print(f"    next: {f['next_step']}")
+        console.print(f"    next: {f.next_step}")
     if not report.findings:
         console.print(" No finding cleared its threshold.")
     for note in report.notes:
@@ -152,19 +152,19 @@ def _short(v: Any) -> str:
 
 
 # -- comparisons -------------------------------------------------------------------------------------
-def compare_json(result: Any, out: TextIO | None = None) -> None:
+def compare_json(result: Comparison, out: TextIO | None = None) -> None:
     (out or sys.stdout).write(json.dumps(result.to_dict(), default=str) + "\n")
 
 
-def _waterfall_rows(result: Any) -> pl.DataFrame:
-    rows = [(f["title"], f["impact_ms"]) for f in result.findings]
+def _waterfall_rows(result: Comparison) -> pl.DataFrame:
+    rows = [(f.title, f.impact_ms) for f in result.findings]
     if result.unexplained_ms is not None:
         rows.append(("unexplained (no finding covers it)", result.unexplained_ms))
     rows.append(("= step time difference, NEW - BASE", result.step_time_delta_ms))
     return pl.DataFrame(rows, schema={"part": pl.String, "ms/step": pl.Float64}, orient="row")
 
 
-def compare_markdown(result: Any, out: TextIO | None = None) -> None:
+def compare_markdown(result: Comparison, out: TextIO | None = None) -> None:
     out = out or sys.stdout
     b, n = result.base, result.new
     out.write(f"## traceq: {n.run['name']} vs {b.run['name']}\n\n**{result.verdict}**\n\n")
@@ -172,8 +172,8 @@ def compare_markdown(result: Any, out: TextIO | None = None) -> None:
         out.write(markdown(_waterfall_rows(result).with_columns(pl.col("ms/step").round(2))))
     out.write("\n### Findings\n\n")
     for i, f in enumerate(result.findings, 1):
-        impact = f" ({f['impact_ms']:+.2f} ms/step)" if f["impact_ms"] is not None else ""
-        out.write(f"{i}. **{f['title']}**{impact}. Next: {f['next_step']}\n")
+        impact = f" ({f.impact_ms:+.2f} ms/step)" if f.impact_ms is not None else ""
+        out.write(f"{i}. **{f.title}**{impact}. Next: {f.next_step}\n")
     for note in result.notes:
         out.write(f"\n> {note}\n")
     if not result.ranks.is_empty():
@@ -184,7 +184,7 @@ def compare_markdown(result: Any, out: TextIO | None = None) -> None:
         out.write(markdown(result.op_deltas.head(12).with_columns(pl.col(pl.Float64).round(3))))
 
 
-def compare_terminal(result: Any, out: TextIO | None = None) -> None:
+def compare_terminal(result: Comparison, out: TextIO | None = None) -> None:
     from rich.console import Console
 
     from traceq.render.frames import table
@@ -199,10 +199,10 @@ def compare_terminal(result: Any, out: TextIO | None = None) -> None:
         table(_waterfall_rows(result).with_columns(pl.col("ms/step").round(3)), out, "Waterfall (ms per step)")
     console.print("\n[bold]Findings[/bold] (largest first)")
     for i, f in enumerate(result.findings, 1):
-        impact = f"  {f['impact_ms']:+.2f} ms/step" if f["impact_ms"] is not None else ""
-        console.print(f" {i}. [bold]{f['title']}[/bold]{impact}")
-        console.print(f"    evidence: {', '.join(f'{k}={_short(v)}' for k, v in f['evidence'].items())}")
-        console.print(f"    next: {f['next_step']}")
+        impact = f"  {f.impact_ms:+.2f} ms/step" if f.impact_ms is not None else ""
+        console.print(f" {i}. [bold]{f.title}[/bold]{impact}")
+        console.print(f"    evidence: {', '.join(f'{k}={_short(v)}' for k, v in f.evidence.items())}")
+        console.print(f"    next: {f.next_step}")
     for note in result.notes:
         console.print(f"\n[italic]{note}[/italic]")
     if not result.ranks.is_empty():
