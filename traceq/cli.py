@@ -12,10 +12,21 @@ from typing import Annotated, Any
 import polars as pl
 import typer
 
-import traceq
+from traceq._version import __version__
+from traceq.analysis.compare import compare as compare_runs
+from traceq.analysis.report import run_report
+from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import TraceqError
 from traceq.ingest.executors import EXECUTORS
-from traceq.render.frames import Format, render
+from traceq.ingest.ingest import ingest as ingest_files
+from traceq.ingest.ingest import run_id_of
+from traceq.model.nesting import native_available as nesting_native
+from traceq.query.engine import sql as run_sql
+from traceq.query.files import list_queries, source_dir
+from traceq.readers.chrome.decoder import native_available as decoder_native
+from traceq.render import Format, check_format, render
+from traceq.render.html import write_html
+from traceq.schema import markdown_reference
 from traceq.store import STORE_ENV, Store
 
 app = typer.Typer(
@@ -74,7 +85,7 @@ def ingest(
         _error(str(e))
 
     with _progress(quiet) as progress:
-        result = traceq.ingest(
+        result = ingest_files(
             paths, store=_store(store), name=name, progress=progress, on_error=on_error, jobs=jobs,
             executor=executor,  # type: ignore[arg-type]
         )  # fmt: skip
@@ -100,7 +111,7 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
 
     Example: traceq runs --format json
     """
-    cat = traceq.runs(_store(store))
+    cat = _store(store).catalog()
     if fmt is Format.table:
         shown = ("run_id", "name", "n_ranks", "flavour", "profiler_version", "n_events", "n_steps", "ingested_at")
         cat = cat.select(shown)
@@ -127,7 +138,7 @@ def sql(
             query = file.read_text()
         except OSError as e:
             raise TraceqError(f"{file}: {e.strerror or e}") from None
-    render(traceq.sql(query or "", _store(store)), fmt)
+    render(run_sql(query or "", _store(store)), fmt)
 
 
 @app.command()
@@ -151,30 +162,21 @@ def report(
 
     Example: traceq report --compare conformer_fp32_b64 conformer_fp16_b64 --html amp.html
     """
-    from traceq.render import reports as report_render
-
     if (run is None) == (compare is None):
         raise TraceqError("give a RUN, or --compare BASE NEW")
-    if fmt not in (Format.table, Format.json, Format.markdown):
-        raise TraceqError(f"report supports --format table, json or markdown, not {fmt.value}")
+    check_format(RunReport if compare is None else Comparison, fmt)
+    stored = _store(store)
     if compare is not None:
-        result = traceq.compare(compare[0], compare[1], _store(store))
-        {Format.json: report_render.compare_json, Format.markdown: report_render.compare_markdown}.get(
-            fmt, report_render.compare_terminal
-        )(result)
+        result = compare_runs(run_id_of(compare[0], stored), run_id_of(compare[1], stored), stored)
+        render(result, fmt)
         if html is not None:
-            from traceq.render.html import write_html
-
             write_html(result, html)
         delta, window = result.step_time_delta_ms, result.base.summary.get("step_time_ms")
         if fail_if_slower is not None and delta is not None and window and delta / window * 100 > fail_if_slower:
             typer.echo(f"traceq: NEW is {delta / window:.1%} slower per step (limit {fail_if_slower}%)", err=True)
             raise typer.Exit(3)
         return
-    single = traceq.run_report(run or "", _store(store))
-    {Format.json: report_render.to_json, Format.markdown: report_render.to_markdown}.get(
-        fmt, report_render.to_terminal
-    )(single)
+    render(run_report(run_id_of(run or "", stored), stored), fmt)
     if html is not None:
         raise TraceqError("--html needs --compare BASE NEW")
 
@@ -185,8 +187,6 @@ def queries(fmt: FormatOpt = Format.table) -> None:
 
     Example: traceq sql -f queries/gpu_busy.sql --format json
     """
-    from traceq.query.files import list_queries, source_dir
-
     render(list_queries(), fmt)
     if fmt is Format.table:
         typer.echo(f"files: {source_dir()}")
@@ -195,21 +195,16 @@ def queries(fmt: FormatOpt = Format.table) -> None:
 @app.command()
 def schema() -> None:
     """Print the canonical tables and columns (Markdown)."""
-    from traceq.schema import markdown_reference
-
     typer.echo(markdown_reference(), nl=False)
 
 
 @app.command()
 def version() -> None:
     """Print traceq's version and whether its optional C parts were built."""
-    from traceq.model.nesting import native_available as nesting_native
-    from traceq.readers.chrome.decoder import native_available as decoder_native
-
     def built(yes: bool) -> str:
         return "built" if yes else "not in use (Python path)"
 
-    typer.echo(traceq.__version__)
+    typer.echo(__version__)
     typer.echo(f"chrome decoder: {built(decoder_native())}; nesting: {built(nesting_native())}")
 
 

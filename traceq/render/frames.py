@@ -1,4 +1,4 @@
-"""One output layer for every command: a polars frame rendered as a table, CSV, JSON, Markdown or Parquet."""
+"""A polars frame rendered as a table, CSV, JSON, Markdown or Parquet (and the cells of every table)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ class Format(str, Enum):
     json = "json"
     markdown = "markdown"
     parquet = "parquet"
+    html = "html"
 
 
 def render(frame: pl.DataFrame, fmt: Format | str, out: TextIO | None = None, title: str | None = None) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import html
+import sys
 from pathlib import Path
+from typing import TextIO
 
 import polars as pl
 
@@ -122,6 +124,11 @@ def render_html(result: Comparison) -> str:
     parts += [f"<p class='note'>{html.escape(note)}</p>" for note in result.notes]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def to_html(result: Comparison, out: TextIO | None = None) -> None:
+    """The comparison as one HTML document on ``out`` (stdout)."""
+    (out or sys.stdout).write(render_html(result) + "\n")
 
 
 def write_html(result: Comparison, path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Rendering a :class:`~traceq.analysis.report.RunReport`: terminal, JSON or Markdown."""
+"""Run reports and comparisons as terminal tables, JSON or Markdown."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, TextIO
 import polars as pl
 
 from traceq.analysis.results import Comparison, RunReport
-from traceq.render.frames import markdown
+from traceq.render.frames import markdown, table
 
 
 def _fmt(v: Any, unit: str = "") -> str:
@@ -106,8 +106,6 @@ def to_terminal(report: RunReport, out: TextIO | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from traceq.render.frames import table
-
     out = out or sys.stdout
     console = Console(file=out, width=None if out.isatty() else 160)
     console.print(f"[bold]traceq report[/bold]  {report.run['name']}  ({report.run['run_id']}, "
@@ -186,8 +184,6 @@ def compare_markdown(result: Comparison, out: TextIO | None = None) -> None:
 
 def compare_terminal(result: Comparison, out: TextIO | None = None) -> None:
     from rich.console import Console
-
-    from traceq.render.frames import table
 
     out = out or sys.stdout
     console = Console(file=out, width=None if out.isatty() else 160)
