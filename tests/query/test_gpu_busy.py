@@ -12,7 +12,6 @@ import traceq
 from tests.conftest import raw_trace, shared
 from traceq.model.build import build_run_tables
 from traceq.query.engine import query
-from traceq.query.files import doc, query_text, requires, source_dir
 from traceq.store import Store
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
@@ -124,20 +123,3 @@ def test_touching_nested_overlapping_and_clipped_intervals(tmp_path: Path) -> No
     row = query("gpu_busy", tmp_path).row(0, named=True)
     assert (row["window_ns"], row["busy_ns"], row["kernel_busy_ns"], row["idle_ns"]) == (1000, 300, 250, 700)
     assert row["idle_ratio"] == pytest.approx(0.7)
-
-
-def test_every_query_file_documents_itself_and_its_columns(tmp_path: Path) -> None:
-    _tiny_run(tmp_path, [("kernel", 100, 100, 7)])
-    files = sorted(source_dir().glob("*.sql"))
-    assert len(files) >= 3
-    for f in files:
-        text = f.read_text()
-        first = text.splitlines()[0]
-        assert first.startswith(f"-- {f.stem}: "), f"{f.name}: first line must be '-- {f.stem}: <summary>'"
-        info = doc(text)
-        assert info["summary"] and info["columns"], f.name
-        for dep in requires(text):
-            assert query_text(dep)
-        # the documented columns are exactly the produced ones, in order
-        produced = traceq.sql(f"-- Requires: {f.stem}\nselect * from {f.stem}", tmp_path).columns
-        assert produced == list(info["columns"]), f.name

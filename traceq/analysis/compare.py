@@ -99,7 +99,7 @@ def _parts(report: RunReport, session: Session) -> RunParts:
         work_sum=sum(w_ms.values()),
         windows=windows,
         gap_by_op=by_op,
-        sync_calls=_syncs(session, report.run["run_id"]),
+        sync_calls=_sync_calls(session, report.run["run_id"]),
     )
 
 
@@ -370,12 +370,8 @@ def _still_fp32(ops: pl.DataFrame, n: int = 5) -> dict[str, float]:
     return {name: round(ns / 1e6, 3) for name, ns in heavy.select("name", "gpu_ns_per_step").iter_rows() if ns}
 
 
-def _syncs(session: Session, run_id: str) -> int:
-    found = session.sql(
-        "select run_id, count(*) n from events where kind = 'runtime' and (name like '%Synchronize%' or "
-        "(name like 'cudaMemcpy%' and name not like '%Async%')) group by run_id"
-    ).filter(pl.col("run_id") == run_id)
-    return int(found["n"][0]) if found.height else 0
+def _sync_calls(session: Session, run_id: str) -> int:
+    return int(session.query("sync_calls").filter(pl.col("run_id") == run_id)["calls"].sum())
 
 
 def _cpu_growth(base: pl.DataFrame, new: pl.DataFrame, n: int = 6) -> dict[str, float]:

@@ -17,7 +17,7 @@ import polars as pl
 from traceq.analysis import ranks as rank_views
 from traceq.analysis.findings import Finding
 from traceq.analysis.results import RunReport
-from traceq.query.engine import Session, sql
+from traceq.query.engine import Session
 from traceq.store import Store
 
 #: Thresholds for naming a finding (a finding is only named when its evidence clears the bar).
@@ -42,15 +42,15 @@ def run_report(ref: str, store: Store | str | Path | None = None, session: Sessi
     if session is None:
         with Session(store, [run_id], own_queries=True) as own:
             return run_report(run_id, store, own)
-    runs = [run_id]
     run = session.sql("select * from runs").filter(pl.col("run_id") == run_id).row(0, named=True)
     run_info = {k: run[k] for k in ("run_id", "name", "source_format", "flavour", "profiler_version", "source_path")}
     run_info["n_ranks"] = run.get("n_ranks") or 1
-    if run["source_format"] == "paddle_summary":
-        return _summary_report(run_info, store, runs)
 
     def q(name: str) -> pl.DataFrame:
         return session.query(name).filter(pl.col("run_id") == run_id)
+
+    if run["source_format"] == "paddle_summary":
+        return _summary_report(run_info, q)
 
     busy, bound, cover, casts = q("gpu_busy"), q("launch_bound"), q("precision_coverage"), q("cast_overhead")
     gaps, activity, ops = q("gpu_gap_buckets").drop("run_id"), q("gap_cpu_activity"), q("op_summary")
@@ -261,36 +261,17 @@ def _largest_first(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: -(f.impact_ms or 0.0))
 
 
-def _summary_report(run: dict[str, Any], store: Store, runs: list[str]) -> RunReport:
+def _summary_report(run: dict[str, Any], q: Callable[[str], pl.DataFrame]) -> RunReport:
     """Summary text has op-level totals only: ops, kernel coverage and casts; no timeline metrics."""
-    ops = sql(
-        "select op as name, sum(calls) calls, sum(cpu_total_ns) cpu_incl_ns, sum(gpu_total_ns) gpu_ns "
-        "from op_stats where depth = 0 group by op order by cpu_incl_ns desc",
-        store,
-        runs,
-    )
-    k = sql(
-        "select sum(o.gpu_total_ns) filter (where c.kernel_class in ('gemm','conv','attention')) compute_ns, "
-        "sum(o.gpu_total_ns) filter (where c.kernel_class in ('gemm','conv','attention') and c.precision in "
-        "('fp16','bf16','fp8')) reduced_ns, sum(o.gpu_total_ns) filter (where c.kernel_class in "
-        "('gemm','conv','attention') and c.tensor_core) tc_ns from op_stats o join kernel_classes c "
-        "using (run_id, rank, name) where o.row_type = 'kernel'",
-        store,
-        runs,
-    ).row(0, named=True)
-    casts = sql(
-        "-- Requires: _cast_ops\nselect sum(calls) calls, sum(cpu_total_ns) cpu_incl_ns, sum(gpu_total_ns) gpu_ns "
-        "from op_stats cross join _cast_ops c where depth = 0 and regexp_matches(op, c.conversion)",
-        store,
-        runs,
-    )
-    compute = k["compute_ns"] or 0
+    ops, casts = q("summary_ops").drop("run_id"), q("summary_casts")
+    cover = q("summary_coverage")
+    cover_row = cover.row(0, named=True) if cover.height else {}
     summary: dict[str, Any] = {key: None for key in TIMELINE_METRICS}
     summary.update(
         {
             "steps": None,
-            "fp16_coverage": (k["reduced_ns"] or 0) / compute if compute else None,
-            "tensor_core_coverage": (k["tc_ns"] or 0) / compute if compute else None,
+            "fp16_coverage": cover_row.get("fp16_coverage"),
+            "tensor_core_coverage": cover_row.get("tensor_core_coverage"),
             "cast_overhead": {
                 "calls": int(casts["calls"].sum()),
                 "cpu_ms": _ms(casts["cpu_incl_ns"].sum()),

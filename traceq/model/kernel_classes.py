@@ -22,8 +22,6 @@ KERNEL_CLASSES = (
     "memcpy", "memset", "comm", "layout", "cast", "optimizer", "attention", "conv", "gemm", "reduction",
     "elementwise", "other",
 )  # fmt: skip
-#: Kinds of work whose precision and tensor-core use decide AMP's gain ("compute kernels").
-COMPUTE_CLASSES = ("gemm", "conv", "attention")
 
 PRECISION_RULES: tuple[tuple[str, str], ...] = (
     (r"(?i)e4m3|e5m2|fp8|float8", "fp8"),

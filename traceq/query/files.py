@@ -60,19 +60,32 @@ def dependency_order(sql_text: str) -> list[tuple[str, str]]:
 
 
 def doc(sql_text: str) -> dict[str, object]:
-    """The header of a query file: summary line, definition text and documented columns."""
+    """The header of a query file: summary line, documented columns (name -> (type, meaning)), the
+    blocks it requires and the tables and blocks its ``-- Reads:`` lines name."""
     lines = [line[2:].strip() for line in sql_text.splitlines() if line.startswith("--")]
     summary = lines[0].split(":", 1)[1].strip() if lines and ":" in lines[0] else ""
     columns = {}
-    in_columns = False
+    section, reads = "", ""
     for line in lines:
-        if line.lower().startswith("columns:"):
-            in_columns = True
-            continue
+        label = line.split(":", 1)[0].lower()
+        if label in ("definition", "reads", "columns", "requires"):
+            section = label
+            line = line.split(":", 1)[1]
+        if section == "reads":
+            reads += " " + line
         m = re.match(r"^(\w+)\s+([A-Z]+)\s+(.+)$", line)
-        if in_columns and m:
+        if section == "columns" and m:
             columns[m.group(1)] = (m.group(2), m.group(3))
-    return {"summary": summary, "columns": columns, "requires": requires(sql_text)}
+    return {"summary": summary, "columns": columns, "requires": requires(sql_text), "reads": _names(reads)}
+
+
+def _names(text: str) -> list[str]:
+    """The table names of a ``Reads:`` text (``events(run_id, ...), _windows.``: each name's columns in
+    parentheses, ``nothing`` for none)."""
+    while (bare := re.sub(r"\([^()]*\)", "", text)) != text:
+        text = bare
+    names = [part.strip().rstrip(".").split() for part in text.split(",")]
+    return [words[0] for words in names if words and words[0] != "nothing"]
 
 
 def list_queries() -> pl.DataFrame:
