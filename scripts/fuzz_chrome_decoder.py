@@ -18,6 +18,7 @@ import importlib.util
 import os
 import random
 import re
+import runpy
 import subprocess
 import sys
 import sysconfig
@@ -37,10 +38,16 @@ _TOKENS = [b"\\u", b"\\ud800", b"\\udc00", b'"\\', b"1e999", b"-0", b"null", b"[
 
 
 def build(out_dir: Path) -> Path:
+    """The scanner built with the sanitizers (any report aborts: none is only printed), with its column
+    header written from ``columns.py`` as ``setup.py`` writes it."""
+    header = runpy.run_path(str(ROOT / "traceq/readers/chrome/columns.py"))["c_header"]()
+    (out_dir / "_scan_columns.h").write_text(header)
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     target = out_dir / f"_scan{suffix}"
-    flags = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-shared", "-fPIC", "-std=c11"]
-    subprocess.run(["gcc", *flags, f"-I{sysconfig.get_paths()['include']}", str(SOURCE), "-o", str(target)], check=True)
+    flags = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
+             "-shared", "-fPIC", "-std=c11"]  # fmt: skip
+    includes = [f"-I{sysconfig.get_paths()['include']}", f"-I{out_dir}"]
+    subprocess.run(["gcc", *flags, *includes, str(SOURCE), "-o", str(target)], check=True)
     return target
 
 

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 import hypothesis.strategies as st
+import msgspec
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,7 +25,7 @@ from polars.testing import assert_frame_equal
 from tests.conftest import SAMPLES, chrome_traces, run_cli, shared
 from traceq.model import nesting
 from traceq.readers import read_trace
-from traceq.readers.chrome import decoder
+from traceq.readers.chrome import columns, decoder
 from traceq.readers.source import prefetched
 
 
@@ -33,6 +34,20 @@ def _require_native() -> None:
         if os.environ.get("TRACEQ_ALLOW_NO_NATIVE") == "1":
             pytest.skip("native parts not built on this install")
         pytest.fail("the C extensions were not built (no compiler at install?); TRACEQ_ALLOW_NO_NATIVE=1 skips")
+
+
+def test_both_decoders_follow_the_one_declaration_of_the_columns() -> None:
+    """The columns, their kinds and the args keys are declared once (``columns.py``): the msgspec path's
+    schema and typed args are made from it, and the C scanner reports what it was compiled with (a
+    scanner built from another declaration, or not rebuilt since it changed, fails here)."""
+    declared = columns.columns()
+    assert tuple(decoder._FRAME_SCHEMA) == tuple(name for name, _ in declared)
+    arg_fields = msgspec.structs.fields(decoder.KnownArgs)
+    assert [(f.encode_name, f.name) for f in arg_fields] == [(key, column) for key, column, _ in columns.ARG_COLUMNS]
+    _require_native()
+    assert tuple(name for name, _ in declared) == decoder._scan.COLUMNS
+    assert tuple(kind for _, kind in declared) == decoder._scan.KINDS
+    assert tuple((key, column) for key, column, _ in columns.ARG_COLUMNS) == decoder._scan.ARG_KEYS
 
 
 @pytest.mark.parametrize("path", chrome_traces(), ids=lambda p: p.name)

@@ -7,8 +7,9 @@
  * repairs broken input, so this module never has to guess.
  *
  * Result: (n_kept, columns, metadata_spans, skipped)
- *   columns: one tuple per column, in the order of COLUMNS below:
- *     string / float64 / int64: (validity bits or None, null_count, data..)
+ *   columns: one tuple per column, in the order of traceq/readers/chrome/columns.py (the generated
+ *   _scan_columns.h; the module's COLUMNS, KINDS and ARG_KEYS say what it was built with):
+ *     string (and JSON text) / float64 / int64: (validity bits or None, null_count, data..)
  *     list<string>:             (validity, null_count, list offsets, child validity, child null_count,
  *                                child offsets, child data, child length)
  *   metadata_spans: [(start, end)] byte spans of ph="M" events, decoded by the caller.
@@ -23,6 +24,8 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+
+#include "_scan_columns.h"
 
 /* ---- growable buffers ------------------------------------------------------------------------- */
 
@@ -97,8 +100,6 @@ static PyObject *buf_bytes(Buf *b) {
 }
 
 /* ---- columns -------------------------------------------------------------------------------------- */
-
-enum { K_STR, K_F64, K_I64, K_LIST };
 
 typedef struct {
     int kind;
@@ -506,35 +507,6 @@ typedef struct {
     size_t n;
 } Val;
 
-/* Output columns, in order; the Python side names them in the same order. */
-enum {
-    C_PH, C_CAT, C_NAME, C_PID, C_TID, C_TS, C_DUR, C_ARGS,
-    C_EXTERNAL_ID, C_CORRELATION, C_CORRELATION_ID, C_DEVICE, C_STREAM, C_BYTES, C_BYTES_UPPER,
-    C_INPUT_TYPE, C_INPUT_DIMS, C_INPUT_DTYPES, C_INPUT_SHAPES, C_START_TIME, C_END_TIME, C_NAME_ARG,
-    N_COLS
-};
-static const int KINDS[N_COLS] = {
-    K_STR, K_STR, K_STR, K_STR, K_STR, K_F64, K_F64, K_STR,
-    K_I64, K_I64, K_I64, K_I64, K_I64, K_I64, K_I64,
-    K_LIST, K_STR, K_STR, K_STR, K_STR, K_STR, K_STR,
-};
-
-/* Known args keys: the JSON key and its column. */
-typedef struct {
-    const char *key;
-    size_t len;
-    int col;
-} ArgKey;
-#define ARG(k, c) {k, sizeof k - 1, c}
-static const ArgKey ARG_KEYS[] = {
-    ARG("External id", C_EXTERNAL_ID), ARG("correlation", C_CORRELATION), ARG("correlation id", C_CORRELATION_ID),
-    ARG("device", C_DEVICE), ARG("stream", C_STREAM), ARG("bytes", C_BYTES), ARG("Bytes", C_BYTES_UPPER),
-    ARG("Input type", C_INPUT_TYPE), ARG("Input Dims", C_INPUT_DIMS), ARG("input_dtypes", C_INPUT_DTYPES),
-    ARG("input_shapes", C_INPUT_SHAPES), ARG("start_time", C_START_TIME), ARG("end_time", C_END_TIME),
-    ARG("name", C_NAME_ARG),
-};
-#define N_ARG_KEYS (sizeof ARG_KEYS / sizeof ARG_KEYS[0])
-
 typedef struct {
     Val ph, cat, name, pid, tid, ts, dur, args;
     Val known[N_COLS]; /* indexed by column; only arg columns used */
@@ -601,11 +573,11 @@ static int read_args(Scan *s, Event *ev) {
             const char *start = s->p;
             Val *v = &ev->known[col];
             if (!read_value(s, v)) return 0;
-            if (KINDS[col] == K_STR && (col == C_INPUT_DIMS || col == C_INPUT_DTYPES || col == C_INPUT_SHAPES)) {
+            if (KINDS[col] == K_JSON) {
                 v->type = v->type == V_NULL ? V_NULL : V_OTHER; /* JSON text of the value; null is none */
                 v->s = start;
                 v->n = (size_t)(s->p - start);
-            } else if (col == C_INPUT_TYPE && v->type == V_OTHER && *start == '[') {
+            } else if (KINDS[col] == K_LIST && v->type == V_OTHER && *start == '[') {
                 if (!check_input_type(v->s, v->n)) return 0;
             }
         }
@@ -774,26 +746,24 @@ static int emit_list(Out *o, int col, const Val *v) {
 
 static int emit(Out *o, const Event *ev) {
     static const Val X = {V_STR, 0, "X", 1}, I = {V_STR, 0, "i", 1};
-    int ok = emit_str(o, C_PH, ev->ph.s[0] == 'X' ? &X : &I) && emit_str(o, C_CAT, &ev->cat) &&
-             emit_str(o, C_NAME, &ev->name) && emit_id(o, C_PID, &ev->pid) && emit_id(o, C_TID, &ev->tid) &&
-             emit_f64(o, C_TS, &ev->ts) && emit_f64(o, C_DUR, &ev->dur);
+    int ok = emit_str(o, COL_ph, ev->ph.s[0] == 'X' ? &X : &I) && emit_str(o, COL_cat, &ev->cat) &&
+             emit_str(o, COL_name, &ev->name) && emit_id(o, COL_pid_raw, &ev->pid) &&
+             emit_id(o, COL_tid_raw, &ev->tid) && emit_f64(o, COL_ts_us, &ev->ts) && emit_f64(o, COL_dur_us, &ev->dur);
     if (!ok) return 0;
     if (ev->args.type == V_ABSENT) {
-        if (!str_push(&o->cols[C_ARGS], "{}", 2, 1)) return 0;
-    } else if (!str_push(&o->cols[C_ARGS], ev->args.s, ev->args.n, 1)) {
+        if (!str_push(&o->cols[COL_args], "{}", 2, 1)) return 0;
+    } else if (!str_push(&o->cols[COL_args], ev->args.s, ev->args.n, 1)) {
         return 0;
     }
-    for (int col = C_EXTERNAL_ID; col < N_COLS; col++) {
+    for (int col = FIRST_ARG_COL; col < N_COLS; col++) {
         const Val *v = &ev->known[col];
         switch (KINDS[col]) {
         case K_I64: ok = emit_i64(o, col, v); break;
         case K_LIST: ok = emit_list(o, col, v); break;
-        default:
-            if (col == C_INPUT_DIMS || col == C_INPUT_DTYPES || col == C_INPUT_SHAPES) {
-                ok = v->type == V_OTHER ? str_push(&o->cols[col], v->s, v->n, 1) : str_push(&o->cols[col], NULL, 0, 0);
-            } else {
-                ok = emit_str(o, col, v);
-            }
+        case K_JSON:
+            ok = v->type == V_OTHER ? str_push(&o->cols[col], v->s, v->n, 1) : str_push(&o->cols[col], NULL, 0, 0);
+            break;
+        default: ok = emit_str(o, col, v);
         }
         if (!ok) return 0;
     }
@@ -867,6 +837,7 @@ static PyObject *validity(Buf *b, int64_t nulls) {
 static PyObject *column_tuple(Col *c) {
     switch (c->kind) {
     case K_STR:
+    case K_JSON:
         offs_init(&c->offs);
         return Py_BuildValue("(NLNN)", validity(&c->valid, c->nulls), (long long)c->nulls, buf_bytes(&c->offs),
                              buf_bytes(&c->data));
@@ -1032,7 +1003,33 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_scan",
                                     "Native chrome-trace event decoder (optional; the msgspec path is the reference).",
                                     -1, METHODS};
 
+/* The columns the module was built with (columns.py, through the generated header): (name, ...). */
+static PyObject *built_columns(void) {
+    PyObject *names = PyTuple_New(N_COLS), *kinds = names ? PyTuple_New(N_COLS) : NULL;
+    PyObject *keys = kinds ? PyTuple_New((Py_ssize_t)N_ARG_KEYS) : NULL;
+    for (Py_ssize_t i = 0; keys && i < N_COLS; i++) {
+        PyTuple_SET_ITEM(names, i, PyUnicode_FromString(COLUMN_NAMES[i]));
+        PyTuple_SET_ITEM(kinds, i, PyUnicode_FromString(KIND_NAMES[KINDS[i]]));
+    }
+    for (size_t j = 0; keys && j < N_ARG_KEYS; j++)
+        PyTuple_SET_ITEM(keys, (Py_ssize_t)j, Py_BuildValue("(ss)", ARG_KEYS[j].key, COLUMN_NAMES[ARG_KEYS[j].col]));
+    PyObject *all = (keys && !PyErr_Occurred()) ? Py_BuildValue("(OOO)", names, kinds, keys) : NULL;
+    Py_XDECREF(names);
+    Py_XDECREF(kinds);
+    Py_XDECREF(keys);
+    return all;
+}
+
 PyMODINIT_FUNC PyInit__scan(void) {
     if (PyType_Ready(&OwnedType) < 0) return NULL;
-    return PyModule_Create(&MODULE);
+    PyObject *module = PyModule_Create(&MODULE), *built = module ? built_columns() : NULL;
+    if (!built || PyModule_AddObject(module, "COLUMNS", Py_NewRef(PyTuple_GET_ITEM(built, 0))) < 0 ||
+        PyModule_AddObject(module, "KINDS", Py_NewRef(PyTuple_GET_ITEM(built, 1))) < 0 ||
+        PyModule_AddObject(module, "ARG_KEYS", Py_NewRef(PyTuple_GET_ITEM(built, 2))) < 0) {
+        Py_XDECREF(built);
+        Py_XDECREF(module);
+        return NULL;
+    }
+    Py_DECREF(built);
+    return module;
 }

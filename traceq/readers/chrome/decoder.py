@@ -23,6 +23,7 @@ from traceq._utils.in_order import InOrder
 from traceq._utils.memory import heap_reused
 from traceq._utils.native import load
 from traceq.errors import InputError
+from traceq.readers.chrome import columns
 from traceq.readers.chunks import Chunks
 from traceq.readers.source import Progress, TruncatedInput, iter_content, prefetched
 
@@ -59,27 +60,29 @@ class _Event(msgspec.Struct, gc=False):
     args: msgspec.Raw = msgspec.Raw()
 
 
-class KnownArgs(msgspec.Struct, gc=False):
-    """The arg keys the readers give columns to (Kineto and Paddle spellings). Others stay in ``args``."""
+#: The columns of each kind of :mod:`~traceq.readers.chrome.columns` (the one declaration both decoders follow).
+_DTYPES = {"str": pl.String, "f64": pl.Float64, "i64": pl.Int64, "list": pl.List(pl.String), "json": pl.String}
+#: The type of an ``args`` value of each kind, and its default (no value).
+_ARG_TYPES = {
+    "i64": (int | None, None),
+    "str": (str | None, None),
+    "list": (list[Any] | None, None),
+    "json": (msgspec.Raw, msgspec.field(default_factory=msgspec.Raw)),
+}
+#: The decoded columns, in the order of the declaration (the C decoder's order too).
+_FRAME_SCHEMA = {name: _DTYPES[kind] for name, kind in columns.columns()}
 
-    external_id: int | None = msgspec.field(default=None, name="External id")
-    correlation: int | None = None
-    correlation_id: int | None = msgspec.field(default=None, name="correlation id")
-    device: int | None = None
-    stream: int | None = None
-    bytes: int | None = None
-    Bytes: int | None = None
-    input_type: list[Any] | None = msgspec.field(default=None, name="Input type")
-    input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
-    input_dtypes: msgspec.Raw = msgspec.Raw()
-    input_shapes: msgspec.Raw = msgspec.Raw()
-    start_time: str | None = None
-    end_time: str | None = None
-    name_arg: str | None = msgspec.field(default=None, name="name")
-
-
-#: Fields kept as their JSON text (shapes and types written as nested lists).
-_RAW_FIELDS = ("input_dims", "input_dtypes", "input_shapes")
+#: The arg keys the readers give columns to (Kineto and Paddle spellings). Others stay in ``args``.
+KnownArgs = msgspec.defstruct(
+    "KnownArgs",
+    [(column, *_ARG_TYPES[kind]) for _, column, kind in columns.ARG_COLUMNS],
+    rename={column: key for key, column, _ in columns.ARG_COLUMNS},
+    module=__name__,
+    gc=False,
+)
+#: Fields kept as their JSON text (shapes and types written as nested lists), and lists of texts.
+_RAW_FIELDS = tuple(column for _, column, kind in columns.ARG_COLUMNS if kind == "json")
+_LIST_FIELDS = tuple(column for _, column, kind in columns.ARG_COLUMNS if kind == "list")
 _ARG_FIELDS = msgspec.structs.fields(KnownArgs)
 #: The same keys with every value left as JSON text: the lenient path converts them one by one.
 _RawArgs = msgspec.defstruct(
@@ -444,36 +447,10 @@ def _to_frame(events: list[_Event]) -> pl.DataFrame:
         values = [getattr(k, f) for k in known]
         if f in _RAW_FIELDS:  # JSON text; a JSON null is no value
             values = [bytes(v).decode("utf-8", "replace") if len(v) and bytes(v) != b"null" else None for v in values]
-        elif f == "input_type":
+        elif f in _LIST_FIELDS:
             values = [None if v is None else [None if x is None else str(x) for x in v] for v in values]
         cols[f] = values
     return pl.DataFrame(cols, schema_overrides=_FRAME_SCHEMA, strict=False)
-
-
-_FRAME_SCHEMA = {
-    "ph": pl.String,
-    "cat": pl.String,
-    "name": pl.String,
-    "pid_raw": pl.String,
-    "tid_raw": pl.String,
-    "ts_us": pl.Float64,
-    "dur_us": pl.Float64,
-    "args": pl.String,
-    "external_id": pl.Int64,
-    "correlation": pl.Int64,
-    "correlation_id": pl.Int64,
-    "device": pl.Int64,
-    "stream": pl.Int64,
-    "bytes": pl.Int64,
-    "Bytes": pl.Int64,
-    "input_type": pl.List(pl.String),
-    "input_dims": pl.String,
-    "input_dtypes": pl.String,
-    "input_shapes": pl.String,
-    "start_time": pl.String,
-    "end_time": pl.String,
-    "name_arg": pl.String,
-}
 
 
 def _lenient_args(raw: Any) -> KnownArgs:
