@@ -9,8 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import polars as pl
 import typer
+import typer.core
 
 from traceq._version import __version__
 from traceq.analysis.compare import compare as compare_runs
@@ -29,12 +31,26 @@ from traceq.render.html import write_html
 from traceq.schema import markdown_reference
 from traceq.store import STORE_ENV, Store
 
+
+class _Commands(typer.core.TyperGroup):
+    """The commands: a :class:`TraceqError` from the library is one line on stderr and exit code 1 (in
+    :func:`main` and wherever the app runs, such as typer's test runner)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TraceqError as e:
+            _error(str(e))
+            raise typer.Exit(1) from None
+
+
 app = typer.Typer(
     name="traceq",
     help="Why did mixed precision (AMP) make training slower? Evidence from profiler traces.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=_Commands,
 )
 
 StoreOpt = Annotated[

@@ -7,18 +7,16 @@ from pathlib import Path
 
 import pytest
 
-import traceq
-from tests.conftest import SAMPLES, SHARED, run_cli, shared
+from tests.conftest import SAMPLES, SHARED, PairStore, run_cli
 from traceq import compare
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    s = tmp_path_factory.mktemp("cmp") / "store"
-    traceq.ingest([shared("kineto/conformer_fp32_b64.json.gz"), shared("kineto/conformer_fp16_b64.json.gz")], store=s)
-    return s
+@pytest.fixture
+def store(kineto_b64: PairStore) -> Path:
+    return kineto_b64.path
 
 
+@pytest.mark.slow
 def test_batch_64_amp_is_explained_as_launch_bound(store: Path) -> None:
     done = run_cli("report", "--compare", "conformer_fp32_b64", "conformer_fp16_b64", "--store", str(store),
                    "--format", "json")  # fmt: skip
@@ -48,19 +46,11 @@ def test_a_run_compared_with_itself_blames_nothing(store: Path) -> None:
     assert "nothing to blame" in result.verdict
 
 
-@pytest.mark.parametrize(
-    ("base", "new"),
-    [
-        ("kineto/conformer_fp32_b4.json.gz", "kineto/conformer_fp16_b4.json.gz"),
-        ("nsys/nsys_conformer_fp32_b4.sqlite.gz", "nsys/nsys_conformer_fp16_b4.sqlite.gz"),
-        (
-            "paddle-gpu-layout/paddlefmt_conformer_fp32_b64.json.gz",
-            "paddle-gpu-layout/paddlefmt_conformer_fp16_b64.json.gz",
-        ),
-    ],
-)
-def test_other_pairs_close_their_waterfall(base: str, new: str, tmp_path: Path) -> None:
-    result = compare(str(shared(base)), str(shared(new)), tmp_path / "s")
+@pytest.mark.slow
+@pytest.mark.parametrize("pair", ["kineto_b4", "nsys_b4", "paddle_b64"])
+def test_other_pairs_close_their_waterfall(pair: str, request: pytest.FixtureRequest) -> None:
+    runs: PairStore = request.getfixturevalue(pair)
+    result = compare(runs.base, runs.new, runs.path)
     assert result.findings
     assert abs(result.unexplained_ms) <= 0.15 * abs(result.step_time_delta_ms)
     assert {f.id for f in result.findings} >= {"launch_bound", "cast_overhead"}
@@ -75,6 +65,7 @@ def test_summary_text_pair_compares_ops(tmp_path: Path) -> None:
     assert not result.op_deltas.is_empty()
 
 
+@pytest.mark.slow
 def test_html_markdown_and_ci_gate(store: Path, tmp_path: Path) -> None:
     page = tmp_path / "amp.html"
     done = run_cli("report", "--compare", "conformer_fp32_b64", "conformer_fp16_b64", "--store", str(store),
@@ -96,12 +87,10 @@ def test_compare_accepts_sample_files(tmp_path: Path) -> None:
     assert done.returncode == 0 and "Waterfall" in done.stdout
 
 
-def test_nsys_pair_names_conv_cpu_growth(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_nsys_pair_names_conv_cpu_growth(nsys_b4: PairStore) -> None:
     """In the nsys captures (cuDNN autotuning included), FP16 conv1d CPU time grows about 6x."""
-    result = compare(
-        str(shared("nsys/nsys_conformer_fp32_b4.sqlite.gz")), str(shared("nsys/nsys_conformer_fp16_b4.sqlite.gz")),
-        tmp_path / "s",
-    )  # fmt: skip
+    result = compare(nsys_b4.base, nsys_b4.new, nsys_b4.path)
     growth = {f.evidence["op"]: f for f in result.findings if f.id == "op_cpu_growth"}
     assert "aten::conv1d" in growth
     before, after = growth["aten::conv1d"].evidence["cpu_ms_per_step"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLES, SHARED, run_cli, shared
+from tests.conftest import SAMPLES, SHARED, PairStore, run_cli
 from traceq import run_report
 
 KEYS = {
@@ -17,11 +17,8 @@ KEYS = {
 
 
 @pytest.fixture(scope="module")
-def amp_b64(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    store = tmp_path_factory.mktemp("r") / "store"
-    done = run_cli(
-        "report", str(shared("kineto/conformer_fp16_b64.json.gz")), "--store", str(store), "--format", "json"
-    )
+def amp_b64(kineto_b64: PairStore) -> dict:
+    done = run_cli("report", kineto_b64.new, "--store", str(kineto_b64.path), "--format", "json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

@@ -107,6 +107,7 @@ def test_sql_cannot_modify_anything(filled_store: Path, query: str) -> None:
     assert tree_state(filled_store) == before
 
 
+@pytest.mark.slow
 def test_a_query_beyond_memory_spills_into_the_temporary_folder_not_the_working_one(
     filled_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

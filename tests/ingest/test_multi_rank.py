@@ -108,6 +108,7 @@ def test_a_process_pool_stores_exactly_what_one_process_stores(tmp_path: Path) -
     assert not list((two / "tmp").iterdir())
 
 
+@pytest.mark.slow
 def test_ray_tasks_store_exactly_what_one_process_stores(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="the ray extra is part of the test extras")
     one, ray_store = tmp_path / "one", tmp_path / "ray"
@@ -209,6 +210,7 @@ def _polars_pool_size(_: int) -> int:
     return pl.thread_pool_size()
 
 
+@pytest.mark.slow
 def test_pool_workers_share_the_cores_unless_the_caller_sized_polars(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(executors, "default_jobs", lambda: 4)
     monkeypatch.delenv(executors.POLARS_THREADS_ENV, raising=False)

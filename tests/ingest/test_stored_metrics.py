@@ -84,6 +84,7 @@ def test_small_runs_store_no_metrics_by_default(store_dir: Path, monkeypatch: py
     assert stored_files(Store(store_dir), [run_id], "gpu_busy") is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "path", [RUNS["paddle_layout"], shared("nsys/nsys_conformer_fp16_b4.sqlite.gz")], ids=["chrome", "nsys"]
 )
@@ -124,6 +125,7 @@ def memory_limits(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
     return limits
 
 
+@pytest.mark.slow
 def test_metrics_that_cannot_keep_to_the_limit_are_computed_without_it(
     store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_limits: list[str | None]
 ) -> None:

@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 
 import traceq
-from tests.conftest import raw_trace, shared
+from tests.conftest import PairStore, raw_trace, shared
+from traceq.ingest.ingest import run_name
 from traceq.model.build import build_run_tables
 from traceq.query.engine import query
 from traceq.store import Store
@@ -54,18 +55,26 @@ def _independent_busy(path: Path, kernels_only: bool = False) -> dict[int, float
 
 
 @pytest.mark.parametrize(
-    "rel",
+    ("rel", "pair"),
     [
-        "kineto/conformer_fp16_b64.json.gz",
-        "kineto/conformer_fp32_b4.json.gz",
-        "paddle-gpu-layout/paddlefmt_conformer_fp32_b64.json.gz",
-        "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+        ("kineto/conformer_fp16_b64.json.gz", "kineto_b64"),
+        ("kineto/conformer_fp32_b4.json.gz", "kineto_b4"),
+        ("paddle-gpu-layout/paddlefmt_conformer_fp32_b64.json.gz", "paddle_b64"),
+        ("hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", None),
     ],
+    ids=lambda v: v if v is None or "/" not in v else Path(v).name.split(".")[0],
 )
-def test_busy_equals_an_independent_interval_union(rel: str, tmp_path: Path) -> None:
+def test_busy_equals_an_independent_interval_union(
+    rel: str, pair: str | None, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """On its own store, or on the session's store of the pair it belongs to (this run only)."""
     path = shared(rel)
-    traceq.ingest([path], store=tmp_path / "s")
-    got = query("gpu_busy", tmp_path / "s")
+    if pair is None:
+        traceq.ingest([path], store=tmp_path / "s")
+        got = query("gpu_busy", tmp_path / "s")
+    else:
+        pairs: PairStore = request.getfixturevalue(pair)
+        got = query("gpu_busy", pairs.path, run_name(path))
     assert got["device"].n_unique() == 1
     busy = dict(zip(got["step"], got["busy_ns"], strict=True))
     kernel_busy = dict(zip(got["step"], got["kernel_busy_ns"], strict=True))
@@ -78,11 +87,8 @@ def test_busy_equals_an_independent_interval_union(rel: str, tmp_path: Path) -> 
     assert ((got["idle_ns"] + got["busy_ns"]) == got["window_ns"]).all()
 
 
-def test_amp_halves_busy_time_at_batch_64(tmp_path: Path) -> None:
-    store = tmp_path / "s"
-    traceq.ingest(
-        [shared("kineto/conformer_fp32_b64.json.gz"), shared("kineto/conformer_fp16_b64.json.gz")], store=store
-    )
+def test_amp_halves_busy_time_at_batch_64(kineto_b64: PairStore) -> None:
+    store = kineto_b64.path
     names = traceq.sql("select run_id, name from runs", store)
     busy = query("gpu_busy", store).join(names, on="run_id").group_by("name").agg(pl.col("busy_ns").mean() / 1e6)
     ms = dict(busy.iter_rows())

@@ -11,19 +11,15 @@ import polars as pl
 import pytest
 
 import traceq
-from tests.conftest import raw_trace, shared
+from tests.conftest import PairStore, raw_trace, shared
 from traceq.query.engine import query
 
 STEP = re.compile(r"^ProfilerStep#(\d+)")
 
 
-@pytest.fixture(scope="module")
-def b64(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    store = tmp_path_factory.mktemp("b64") / "store"
-    traceq.ingest(
-        [shared("kineto/conformer_fp32_b64.json.gz"), shared("kineto/conformer_fp16_b64.json.gz")], store=store
-    )
-    return store
+@pytest.fixture
+def b64(kineto_b64: PairStore) -> Path:
+    return kineto_b64.path
 
 
 def _by_name(frame: pl.DataFrame, store: Path) -> pl.DataFrame:
@@ -45,7 +41,7 @@ def test_gaps_add_up_to_idle_time(b64: Path) -> None:
     assert (joined["gap_ns"] == joined["idle_ns"]).all()
 
 
-def test_host_launch_gaps_match_an_independent_computation() -> None:
+def test_host_launch_gaps_match_an_independent_computation(kineto_b4: PairStore) -> None:
     """Merge each step's GPU work in Python; a gap is host-launch when the launch of the work after it
     started after the gap began."""
     path = shared("kineto/conformer_fp32_b4.json.gz")
@@ -78,13 +74,7 @@ def test_host_launch_gaps_match_an_independent_computation() -> None:
             else:
                 cur_end = max(cur_end, t)
         want[int(m.group(1))] = host
-    store = Path(str(path) + ".store").parent  # placeholder, replaced below
-    del store
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        traceq.ingest([path], store=tmp)
-        got = dict(query("launch_bound", tmp).select("step", "host_launch_gap_ns").iter_rows())
+    got = dict(query("launch_bound", kineto_b4.path, kineto_b4.base).select("step", "host_launch_gap_ns").iter_rows())
     assert set(got) == set(want)
     for step, host in want.items():
         assert abs(got[step] - host) <= 50, step  # ns rounding of a few hundred boundaries

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from collections import Counter
 from pathlib import Path
@@ -142,15 +144,23 @@ def test_launches_outside_any_op_are_attributed_to_their_annotation() -> None:
 
     path = shared("hta/trace_diff/control/control.json.gz")
     raw = [e for e in raw_trace(path)["traceEvents"] if e.get("ph") == "X"]
-    ops = {}
+    ops: dict[object, list[tuple[float, float]]] = {}
     for e in raw:
         if e.get("cat") == "cpu_op":
             ops.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
+    # per thread, the ops by start and the latest end of those starting so far: a call lies inside some
+    # op exactly when an op starting at or before it ends at or after it
+    starts = {tid: [a for a, _ in sorted(spans)] for tid, spans in ops.items()}
+    reach = {tid: list(itertools.accumulate((b for _, b in sorted(spans)), max)) for tid, spans in ops.items()}
+
+    def inside_an_op(r: dict) -> bool:
+        k = bisect.bisect_right(starts.get(r["tid"], []), r["ts"])
+        return k > 0 and reach[r["tid"]][k - 1] >= r["ts"] + r["dur"]
+
     runtime = {e["args"]["correlation"]: e for e in raw if e.get("cat") == "cuda_runtime"}
     orphans = 0
     for k in (e for e in raw if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")):
-        r = runtime[k["args"]["correlation"]]
-        if not any(a <= r["ts"] and r["ts"] + r["dur"] <= b for a, b in ops.get(r["tid"], [])):
+        if not inside_an_op(runtime[k["args"]["correlation"]]):
             orphans += 1
     events = read_trace(path).tables.events
     owners = events.filter(pl.col("kind").is_in(GPU)).join(

@@ -233,12 +233,14 @@ def _check_generated(events: list[dict], indent: int | None, ascii_only: bool, m
         _assert_same(got, _decode(body, native=False))
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(st.lists(_any_event, min_size=1, max_size=8), st.sampled_from([None, 0, 2]), st.booleans())
 def test_any_events_decode_identically_or_fall_back(events: list[dict], indent: int | None, ascii_only: bool) -> None:
     _check_generated(events, indent, ascii_only, must_be_native=False)
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(st.lists(_typed_event, min_size=1, max_size=8), st.sampled_from([None, 0, 2]), st.booleans())
 def test_well_typed_events_are_decoded_natively(events: list[dict], indent: int | None, ascii_only: bool) -> None:
@@ -316,6 +318,7 @@ def _mutated_bodies(seed: int, n: int) -> list[bytes]:
     return bodies
 
 
+@pytest.mark.slow
 def test_mutated_real_events_decode_identically_or_fall_back() -> None:
     _require_native()
     accepted = 0
