@@ -253,25 +253,35 @@ def _cast_overhead(p: Pair) -> Finding:
     )
 
 
-def _layout_transforms(p: Pair) -> Finding:
-    return Finding(
-        id="layout_transforms",
-        title="Layout transforms (nchwToNhwc, transposes) changed GPU time by "
-        f"{p.waterfall.layout_transforms:+.2f} ms/step",
-        impact_ms=p.waterfall.layout_transforms,
-        evidence={"layout_kernel_ms": [p.b.layout_kernels, p.n.layout_kernels]},
-        next_step="Use channels-last (NHWC) tensors end to end so cuDNN does not transpose around each conv.",
-    )
+def _gpu_work_changed(part: str, what: str, work: str, evidence: str, next_step: str) -> Callable[[Pair], Finding]:
+    """The rule of a waterfall part that is one kind of GPU work (``work``, a :class:`RunParts` field) whose
+    time changed."""
+
+    def rule(p: Pair) -> Finding:
+        impact = getattr(p.waterfall, part)
+        return Finding(
+            id=part,
+            title=f"{what} changed GPU time by {impact:+.2f} ms/step",
+            impact_ms=impact,
+            evidence={evidence: [getattr(p.b, work), getattr(p.n, work)]},
+            next_step=next_step,
+        )
+
+    return rule
 
 
-def _optimizer(p: Pair) -> Finding:
-    return Finding(
-        id="optimizer",
-        title=f"Optimizer and loss-scaler kernels changed GPU time by {p.waterfall.optimizer:+.2f} ms/step",
-        impact_ms=p.waterfall.optimizer,
-        evidence={"optimizer_kernel_ms": [p.b.optimizer_kernels, p.n.optimizer_kernels]},
-        next_step="Use a fused / multi-tensor optimizer (foreach or fused Adam, Paddle merged_adam).",
-    )
+_layout_transforms = _gpu_work_changed(
+    "layout_transforms", "Layout transforms (nchwToNhwc, transposes)", "layout_kernels", "layout_kernel_ms",
+    "Use channels-last (NHWC) tensors end to end so cuDNN does not transpose around each conv.",
+)  # fmt: skip
+_optimizer = _gpu_work_changed(
+    "optimizer", "Optimizer and loss-scaler kernels", "optimizer_kernels", "optimizer_kernel_ms",
+    "Use a fused / multi-tensor optimizer (foreach or fused Adam, Paddle merged_adam).",
+)  # fmt: skip
+_memory_copies = _gpu_work_changed(
+    "memory_copies", "Memory copies and sets", "copies", "copy_ms",
+    "Avoid host<->device copies inside the step (pinned memory, non_blocking, keep data on GPU).",
+)  # fmt: skip
 
 
 def _communication(p: Pair) -> Finding:
@@ -289,16 +299,6 @@ def _communication(p: Pair) -> Finding:
         evidence=evidence,
         next_step="Across ranks this is mostly waiting for the slowest rank: see the rank-aligned table; "
         "otherwise overlap communication with compute (DDP bucket size, gradient accumulation).",
-    )
-
-
-def _memory_copies(p: Pair) -> Finding:
-    return Finding(
-        id="memory_copies",
-        title=f"Memory copies and sets changed GPU time by {p.waterfall.memory_copies:+.2f} ms/step",
-        impact_ms=p.waterfall.memory_copies,
-        evidence={"copy_ms": [p.b.copies, p.n.copies]},
-        next_step="Avoid host<->device copies inside the step (pinned memory, non_blocking, keep data on GPU).",
     )
 
 
