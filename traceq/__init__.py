@@ -1,6 +1,8 @@
 """traceq: why did mixed precision make training slower? Evidence from profiler traces.
 
-The library does the work and returns polars frames; the ``traceq`` command only renders them.
+The library does the work and returns polars frames and typed results (reports, comparisons); the
+``traceq`` command only renders them. This module is the Python API: each function calls the stages
+(see the README's Architecture section); reports and comparisons also take a trace file, ingested first.
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""Readers: one module per input format; each translates a file into the canonical tables."""
+"""Readers: a file of any supported format into the canonical tables.
+
+:func:`sniff_format` tells the format by content and :func:`read_trace` dispatches to its reader: chrome
+traces (``chrome/``) and nsys exports (``nsys.py``) give their events in chunks, which
+:mod:`~traceq.readers.assemble` turns into the tables through the model; Paddle summary text
+(``paddle_summary.py``) has no events and gives its tables directly.
+"""
 
 from __future__ import annotations
 
