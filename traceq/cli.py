@@ -166,7 +166,9 @@ def report(
         tuple[str, str] | None,
         typer.Option("--compare", help="Explain the step-time difference between BASE and NEW.", show_default=False),
     ] = None,
-    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report.")] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write the comparison as an HTML page (--format html prints it).")
+    ] = None,
     fail_if_slower: Annotated[
         float | None,
         typer.Option("--fail-if-slower", help="With --compare: exit 3 if NEW is slower by more than PCT percent."),
