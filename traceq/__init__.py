@@ -16,7 +16,7 @@ from traceq.analysis import compare as comparison
 from traceq.analysis import report as reporting
 from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import InputError, QueryError, StoreError, TraceqError
-from traceq.ingest.ingest import ingest, run_id_of
+from traceq.ingest.ingest import ingest, latest_run, pick_runs, run_id_of
 from traceq.query.engine import query, sql
 from traceq.readers import read_trace
 from traceq.store import Store
@@ -27,17 +27,21 @@ def runs(store: Store | str | Path | None = None) -> pl.DataFrame:
     return _store(store).catalog()
 
 
-def run_report(ref: str, store: Store | str | Path | None = None) -> RunReport:
-    """The report of one run: a run id, a run name, or a trace file (ingested first if not stored yet)."""
+def run_report(ref: str | None = None, store: Store | str | Path | None = None) -> RunReport:
+    """The report of one run: a run id, a run name, or a trace file (ingested first if not stored yet);
+    by default the run ingested last."""
     store = _store(store)
-    return reporting.run_report(run_id_of(ref, store), store)
+    return reporting.run_report(run_id_of(ref, store) if ref is not None else latest_run(store), store)
 
 
-def compare(base_ref: str, new_ref: str, store: Store | str | Path | None = None) -> Comparison:
+def compare(
+    base_ref: str | None = None, new_ref: str | None = None, store: Store | str | Path | None = None
+) -> Comparison:
     """Why NEW's step is slower or faster than BASE's: each a run id, a run name, or a trace file (ingested
-    first if not stored yet)."""
+    first if not stored yet). Without runs, the two runs ingested last; with NEW alone, the run ingested
+    just before it is BASE."""
     store = _store(store)
-    return comparison.compare(run_id_of(base_ref, store), run_id_of(new_ref, store), store)
+    return comparison.compare(*pick_runs(store, base_ref, new_ref), store)
 
 
 def _store(store: Store | str | Path | None) -> Store:

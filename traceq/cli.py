@@ -21,12 +21,14 @@ from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import TraceqError
 from traceq.ingest.executors import EXECUTORS
 from traceq.ingest.ingest import ingest as ingest_files
-from traceq.ingest.ingest import run_id_of
+from traceq.ingest.ingest import latest_run, pick_runs, run_id_of
 from traceq.model.nesting import native_available as nesting_native
+from traceq.query.engine import DEFAULT_TIMEOUT_S
 from traceq.query.engine import sql as run_sql
 from traceq.query.files import list_queries, source_dir
 from traceq.readers.chrome.decoder import native_available as decoder_native
 from traceq.render import Format, check_format, render
+from traceq.render.frames import literal, visible
 from traceq.render.html import write_html
 from traceq.schema import markdown_reference
 from traceq.store import STORE_ENV, Store
@@ -108,13 +110,13 @@ def ingest(
     if fmt is Format.table:
         multi = result["run_id"].drop_nulls().n_unique() < result["run_id"].drop_nulls().len()
         for row in result.filter(pl.col("status") == "skipped").iter_rows(named=True):
-            typer.echo(f"skipped {row['path']}: {row['summary']}", err=True)
+            typer.echo(visible(f"skipped {row['path']}: {row['summary']}"), err=True)
         for row in result.filter(pl.col("status").is_in(["ingested", "duplicate"])).iter_rows(named=True):
             verb = row["status"]
             rank = f" rank {row['rank']}" if multi and row["rank"] is not None else ""
-            typer.echo(f"{verb} {row['name']}{rank} ({row['run_id']}): {row['summary']}")
+            typer.echo(visible(f"{verb} {row['name']}{rank} ({row['run_id']}): {row['summary']}"))
             for w in json.loads(row["warnings"] or "[]"):
-                typer.echo(f"  warning: {w}", err=True)
+                typer.echo(visible(f"  warning: {w}"), err=True)
     else:
         render(result, fmt)
     if failed:
@@ -138,12 +140,26 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
 def sql(
     query: Annotated[str | None, typer.Argument(help="A SELECT statement.", show_default=False)] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the query from a .sql file.")] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0, metavar="SECONDS", help="Stop the query after SECONDS (0: never).")
+    ] = DEFAULT_TIMEOUT_S,
+    memory_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--memory-limit",
+            metavar="SIZE",
+            help="DuckDB's memory bound, e.g. 2GB or 500MB (default: half of the available memory, at most 4GB).",
+            show_default=False,
+        ),
+    ] = None,
     store: StoreOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Run a read-only SQL query (DuckDB dialect) over every stored run.
 
     Tables: runs, events, steps, threads; see `traceq schema`.
+
+    Stopped after --timeout seconds; beyond --memory-limit DuckDB spills to disk, or the query fails.
 
     Example: traceq sql "select kind, count(*) n, sum(dur_ns) d from events group by kind" --format json
     """
@@ -154,18 +170,23 @@ def sql(
             query = file.read_text()
         except OSError as e:
             raise TraceqError(f"{file}: {e.strerror or e}") from None
-    render(run_sql(query or "", _store(store)), fmt)
+    render(run_sql(query or "", _store(store), timeout=timeout, memory_limit=memory_limit), fmt)
 
 
 @app.command()
 def report(
-    run: Annotated[
-        str | None, typer.Argument(help="Run id, run name, or a trace file (ingested on the fly).", show_default=False)
+    runs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Run id, run name, or a trace file (ingested on the fly); with --compare: [[BASE] NEW]. "
+            "Default: the latest run (with --compare: the two latest).",
+            show_default=False,
+            metavar="RUN",
+        ),
     ] = None,
     compare: Annotated[
-        tuple[str, str] | None,
-        typer.Option("--compare", help="Explain the step-time difference between BASE and NEW.", show_default=False),
-    ] = None,
+        bool, typer.Option("--compare", help="Explain the step-time difference between BASE and NEW.")
+    ] = False,
     html: Annotated[
         Path | None, typer.Option("--html", help="Also write the comparison as an HTML page (--format html prints it).")
     ] = None,
@@ -176,16 +197,27 @@ def report(
     store: StoreOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Explain one run, or with --compare BASE NEW why NEW's step is slower or faster than BASE's.
+    """Explain one run, or with --compare why NEW's step is slower or faster than BASE's.
+
+    No RUN: the run ingested last. --compare alone: the two runs ingested last; --compare NEW: it and the one before.
 
     Example: traceq report --compare conformer_fp32_b64 conformer_fp16_b64 --html amp.html
     """
-    if (run is None) == (compare is None):
-        raise TraceqError("give a RUN, or --compare BASE NEW")
-    check_format(RunReport if compare is None else Comparison, fmt)
+    runs = runs or []
+    if len(runs) > (2 if compare else 1):
+        raise TraceqError("give one RUN, or --compare [[BASE] NEW]" if not compare else "--compare takes BASE NEW")
+    check_format(Comparison if compare else RunReport, fmt)
+    if not compare and (html is not None or fail_if_slower is not None):
+        raise TraceqError(f"{'--html' if html is not None else '--fail-if-slower'} needs --compare")
     stored = _store(store)
-    if compare is not None:
-        result = compare_runs(run_id_of(compare[0], stored), run_id_of(compare[1], stored), stored)
+    if compare:
+        named: list[str | None] = [None, None, *runs]
+        base_id, new_id = pick_runs(stored, named[-2], named[-1])
+        if len(runs) < 2:
+            which = ", the two latest runs" if not runs else ""
+            before = ", the run ingested before it," if len(runs) == 1 else ""
+            _note(f"comparing BASE {_named(stored, base_id)}{before} with NEW {_named(stored, new_id)}{which}")
+        result = compare_runs(base_id, new_id, stored)
         render(result, fmt)
         if html is not None:
             write_html(result, html)
@@ -194,9 +226,10 @@ def report(
             typer.echo(f"traceq: NEW is {delta / window:.1%} slower per step (limit {fail_if_slower}%)", err=True)
             raise typer.Exit(3)
         return
-    render(run_report(run_id_of(run or "", stored), stored), fmt)
-    if html is not None:
-        raise TraceqError("--html needs --compare BASE NEW")
+    if not runs:
+        run_id = latest_run(stored)
+        _note(f"explaining {_named(stored, run_id)}, the latest run")
+    render(run_report(run_id_of(runs[0], stored) if runs else run_id, stored), fmt)
 
 
 @app.command()
@@ -247,7 +280,7 @@ class _progress:
                 BarColumn(),
                 DownloadColumn(),
                 TransferSpeedColumn(),
-                console=Console(stderr=True),
+                console=Console(stderr=True, emoji=False),
                 transient=True,
             )
             self.bar.start()
@@ -267,7 +300,7 @@ class _Bar:
     """One file's bar: advanced by bytes read, then relabelled with each later stage of its ingest."""
 
     def __init__(self, bar: Any, label: str, size: int) -> None:
-        self.bar, self.label = bar, label.removeprefix("reading ")
+        self.bar, self.label = bar, literal(label.removeprefix("reading "))  # a file name, inside rich markup
         self.task = bar.add_task(f"reading {self.label}", total=size)
 
     def __call__(self, n: int) -> None:
@@ -277,8 +310,20 @@ class _Bar:
         self.bar.update(self.task, description=f"{self.label}: {text}")
 
 
+def _named(store: Store, run_id: str) -> str:
+    """``name (run id)`` of a stored run."""
+    cat = store.catalog()
+    name = cat.filter(pl.col("run_id") == run_id)["name"].to_list()
+    return f"{name[0]} ({run_id})" if name else run_id
+
+
+def _note(message: str) -> None:
+    """A line on stderr about what a command chose (stdout keeps only its output)."""
+    typer.echo(f"traceq: {visible(message)}", err=True)
+
+
 def _error(message: str) -> None:
-    typer.echo(f"traceq: error: {message}", err=True)
+    typer.echo(f"traceq: error: {visible(message)}", err=True)
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ import shutil
 import socket
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import polars as pl
@@ -71,7 +71,7 @@ class Store:
         frames = []
         for d in self.run_dirs():
             # conformed: runs written by other traceq versions may order or lack columns differently
-            row = RUNS.conform(pl.read_parquet(d / "runs.parquet"))
+            row = RUNS.conform(pl.read_parquet(d / "runs.parquet", glob=False))  # the store path is no pattern
             frames.append(row.with_columns(run_id=pl.lit(d.name[7:])))
         if not frames:
             return RUNS.empty().with_columns(run_id=pl.lit(None, pl.String)).select("run_id", *RUNS.schema)
@@ -92,11 +92,31 @@ class Store:
                 raise StoreError(f"{ref}: matches {len(ids)} runs ({', '.join(sorted(ids))}); use a run id")
         raise StoreError(f"{ref}: no such run in {self.root} (see `traceq runs`)")
 
-    def table_files(self, table: str) -> str:
-        """Glob of the Parquet files of ``table`` across runs and ranks."""
-        if table == RUNS.name:
-            return str(self.runs_dir / "*" / "runs.parquet")
-        return str(self.runs_dir / "*" / "*" / f"{table}.parquet")
+    def latest(self, n: int = 1) -> list[str]:
+        """The run ids of the ``n`` runs ingested last (by ``ingested_at``), oldest first; fewer if the
+        store holds fewer."""
+        return self.catalog()["run_id"].tail(n).to_list() if n > 0 else []
+
+    def before(self, run_id: str) -> str | None:
+        """The run ingested just before ``run_id`` (by ``ingested_at``), or None for the first run."""
+        ids = self.catalog()["run_id"].to_list()
+        at = ids.index(run_id)
+        return ids[at - 1] if at > 0 else None
+
+    def table_files(self, table: str, runs: Collection[str] | None = None) -> list[Path]:
+        """The Parquet files of ``table`` across runs (only those of ``runs``, if given) and ranks, found
+        by listing the store's folders: the store's path is never read as a glob pattern (a store at
+        ``st[1]`` or ``st*x`` would match other folders)."""
+        files = []
+        for run_dir in self.run_dirs():
+            if runs is not None and run_dir.name[len("run_id=") :] not in runs:
+                continue
+            if table == RUNS.name:
+                files += [run_dir / "runs.parquet"] if (run_dir / "runs.parquet").is_file() else []
+                continue
+            for rank_dir in sorted(p for p in run_dir.iterdir() if p.name.startswith("rank=") and p.is_dir()):
+                files += [rank_dir / f"{table}.parquet"] if (rank_dir / f"{table}.parquet").is_file() else []
+        return files
 
     # -- writing -------------------------------------------------------------------------------------
     def _init(self) -> None:

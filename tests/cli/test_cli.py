@@ -214,7 +214,15 @@ def test_readme_documents_the_model_and_every_command() -> None:
         assert f"traceq {name}" in readme
 
 
-@pytest.mark.parametrize("args", [["report", "--compare", "only_one"], ["ingest", "--bogus", "x"], ["nosuchcommand"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "--fail-if-slower", "lots"],
+        ["sql", "--timeout", "-1", "select 1"],
+        ["ingest", "--bogus", "x"],
+        ["nosuchcommand"],
+    ],
+)
 def test_usage_errors_are_reported_by_the_parser(args: list[str]) -> None:
     done = run_cli(*args)
     assert done.returncode == 2

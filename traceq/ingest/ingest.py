@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -304,7 +304,7 @@ def _catalog_row(run: _Run, results: list[dict[str, Any]], ranks: list[int], war
             "source_hash": [_run_hash(run.digests, run.multi_rank)],
             "source_bytes": [sum(r["source"]["source_bytes"] for r in results)],
             "clock_offset_ns": [first["clock_offset_ns"]],
-            "ingested_at": [datetime.now(UTC)],
+            "ingested_at": [datetime.now(timezone.utc)],
             "traceq_version": [__version__],
             "n_events": [sum(r["source"]["n_events"] for r in results)],
             "events_by_kind": [json.dumps(dict(sorted(by_kind.items())))],
@@ -327,6 +327,36 @@ def _duplicate_row(path: Path, existing: dict[str, Any]) -> dict[str, Any]:
         "summary": f"already stored as {existing['name']} ({existing['run_id']}); not ingested again",
         "warnings": "[]",
     }
+
+
+def latest_run(store: Store) -> str:
+    """The run id of the run ingested last."""
+    latest = store.latest(1)
+    if not latest:
+        raise StoreError(f"the store {store.root} holds no runs; ingest a trace first (traceq ingest FILE)")
+    return latest[0]
+
+
+def pick_runs(store: Store, base_ref: str | None = None, new_ref: str | None = None) -> tuple[str, str]:
+    """The run ids of BASE and NEW: as given (run ids, names or trace files, ingested first); NEW alone:
+    BASE is the run ingested just before it; neither: the two runs ingested last, BASE the older (by
+    ``ingested_at``)."""
+    if new_ref is None and base_ref is not None:
+        raise StoreError("a comparison with a BASE needs its NEW too")
+    if new_ref is None:
+        latest = store.latest(2)
+        if len(latest) < 2:
+            held = f"{len(latest)} run" if latest else "no runs"
+            more = "another trace" if latest else "two traces"
+            raise StoreError(f"the store holds {held}; --compare needs two (ingest {more})")
+        return latest[0], latest[1]
+    new_id = run_id_of(new_ref, store)
+    if base_ref is not None:
+        return run_id_of(base_ref, store), new_id
+    base_id = store.before(new_id)
+    if base_id is None:
+        raise StoreError(f"{new_ref}: the store's first run; no run was ingested before it (name a BASE too)")
+    return base_id, new_id
 
 
 def run_id_of(ref: str, store: Store) -> str:

@@ -11,15 +11,17 @@ or load anything. Only ``SELECT``/``EXPLAIN`` statements are accepted besides.
 
 from __future__ import annotations
 
-import glob
 import importlib
+import os
 import queue
+import re
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +63,7 @@ def connect(
     runs: list[str] | None = None,
     locked: bool = True,
     own_queries: bool = False,
+    memory_limit: int | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per canonical table.
 
@@ -68,12 +71,17 @@ def connect(
     (users' SQL) the connection can open no file at all (:func:`_connect`). ``own_queries=True``, only for
     traceq's own queries (reports): DuckDB reads the runs' Parquet files itself and may open those files
     and no other. ``locked=False`` leaves file access open (traceq's own queries over a run being written).
+    ``memory_limit``: DuckDB's memory bound in bytes (set before the configuration is locked).
     """
-    return _connect(store, runs, locked, own_queries)[0]
+    return _connect(store, runs, locked, own_queries, memory_limit)[0]
 
 
 def _connect(
-    store: Store | str | Path | None, runs: list[str] | None, locked: bool = True, own_queries: bool = False
+    store: Store | str | Path | None,
+    runs: list[str] | None,
+    locked: bool = True,
+    own_queries: bool = False,
+    memory_limit: int | None = None,
 ) -> tuple[duckdb.DuckDBPyConnection, dict[str, Any]]:
     """:func:`connect`, and the Arrow datasets registered on it by name (a cursor of the connection sees
     none of them until they are registered on it too).
@@ -93,26 +101,31 @@ def _connect(
     # close): the system's temporary folder, not DuckDB's default, ``.tmp`` in the working directory.
     spill = Path(tempfile.gettempdir()) / f"traceq-duckdb-{uuid.uuid4().hex}"
     con.execute(f"SET temp_directory = {_quote(str(spill))}")
-    run_dirs = store.run_dirs()
-    if runs is not None:
-        run_dirs = [d for d in run_dirs if d.name[len("run_id=") :] in runs]
-    chosen, sources = set(run_dirs), {}
+    if memory_limit is not None:
+        con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
+    sources: dict[str, Any] = {}
     for table in TABLES.values():
-        files = sorted(glob.glob(store.table_files(table.name)))
-        files = [f for f in files if Path(f).parent in chosen or Path(f).parent.parent in chosen]
+        files = [str(f) for f in store.table_files(table.name, runs)]
         if files and locked and not own_queries:
             sources[table.name] = _arrow_dataset(files, store.runs_dir, ranked=table is not RUNS)
             con.register(table.name, sources[table.name])
         elif files:
-            listed = "[" + ", ".join(_quote(f) for f in files) + "]"
-            con.execute(f"CREATE VIEW {table.name} AS {_hive_select(listed, ranked=table is not RUNS)}")
+            con.execute(f"CREATE VIEW {table.name} AS {_hive_select(_file_list(files), ranked=table is not RUNS)}")
         else:
             cols = ", ".join(f"NULL::{_duck_type(c.dtype)} AS {c.name}" for c in table.columns)
             keys = "NULL::VARCHAR AS run_id" + ("" if table is RUNS else ", NULL::BIGINT AS rank")
             con.execute(f"CREATE VIEW {table.name} AS SELECT {keys}, {cols} WHERE false")
+    if locked and not own_queries:
+        # DuckDB turns an ASOF join whose left side it expects to be small into a nested loop join, and it
+        # expects one row from an Arrow scan: cast_overhead.sql over 970 k events then took 138 s, not 1 s
+        # (gap_cpu_activity.sql over 300 s, not 2 s). (DuckDB before 1.3 has neither the setting nor the loop.)
+        with suppress(duckdb.CatalogException):
+            con.execute("SET asof_loop_join_threshold = 0")
     if locked:
         if own_queries:  # the runs' files, the metrics stored with them included, and nothing else
-            allowed = sorted(str(f) for d in run_dirs for f in d.rglob("*.parquet"))
+            run_dirs = [d for d in store.run_dirs() if runs is None or d.name[len("run_id=") :] in runs]
+            files = sorted(str(f) for d in run_dirs for f in d.rglob("*.parquet"))
+            allowed = dict.fromkeys([*files, *map(_glob_escaped, files)])  # as opened, and as read_parquet is given
             con.execute(f"SET allowed_paths = [{', '.join(_quote(f) for f in allowed)}]")
         con.execute("SET python_enable_replacements = false")
         con.execute("SET enable_external_access = false")
@@ -135,8 +148,20 @@ def _arrow_dataset(files: list[str], runs_dir: Path, ranked: bool = True) -> Any
                       partition_base_dir=str(runs_dir))  # fmt: skip
 
 
+def _glob_escaped(path: str) -> str:
+    """``path`` as DuckDB's file functions match it literally: they read every path as a glob pattern
+    (``st[1]`` would read ``st1``, ``st*x`` also ``stAx``); each of ``[``, ``*``, ``?`` becomes a one-character
+    class."""
+    return re.sub(r"[\[*?]", lambda m: f"[{m.group()}]", path)
+
+
+def _file_list(files: list[str]) -> str:
+    """A DuckDB list literal of ``files``, each matched literally (:func:`_glob_escaped`)."""
+    return "[" + ", ".join(_quote(_glob_escaped(f)) for f in files) + "]"
+
+
 def _hive_select(files: str, ranked: bool = True) -> str:
-    """``SELECT run_id[, rank], <file columns>`` over Parquet ``files`` (a quoted glob or a list), with
+    """``SELECT run_id[, rank], <file columns>`` over Parquet ``files`` (a DuckDB list literal), with
     the keys taken from the store's ``run_id=``/``rank=`` folder names."""
     keys = "run_id, rank" if ranked else "run_id"
     types = "'run_id': VARCHAR, 'rank': BIGINT" if ranked else "'run_id': VARCHAR"
@@ -146,25 +171,96 @@ def _hive_select(files: str, ranked: bool = True) -> str:
     )
 
 
-def sql(query: str, store: Store | str | Path | None = None, runs: list[str] | None = None) -> pl.DataFrame:
+#: Seconds a users' query may run (``traceq sql --timeout``) before it is stopped.
+DEFAULT_TIMEOUT_S = 60.0
+#: At most this much memory for a users' query by default (:func:`default_memory_limit`), bytes.
+MAX_DEFAULT_MEMORY = 4 * 10**9
+
+
+def default_memory_limit() -> int:
+    """DuckDB's memory bound for users' SQL, bytes: half of the memory available now, at most 4 GB.
+
+    DuckDB's own default, 80 % of the machine's memory, let one cross join of events with itself grow to
+    18.9 GB. Beyond the bound DuckDB spills sorts, joins and aggregates under the temporary folder and fails
+    only what cannot spill. Half of what is available leaves the rest to the result (the polars frame is
+    made outside DuckDB's bound) and to the machine's other work; 4 GB is well above what the metric
+    queries take on whole stores here (``gpu_busy.sql`` and ``cast_overhead.sql`` over 970 k events: a
+    peak of 0.6 GB for the whole process)."""
+    available = None
+    with suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+    if available is None:  # no /proc: the machine's memory
+        available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return max(min(MAX_DEFAULT_MEMORY, available // 2), 64 * 10**6)
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def memory_bytes(size: int | str) -> int:
+    """``size`` in bytes: a number of bytes, or a size such as ``4GB``, ``500MB`` or ``2GiB``."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([a-zA-Z]*)\s*", str(size))
+    if m is None or m.group(2).lower() not in _UNITS or float(m.group(1)) * _UNITS[m.group(2).lower()] < 1:
+        raise QueryError(f"{size}: not a memory size (e.g. 4GB, 500MB)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _size(n: int) -> str:
+    """``n`` bytes for people: ``4 GB``, ``50 MB``."""
+    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} bytes"
+
+
+def sql(
+    query: str,
+    store: Store | str | Path | None = None,
+    runs: list[str] | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    memory_limit: int | str | None = None,
+) -> pl.DataFrame:
     """Run one read-only SQL query over the store and return the result as a polars frame.
 
     Tables: those of :mod:`traceq.schema`. Building blocks from ``queries/`` named in a
-    ``-- Requires:`` header line are defined first.
+    ``-- Requires:`` header line are defined first. ``timeout``: seconds after which the query is stopped
+    (None or 0: never). ``memory_limit``: DuckDB's memory bound, bytes or a size such as ``"2GB"``
+    (default :func:`default_memory_limit`); a query that cannot keep to it fails. Both raise
+    :class:`QueryError` saying which bound stopped the query.
 
     Examples
     --------
     >>> sql("select kind, count(*) n from events group by kind order by n desc")  # doctest: +SKIP
     """
     check_read_only(query)
-    con = connect(store, runs)
+    limit = default_memory_limit() if memory_limit is None else memory_bytes(memory_limit)
+    con = connect(store, runs, memory_limit=limit)
+
+    def stop() -> None:
+        with suppress(Exception):  # the query may have just ended
+            con.interrupt()
+
+    timer = threading.Timer(timeout, stop) if timeout else None
     try:
         for name, text in dependency_order(query):
             con.execute(f"CREATE TEMP VIEW {name} AS {_strip_terminator(text)}")
+        if timer is not None:
+            timer.start()
         return _plain_types(con.sql(query).pl())
+    except duckdb.InterruptException:
+        raise QueryError(f"query stopped after {timeout:g} s (--timeout)") from None
+    except duckdb.OutOfMemoryException:
+        raise QueryError(f"query needs more than {_size(limit)} of memory (--memory-limit)") from None
     except duckdb.Error as e:
         raise QueryError(_one_line(str(e))) from None
     finally:
+        if timer is not None:
+            timer.cancel()
+            if timer.is_alive():
+                timer.join()
         con.close()
 
 
@@ -360,8 +456,7 @@ class Session:
                 plan[name] = (f"CREATE VIEW {name} AS SELECT * FROM {source}", [])
                 return
             if stored is not None:
-                files = "[" + ", ".join(_quote(str(p)) for p in stored) + "]"
-                plan[name] = (f"CREATE VIEW {name} AS {_hive_select(files)}", [])
+                plan[name] = (f"CREATE VIEW {name} AS {_hive_select(_file_list([str(p) for p in stored]))}", [])
                 return
             text = query_text(name)
             deps = requires(text)
@@ -464,10 +559,18 @@ def check_read_only(query: str) -> None:
         raise QueryError(f"only SELECT queries are allowed (got {kind}); the store is read-only to sql")
 
 
-def query(name: str, store: Store | str | Path | None = None, run: str | None = None) -> pl.DataFrame:
-    """Run the metric query ``queries/NAME.sql`` over the store (optionally one run: id or name)."""
+def query(
+    name: str,
+    store: Store | str | Path | None = None,
+    run: str | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    memory_limit: int | str | None = None,
+) -> pl.DataFrame:
+    """Run the metric query ``queries/NAME.sql`` over the store (optionally one run: id or name), within
+    the bounds of :func:`sql`."""
     store = store if isinstance(store, Store) else Store(store)
-    return sql(query_text(name), store, [store.resolve(run)] if run is not None else None)
+    runs = [store.resolve(run)] if run is not None else None
+    return sql(query_text(name), store, runs, timeout=timeout, memory_limit=memory_limit)
 
 
 def _strip_terminator(text: str) -> str:

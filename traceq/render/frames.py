@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import io
+import re
 import sys
 from enum import Enum
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import polars as pl
 
@@ -56,6 +57,32 @@ def _to_json(v: object) -> str:
     return json.dumps(v.to_list() if isinstance(v, pl.Series) else v)
 
 
+#: Control characters a terminal acts on: C0 but tab and newline, DEL, C1.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: object) -> str:
+    """``text`` for a terminal: each control character (C0 but tab and newline, DEL, C1) written as its
+    ``\\x1b``-style escape, so a file or event name cannot colour, move the cursor or clear the screen."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def literal(text: object) -> str:
+    """``text`` placed inside rich markup, shown as written (``[/bold]``, ``[red]x[/red]``) and
+    :func:`visible`."""
+    from rich.markup import escape
+
+    return escape(visible(text))
+
+
+def console(out: TextIO, width: int) -> Any:
+    """A rich console on ``out`` (``width`` columns unless a terminal), without emoji codes (``:smile:`` in
+    a name stays as written)."""
+    from rich.console import Console
+
+    return Console(file=out, width=None if out.isatty() else width, emoji=False)
+
+
 def cell(v: object) -> str:
     """A value as shown in terminal tables and Markdown."""
     if v is None:
@@ -74,22 +101,24 @@ def cell(v: object) -> str:
 
 
 def markdown(frame: pl.DataFrame) -> str:
-    head = "| " + " | ".join(frame.columns) + " |"
+    head = "| " + " | ".join(visible(c) for c in frame.columns) + " |"
     sep = "|" + "|".join("---:" if t.is_numeric() else "---" for t in frame.dtypes) + "|"
-    rows = ["| " + " | ".join(cell(v).replace("|", "\\|") for v in r) + " |" for r in frame.iter_rows()]
+    rows = ["| " + " | ".join(visible(cell(v)).replace("|", "\\|") for v in r) + " |" for r in frame.iter_rows()]
     return "\n".join([head, sep, *rows]) + "\n"
 
 
 def table(frame: pl.DataFrame, out: TextIO, title: str | None = None) -> None:
-    from rich.console import Console
+    """``frame`` as a terminal table: names and values shown as written (never read as rich markup) and
+    :func:`visible`; ``title`` is traceq's own markup."""
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title=title, show_lines=False, header_style="bold", title_justify="left")
     for name, dtype in frame.schema.items():
-        t.add_column(name, justify="right" if dtype.is_numeric() else "left", overflow="fold")
+        t.add_column(Text(visible(name)), justify="right" if dtype.is_numeric() else "left", overflow="fold")
     for r in frame.iter_rows():
-        t.add_row(*(cell(v) for v in r))
-    console = Console(file=out, width=None if out.isatty() else 240)
-    console.print(t)
+        t.add_row(*(Text(visible(cell(v))) for v in r))
+    shown = console(out, 240)
+    shown.print(t)
     if frame.is_empty():
-        console.print("(no rows)")
+        shown.print("(no rows)")

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 import polars as pl
 
 from traceq.analysis.results import Comparison, RunReport
-from traceq.render.frames import markdown, table
+from traceq.render.frames import console as make_console
+from traceq.render.frames import literal, markdown, table, visible
+
+
+@contextmanager
+def _visible(out: TextIO | None) -> Iterator[TextIO]:
+    """A buffer whose text is written to ``out`` (stdout) :func:`~traceq.render.frames.visible` at the end."""
+    buffer = io.StringIO()
+    yield buffer
+    (out or sys.stdout).write(visible(buffer.getvalue()))
 
 
 def _fmt(v: Any, unit: str = "") -> str:
@@ -65,7 +77,11 @@ def to_json(report: RunReport, out: TextIO | None = None) -> None:
 
 
 def to_markdown(report: RunReport, out: TextIO | None = None) -> None:
-    out = out or sys.stdout
+    with _visible(out) as out:
+        _to_markdown(report, out)
+
+
+def _to_markdown(report: RunReport, out: TextIO) -> None:
     out.write(f"## traceq report: {report.run['name']} ({report.run['run_id']})\n\n")
     out.write("| metric | value |\n|---|---|\n")
     for k, v in headline(report):
@@ -103,27 +119,30 @@ def _top_ops(ops: pl.DataFrame, n: int = 15) -> pl.DataFrame:
 
 
 def to_terminal(report: RunReport, out: TextIO | None = None) -> None:
-    from rich.console import Console
+    """The report for a terminal: names (runs, ops, files) shown as written, never read as rich markup,
+    and :func:`~traceq.render.frames.visible`."""
     from rich.table import Table
+    from rich.text import Text
 
     out = out or sys.stdout
-    console = Console(file=out, width=None if out.isatty() else 160)
-    console.print(f"[bold]traceq report[/bold]  {report.run['name']}  ({report.run['run_id']}, "
-                  f"{report.run['profiler_version']})")  # fmt: skip
+    console = make_console(out, 160)
+    run = report.run
+    console.print(f"[bold]traceq report[/bold]  {literal(run['name'])}  ({literal(run['run_id'])}, "
+                  f"{literal(run['profiler_version'])})")  # fmt: skip
     t = Table(show_header=False, box=None, padding=(0, 2))
     for k, v in headline(report):
-        t.add_row(k, v)
+        t.add_row(Text(visible(k)), Text(visible(v)))
     console.print(t)
     console.print("\n[bold]Findings[/bold] (largest estimated impact first)")
     for i, f in enumerate(report.findings, 1):
-        console.print(f" {i}. [bold]{f.title}[/bold]  ~{f.impact_ms:.2f} ms/step")
+        console.print(f" {i}. [bold]{literal(f.title)}[/bold]  ~{f.impact_ms:.2f} ms/step")
         ev = ", ".join(f"{k}={_short(v)}" for k, v in f.evidence.items())
-        console.print(f"    evidence: {ev}")
-        console.print(f"    next: {f.next_step}")
+        console.print(f"    evidence: {literal(ev)}")
+        console.print(f"    next: {literal(f.next_step)}")
     if not report.findings:
         console.print(" No finding cleared its threshold.")
     for note in report.notes:
-        console.print(f"\n[italic]{note}[/italic]")
+        console.print(f"\n[italic]{literal(note)}[/italic]")
     if not report.ranks.is_empty():
         table(rank_table(report), out, "Ranks (means per step; wait = time waiting for the step's straggler)")
         table(straggler_table(report), out, "Straggler per step")
@@ -163,7 +182,11 @@ def _waterfall_rows(result: Comparison) -> pl.DataFrame:
 
 
 def compare_markdown(result: Comparison, out: TextIO | None = None) -> None:
-    out = out or sys.stdout
+    with _visible(out) as out:
+        _compare_markdown(result, out)
+
+
+def _compare_markdown(result: Comparison, out: TextIO) -> None:
     b, n = result.base, result.new
     out.write(f"## traceq: {n.run['name']} vs {b.run['name']}\n\n**{result.verdict}**\n\n")
     if result.step_time_delta_ms is not None:
@@ -183,24 +206,25 @@ def compare_markdown(result: Comparison, out: TextIO | None = None) -> None:
 
 
 def compare_terminal(result: Comparison, out: TextIO | None = None) -> None:
-    from rich.console import Console
+    """The comparison for a terminal, names shown as written (see :func:`to_terminal`)."""
 
     out = out or sys.stdout
-    console = Console(file=out, width=None if out.isatty() else 160)
-    b, n = result.base, result.new
-    console.print(f"[bold]traceq compare[/bold]  BASE {b.run['name']} ({b.run['run_id']})  NEW {n.run['name']} "
-                  f"({n.run['run_id']})")  # fmt: skip
-    console.print(f"\n[bold]{result.verdict}[/bold]\n")
+    console = make_console(out, 160)
+    b, n = result.base.run, result.new.run
+    console.print(f"[bold]traceq compare[/bold]  BASE {literal(b['name'])} ({literal(b['run_id'])})  "
+                  f"NEW {literal(n['name'])} ({literal(n['run_id'])})")  # fmt: skip
+    console.print(f"\n[bold]{literal(result.verdict)}[/bold]\n")
     if result.step_time_delta_ms is not None:
         table(_waterfall_rows(result).with_columns(pl.col("ms/step").round(3)), out, "Waterfall (ms per step)")
     console.print("\n[bold]Findings[/bold] (largest first)")
     for i, f in enumerate(result.findings, 1):
         impact = f"  {f.impact_ms:+.2f} ms/step" if f.impact_ms is not None else ""
-        console.print(f" {i}. [bold]{f.title}[/bold]{impact}")
-        console.print(f"    evidence: {', '.join(f'{k}={_short(v)}' for k, v in f.evidence.items())}")
-        console.print(f"    next: {f.next_step}")
+        console.print(f" {i}. [bold]{literal(f.title)}[/bold]{impact}")
+        ev = ", ".join(f"{k}={_short(v)}" for k, v in f.evidence.items())
+        console.print(f"    evidence: {literal(ev)}")
+        console.print(f"    next: {literal(f.next_step)}")
     for note in result.notes:
-        console.print(f"\n[italic]{note}[/italic]")
+        console.print(f"\n[italic]{literal(note)}[/italic]")
     if not result.ranks.is_empty():
         table(result.ranks.with_columns(pl.col(pl.Float64).round(3)), out, "Rank-aligned (NEW - BASE, ms per step)")
     if not result.op_deltas.is_empty():
