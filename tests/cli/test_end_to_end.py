@@ -23,7 +23,7 @@ def test_bad_input_is_one_line_and_exit_code_1(tmp_path: Path) -> None:
 
 
 def test_a_usage_error_is_exit_code_2() -> None:
-    done = run_process("report", "--compare", "only_one")
+    done = run_process("report", "--fail-if-slower", "lots")
     assert done.returncode == 2 and "Traceback" not in done.stderr and "internal error" not in done.stderr
 
 
