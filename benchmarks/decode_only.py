@@ -27,7 +27,7 @@ from pathlib import Path
 
 import msgspec
 
-from traceq.readers import chrome_json
+from traceq.readers.chrome import decoder
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared/traces/hta/df_index_resolver/df_index_resolver.json.gz"
 
@@ -47,7 +47,7 @@ print(json.dumps({"seconds": best}))
 """
 
 
-def bodies_of(path: Path, chunk: int = chrome_json.CHUNK) -> list[bytes]:
+def bodies_of(path: Path, chunk: int = decoder.CHUNK) -> list[bytes]:
     """The event array cut into bodies of about ``chunk`` bytes ending at event boundaries."""
     with gzip.open(path) if path.name.endswith(".gz") else path.open("rb") as f:
         text = f.read()
@@ -75,10 +75,10 @@ def best_of(repeat: int, fn: Callable[[], object]) -> float:
 
 
 def decode_all(bodies: list[bytes], native: bool) -> None:
-    decoder = chrome_json.body_decoder(native)
+    body_decoder = decoder.body_decoder(native)
     for body in bodies:
-        decoder._decode_events(body)
-    decoder.chunks.finish()
+        body_decoder._decode_events(body)
+    body_decoder.chunks.finish()
 
 
 def main() -> None:
@@ -91,7 +91,7 @@ def main() -> None:
     mb = sum(len(b) for b in bodies) / 1e6
     print(f"{a.trace.name}: {mb:.1f} MB of events in {len(bodies)} bodies; best of {a.repeat} runs each\n")
     rows = []
-    if chrome_json.native_available():
+    if decoder.native_available():
         rows.append(("traceq C decoder (to Arrow columns)", best_of(a.repeat, lambda: decode_all(bodies, True))))
     rows.append(("traceq Python path (msgspec, to columns)", best_of(a.repeat, lambda: decode_all(bodies, False))))
     any_decoder = msgspec.json.Decoder()

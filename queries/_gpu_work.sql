@@ -5,7 +5,7 @@
 -- Kernels carry their row of `kernel_classes` (the one kernel-name rule table), looked up here once for
 -- every query after; the names themselves are not carried (hundreds of bytes each, millions of rows).
 -- Reads: events(run_id, rank, event_id, kind, name, op_id, top_op_id, device, ts_ns, dur_ns, launch_id),
--- kernel_classes.
+-- _windows, kernel_classes.
 -- Columns:
 --   run_id            VARCHAR  run id
 --   rank              BIGINT   rank

@@ -1,11 +1,11 @@
 -- _kernels: kernels in the analysis windows with their class, precision and tensor-core use.
--- Requires: _gpu_work
+-- Requires: _gpu_work, _compute_classes
 -- Definition: each kernel's class, precision and tensor-core use come from `kernel_classes` (the one
 -- kernel-name rule table). Where the name does not reveal the precision, the input dtypes the framework
 -- recorded on the launching op decide (PyTorch `Input type`, Paddle `input_dtypes`): half -> fp16,
 -- bfloat16 -> bf16, float -> fp32.
 -- Reads: _gpu_work (which carries each kernel's row of kernel_classes), events(input_dtypes of the
--- launching op).
+-- launching op), _compute_classes.
 -- Columns:
 --   run_id        VARCHAR  run id
 --   rank          BIGINT   rank
@@ -18,7 +18,7 @@
 --   kernel_class  VARCHAR  gemm, conv, attention, elementwise, ...
 --   precision     VARCHAR  fp32, tf32, fp16, bf16, fp8, int8, fp64 or unknown
 --   tensor_core   BOOLEAN  runs on tensor cores
---   compute       BOOLEAN  a gemm, conv or attention kernel (where precision decides AMP's gain)
+--   compute       BOOLEAN  a compute kernel (gemm, conv or attention: see _compute_classes)
 SELECT g.run_id, g.rank, g.step, g.device, g.event_id, g.op_id, g.top_op_id,
        (g.end_ns - g.start_ns)::BIGINT AS dur_ns, g.kernel_class,
        CASE WHEN g.kernel_precision <> 'unknown' THEN g.kernel_precision
@@ -27,7 +27,7 @@ SELECT g.run_id, g.rank, g.step, g.device, g.event_id, g.op_id, g.top_op_id,
             WHEN list_has_any(o.input_dtypes, ['float', 'float32']) THEN 'fp32'
             ELSE 'unknown' END AS precision,
        g.tensor_core,
-       g.kernel_class IN ('gemm', 'conv', 'attention') AS compute
+       g.kernel_class IN (SELECT kernel_class FROM _compute_classes) AS compute
 FROM _gpu_work g
 LEFT JOIN events o  -- only ops with input dtypes can tell a precision: the others are not read
   ON o.run_id = g.run_id AND o.rank = g.rank AND o.event_id = g.op_id AND o.input_dtypes IS NOT NULL

@@ -1,6 +1,6 @@
 """Fuzz the C chrome-trace decoder under AddressSanitizer and UBSan.
 
-Builds ``traceq/readers/_chrome_scan.c`` with ``-fsanitize=address,undefined`` into a temporary folder,
+Builds ``traceq/readers/chrome/_scan.c`` with ``-fsanitize=address,undefined`` into a temporary folder,
 then, for a number of seconds, feeds it runs of real events (cut at event boundaries) with a few bytes
 changed, inserted or removed. Every body the C decoder accepts must decode to exactly what the msgspec
 reference path gives, and the reference must accept it too; a memory error stops the run with ASan's
@@ -18,6 +18,7 @@ import importlib.util
 import os
 import random
 import re
+import runpy
 import subprocess
 import sys
 import sysconfig
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = ROOT / "traceq/readers/_chrome_scan.c"
+SOURCE = ROOT / "traceq/readers/chrome/_scan.c"
 TRACES = [
     ROOT / "sample_traces/kineto_conformer_fp16_b4_2steps.json.gz",
     ROOT / "sample_traces/paddlefmt_conformer_fp16_b64_2steps.json.gz",
@@ -37,10 +38,16 @@ _TOKENS = [b"\\u", b"\\ud800", b"\\udc00", b'"\\', b"1e999", b"-0", b"null", b"[
 
 
 def build(out_dir: Path) -> Path:
+    """The scanner built with the sanitizers (any report aborts: none is only printed), with its column
+    header written from ``columns.py`` as ``setup.py`` writes it."""
+    header = runpy.run_path(str(ROOT / "traceq/readers/chrome/columns.py"))["c_header"]()
+    (out_dir / "_scan_columns.h").write_text(header)
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    target = out_dir / f"_chrome_scan{suffix}"
-    flags = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-shared", "-fPIC", "-std=c11"]
-    subprocess.run(["gcc", *flags, f"-I{sysconfig.get_paths()['include']}", str(SOURCE), "-o", str(target)], check=True)
+    target = out_dir / f"_scan{suffix}"
+    flags = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
+             "-shared", "-fPIC", "-std=c11"]  # fmt: skip
+    includes = [f"-I{sysconfig.get_paths()['include']}", f"-I{out_dir}"]
+    subprocess.run(["gcc", *flags, *includes, str(SOURCE), "-o", str(target)], check=True)
     return target
 
 
@@ -81,13 +88,13 @@ def mutate(rng: random.Random, runs: list[list[bytes]]) -> bytes:
 def campaign(module_path: Path, seconds: float, seed: int) -> None:
     from polars.testing import assert_frame_equal
 
-    from traceq.readers import chrome_json
+    from traceq.readers.chrome import decoder
 
-    spec = importlib.util.spec_from_file_location("_chrome_scan", module_path)
+    spec = importlib.util.spec_from_file_location("_scan", module_path)
     assert spec is not None and spec.loader is not None
     native = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(native)
-    chrome_json._chrome_scan = native
+    decoder._scan = native
     rng, runs = random.Random(seed), event_runs()
     n = accepted = 0
     deadline = time.monotonic() + seconds
@@ -97,9 +104,9 @@ def campaign(module_path: Path, seconds: float, seed: int) -> None:
         if native.decode(body) is None:
             continue
         accepted += 1
-        got = chrome_json.body_decoder(True, "fuzz")
+        got = decoder.body_decoder(True, "fuzz")
         got._try_decode(body)
-        ref = chrome_json.body_decoder(False, "fuzz")
+        ref = decoder.body_decoder(False, "fuzz")
         if not ref._try_decode(body):
             sys.exit(f"the C decoder accepted what the reference refuses: {body[:300]!r}")
         got.chunks.finish()

@@ -1,16 +1,26 @@
-"""Shared fixtures: paths to the real traces, an independent raw-JSON loader, temporary stores."""
+"""Shared fixtures: paths to the real traces, an independent raw-JSON loader, the command run in this process
+(and, for a few end-to-end tests, in a subprocess), temporary stores, and one store per shared trace pair
+ingested once per session."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+import traceq
+from traceq.cli import app
+from traceq.ingest.ingest import run_name
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
@@ -46,7 +56,20 @@ def raw_trace(path: Path) -> dict:
 def run_cli(
     *args: str, env: dict | None = None, cwd: Path | None = None, text: bool = True
 ) -> subprocess.CompletedProcess:
-    """Run the real ``traceq`` entry point in a subprocess."""
+    """Run the ``traceq`` command in this process (typer's CliRunner): its exit code, stdout and stderr.
+    An exception the command does not turn into an exit code is raised here, with its traceback."""
+    with _working_dir(cwd):
+        result = CliRunner().invoke(app, list(args), env=env)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    stdout = result.stdout if text else result.stdout_bytes
+    return subprocess.CompletedProcess(["traceq", *args], result.exit_code, stdout, result.stderr)
+
+
+def run_process(
+    *args: str, env: dict | None = None, cwd: Path | None = None, text: bool = True
+) -> subprocess.CompletedProcess:
+    """Run the real ``traceq`` entry point in a subprocess (end-to-end: exit codes, no traceback)."""
     return subprocess.run(
         [sys.executable, "-m", "traceq", *args],
         capture_output=True,
@@ -55,6 +78,19 @@ def run_cli(
         cwd=cwd,
         timeout=600,
     )
+
+
+@contextlib.contextmanager
+def _working_dir(path: Path | None) -> Iterator[None]:
+    if path is None:
+        yield
+        return
+    before = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, int]]:
@@ -67,3 +103,52 @@ def tree_state(root: Path) -> dict[str, tuple[int, int]]:
 @pytest.fixture
 def store_dir(tmp_path: Path) -> Path:
     return tmp_path / "store"
+
+
+@dataclass(frozen=True)
+class PairStore:
+    """A store holding a shared pair of traces as two runs, BASE and NEW (named after their files),
+    ingested once per test session: tests only read it."""
+
+    path: Path
+    base: str
+    new: str
+
+    def run_id(self, name: str) -> str:
+        return traceq.runs(self.path).filter(name=name)["run_id"][0]
+
+
+def _pair_store(factory: pytest.TempPathFactory, base: str, new: str) -> PairStore:
+    store = factory.mktemp(run_name(Path(new))) / "store"
+    traceq.ingest([shared(base), shared(new)], store=store)
+    return PairStore(store, run_name(Path(base)), run_name(Path(new)))
+
+
+@pytest.fixture(scope="session")
+def kineto_b4(tmp_path_factory: pytest.TempPathFactory) -> PairStore:
+    """The Kineto Conformer FP32/FP16 pair at batch 4."""
+    return _pair_store(tmp_path_factory, "kineto/conformer_fp32_b4.json.gz", "kineto/conformer_fp16_b4.json.gz")
+
+
+@pytest.fixture(scope="session")
+def kineto_b64(tmp_path_factory: pytest.TempPathFactory) -> PairStore:
+    """The Kineto Conformer FP32/FP16 pair at batch 64."""
+    return _pair_store(tmp_path_factory, "kineto/conformer_fp32_b64.json.gz", "kineto/conformer_fp16_b64.json.gz")
+
+
+@pytest.fixture(scope="session")
+def nsys_b4(tmp_path_factory: pytest.TempPathFactory) -> PairStore:
+    """The Nsight Systems exports of the Conformer FP32/FP16 pair at batch 4."""
+    return _pair_store(
+        tmp_path_factory, "nsys/nsys_conformer_fp32_b4.sqlite.gz", "nsys/nsys_conformer_fp16_b4.sqlite.gz"
+    )
+
+
+@pytest.fixture(scope="session")
+def paddle_b64(tmp_path_factory: pytest.TempPathFactory) -> PairStore:
+    """The Paddle-layout Conformer FP32/FP16 pair at batch 64."""
+    return _pair_store(
+        tmp_path_factory,
+        "paddle-gpu-layout/paddlefmt_conformer_fp32_b64.json.gz",
+        "paddle-gpu-layout/paddlefmt_conformer_fp16_b64.json.gz",
+    )

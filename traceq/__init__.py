@@ -1,26 +1,51 @@
 """traceq: why did mixed precision make training slower? Evidence from profiler traces.
 
-The library does the work and returns polars frames; the ``traceq`` command only renders them.
+The library does the work and returns polars frames and typed results (reports, comparisons); the
+``traceq`` command only renders them. This module is the Python API: each function calls the stages
+(see the README's Architecture section); reports and comparisons also take a trace file, ingested first.
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from pathlib import Path
 
 import polars as pl
 
-from traceq.compare import compare
+from traceq._version import __version__
+from traceq.analysis import compare as comparison
+from traceq.analysis import report as reporting
+from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import InputError, QueryError, StoreError, TraceqError
-from traceq.ingest import ingest
+from traceq.ingest.ingest import ingest, latest_run, pick_runs, run_id_of
+from traceq.query.engine import query, sql
 from traceq.readers import read_trace
-from traceq.report import run_report
-from traceq.sql import query, sql
 from traceq.store import Store
 
 
-def runs(store: Store | str | None = None) -> pl.DataFrame:
+def runs(store: Store | str | Path | None = None) -> pl.DataFrame:
     """The run catalog (the ``runs`` table) of ``store``."""
-    return (store if isinstance(store, Store) else Store(store)).catalog()
+    return _store(store).catalog()
+
+
+def run_report(ref: str | None = None, store: Store | str | Path | None = None) -> RunReport:
+    """The report of one run: a run id, a run name, or a trace file (ingested first if not stored yet);
+    by default the run ingested last."""
+    store = _store(store)
+    return reporting.run_report(run_id_of(ref, store) if ref is not None else latest_run(store), store)
+
+
+def compare(
+    base_ref: str | None = None, new_ref: str | None = None, store: Store | str | Path | None = None
+) -> Comparison:
+    """Why NEW's step is slower or faster than BASE's: each a run id, a run name, or a trace file (ingested
+    first if not stored yet). Without runs, the two runs ingested last; with NEW alone, the run ingested
+    just before it is BASE."""
+    store = _store(store)
+    return comparison.compare(*pick_runs(store, base_ref, new_ref), store)
+
+
+def _store(store: Store | str | Path | None) -> Store:
+    return store if isinstance(store, Store) else Store(store)
 
 
 __all__ = [

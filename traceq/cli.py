@@ -9,15 +9,42 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import polars as pl
 import typer
+import typer.core
 
-import traceq
+from traceq._version import __version__
+from traceq.analysis.compare import compare as compare_runs
+from traceq.analysis.report import run_report
+from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import TraceqError
-from traceq.executors import EXECUTORS
-from traceq.render import Format, literal, render, visible
-from traceq.sql import DEFAULT_TIMEOUT_S
+from traceq.ingest.executors import EXECUTORS
+from traceq.ingest.ingest import ingest as ingest_files
+from traceq.ingest.ingest import latest_run, pick_runs, run_id_of
+from traceq.model.nesting import native_available as nesting_native
+from traceq.query.engine import DEFAULT_TIMEOUT_S
+from traceq.query.engine import sql as run_sql
+from traceq.query.files import list_queries, source_dir
+from traceq.readers.chrome.decoder import native_available as decoder_native
+from traceq.render import Format, check_format, render
+from traceq.render.frames import literal, visible
+from traceq.render.html import write_html
+from traceq.schema import markdown_reference
 from traceq.store import STORE_ENV, Store
+
+
+class _Commands(typer.core.TyperGroup):
+    """The commands: a :class:`TraceqError` from the library is one line on stderr and exit code 1 (in
+    :func:`main` and wherever the app runs, such as typer's test runner)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TraceqError as e:
+            _error(str(e))
+            raise typer.Exit(1) from None
+
 
 app = typer.Typer(
     name="traceq",
@@ -25,6 +52,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=_Commands,
 )
 
 StoreOpt = Annotated[
@@ -75,7 +103,7 @@ def ingest(
         _error(str(e))
 
     with _progress(quiet) as progress:
-        result = traceq.ingest(
+        result = ingest_files(
             paths, store=_store(store), name=name, progress=progress, on_error=on_error, jobs=jobs,
             executor=executor,  # type: ignore[arg-type]
         )  # fmt: skip
@@ -101,7 +129,7 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
 
     Example: traceq runs --format json
     """
-    cat = traceq.runs(_store(store))
+    cat = _store(store).catalog()
     if fmt is Format.table:
         shown = ("run_id", "name", "n_ranks", "flavour", "profiler_version", "n_events", "n_steps", "ingested_at")
         cat = cat.select(shown)
@@ -142,7 +170,7 @@ def sql(
             query = file.read_text()
         except OSError as e:
             raise TraceqError(f"{file}: {e.strerror or e}") from None
-    render(traceq.sql(query or "", _store(store), timeout=timeout, memory_limit=memory_limit), fmt)
+    render(run_sql(query or "", _store(store), timeout=timeout, memory_limit=memory_limit), fmt)
 
 
 @app.command()
@@ -159,7 +187,9 @@ def report(
     compare: Annotated[
         bool, typer.Option("--compare", help="Explain the step-time difference between BASE and NEW.")
     ] = False,
-    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report.")] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write the comparison as an HTML page (--format html prints it).")
+    ] = None,
     fail_if_slower: Annotated[
         float | None,
         typer.Option("--fail-if-slower", help="With --compare: exit 3 if NEW is slower by more than PCT percent."),
@@ -173,48 +203,33 @@ def report(
 
     Example: traceq report --compare conformer_fp32_b64 conformer_fp16_b64 --html amp.html
     """
-    from traceq import report_render
-
     runs = runs or []
     if len(runs) > (2 if compare else 1):
         raise TraceqError("give one RUN, or --compare [[BASE] NEW]" if not compare else "--compare takes BASE NEW")
-    if fmt not in (Format.table, Format.json, Format.markdown):
-        raise TraceqError(f"report supports --format table, json or markdown, not {fmt.value}")
+    check_format(Comparison if compare else RunReport, fmt)
     if not compare and (html is not None or fail_if_slower is not None):
         raise TraceqError(f"{'--html' if html is not None else '--fail-if-slower'} needs --compare")
-    the_store = _store(store)
+    stored = _store(store)
     if compare:
-        from traceq.compare import compare as compare_runs
-        from traceq.compare import pick_runs
-
         named: list[str | None] = [None, None, *runs]
-        base_id, new_id = pick_runs(the_store, named[-2], named[-1])
+        base_id, new_id = pick_runs(stored, named[-2], named[-1])
         if len(runs) < 2:
             which = ", the two latest runs" if not runs else ""
             before = ", the run ingested before it," if len(runs) == 1 else ""
-            _note(f"comparing BASE {_named(the_store, base_id)}{before} with NEW {_named(the_store, new_id)}{which}")
-        result = compare_runs(base_id, new_id, the_store)
-        {Format.json: report_render.compare_json, Format.markdown: report_render.compare_markdown}.get(
-            fmt, report_render.compare_terminal
-        )(result)
+            _note(f"comparing BASE {_named(stored, base_id)}{before} with NEW {_named(stored, new_id)}{which}")
+        result = compare_runs(base_id, new_id, stored)
+        render(result, fmt)
         if html is not None:
-            from traceq.report_html import write_html
-
             write_html(result, html)
         delta, window = result.step_time_delta_ms, result.base.summary.get("step_time_ms")
         if fail_if_slower is not None and delta is not None and window and delta / window * 100 > fail_if_slower:
             typer.echo(f"traceq: NEW is {delta / window:.1%} slower per step (limit {fail_if_slower}%)", err=True)
             raise typer.Exit(3)
         return
-    from traceq.report import latest_run, run_report
-
     if not runs:
-        run_id = latest_run(the_store)
-        _note(f"explaining {_named(the_store, run_id)}, the latest run")
-    single = run_report(runs[0] if runs else run_id, the_store)
-    {Format.json: report_render.to_json, Format.markdown: report_render.to_markdown}.get(
-        fmt, report_render.to_terminal
-    )(single)
+        run_id = latest_run(stored)
+        _note(f"explaining {_named(stored, run_id)}, the latest run")
+    render(run_report(run_id_of(runs[0], stored) if runs else run_id, stored), fmt)
 
 
 @app.command()
@@ -223,8 +238,6 @@ def queries(fmt: FormatOpt = Format.table) -> None:
 
     Example: traceq sql -f queries/gpu_busy.sql --format json
     """
-    from traceq.query_files import list_queries, source_dir
-
     render(list_queries(), fmt)
     if fmt is Format.table:
         typer.echo(f"files: {source_dir()}")
@@ -233,21 +246,16 @@ def queries(fmt: FormatOpt = Format.table) -> None:
 @app.command()
 def schema() -> None:
     """Print the canonical tables and columns (Markdown)."""
-    from traceq.schema import markdown_reference
-
     typer.echo(markdown_reference(), nl=False)
 
 
 @app.command()
 def version() -> None:
     """Print traceq's version and whether its optional C parts were built."""
-    from traceq.model.nesting import native_available as nesting_native
-    from traceq.readers.chrome_json import native_available as decoder_native
-
     def built(yes: bool) -> str:
         return "built" if yes else "not in use (Python path)"
 
-    typer.echo(traceq.__version__)
+    typer.echo(__version__)
     typer.echo(f"chrome decoder: {built(decoder_native())}; nesting: {built(nesting_native())}")
 
 

@@ -8,7 +8,7 @@ they are hive partition keys of the store layout and appear as columns when the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -278,6 +278,26 @@ RANK_TABLES: tuple[Table, ...] = (
     EVENTS, STEPS, THREADS, KERNEL_CLASS_TABLE, OP_STATS, KERNEL_STATS, SUMMARY_CELLS, SOURCES,
 )  # fmt: skip
 TABLES: dict[str, Table] = {t.name: t for t in (RUNS, *RANK_TABLES)}
+
+
+@dataclass
+class RunTables:
+    """The per-rank tables of one run, as the readers give them and the store writes them."""
+
+    #: A LazyFrame where the events are written as they are produced (chunk by chunk); see :meth:`collect`.
+    events: pl.DataFrame | pl.LazyFrame
+    steps: pl.DataFrame
+    threads: pl.DataFrame
+    op_stats: pl.DataFrame = field(default_factory=OP_STATS.empty)
+    kernel_stats: pl.DataFrame = field(default_factory=KERNEL_STATS.empty)
+    summary_cells: pl.DataFrame = field(default_factory=SUMMARY_CELLS.empty)
+    kernel_classes: pl.DataFrame = field(default_factory=KERNEL_CLASS_TABLE.empty)
+
+    def collect(self) -> RunTables:
+        """These tables with ``events`` in memory."""
+        if isinstance(self.events, pl.LazyFrame):
+            self.events = self.events.collect()
+        return self
 
 
 def markdown_reference() -> str:

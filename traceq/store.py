@@ -29,8 +29,7 @@ from pathlib import Path
 import polars as pl
 
 from traceq.errors import StoreError
-from traceq.model.build import RunTables
-from traceq.schema import RANK_TABLES, RUNS, SOURCES
+from traceq.schema import RANK_TABLES, RUNS, SOURCES, RunTables
 
 DEFAULT_STORE = ".traceq"
 STORE_ENV = "TRACEQ_STORE"
@@ -254,7 +253,7 @@ def publish_partition(staging: Path, run_dir: Path, part: str) -> None:
 
 
 #: Rows of a row group of a streamed Parquet file (a LazyFrame's): with the source's small slices
-#: (:data:`traceq.lazy_frames.SLICE_ROWS`) the sink would otherwise write row groups of whatever it holds.
+#: (:data:`traceq._utils.lazy_frames.SLICE_ROWS`) the sink would otherwise write row groups of whatever it holds.
 ROW_GROUP_ROWS = 1 << 16
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import SAMPLES, raw_trace, run_cli, tree_state
 from traceq.cli import app
-from traceq.sql import connect
+from traceq.query.engine import connect
 
 KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
 PADDLE = SAMPLES / "paddle331_cpu_fp32_noshapes.paddle_trace.json.gz"
@@ -107,6 +107,7 @@ def test_sql_cannot_modify_anything(filled_store: Path, query: str) -> None:
     assert tree_state(filled_store) == before
 
 
+@pytest.mark.slow
 def test_a_query_beyond_memory_spills_into_the_temporary_folder_not_the_working_one(
     filled_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

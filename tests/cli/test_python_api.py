@@ -64,9 +64,10 @@ class _Recorder:
 
 
 def test_progress_hears_every_byte_then_each_later_stage(tmp_path: Path, monkeypatch) -> None:
-    from traceq import metrics_cache
+    from traceq.ingest import metrics
+    from traceq.query.stored import CACHED
 
-    monkeypatch.setattr(metrics_cache, "STORE_MIN_EVENTS", 0)  # so that this small trace stores metrics
+    monkeypatch.setattr(metrics, "STORE_MIN_EVENTS", 0)  # so that this small trace stores metrics
     bars: dict[str, _Recorder] = {}
 
     def factory(label: str, size: int) -> _Recorder:
@@ -84,8 +85,8 @@ def test_progress_hears_every_byte_then_each_later_stage(tmp_path: Path, monkeyp
     ]
     made = [re.fullmatch(r"storing the report metrics: (\d) of 8 stored \((\w+)\)", s) for s in bar.stages[4:]]
     assert [int(m[1]) for m in made] == list(range(1, 9))  # each metric once, in the order they were made
-    assert sorted(m[2] for m in made) == sorted(metrics_cache.CACHED)
-    assert len(metrics_cache.CACHED) == 8
+    assert sorted(m[2] for m in made) == sorted(CACHED)
+    assert len(CACHED) == 8
 
 
 def test_progress_says_when_the_model_is_built_on_disk(tmp_path: Path, monkeypatch) -> None:

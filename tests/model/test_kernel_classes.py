@@ -50,6 +50,7 @@ def every_kernel_name() -> pl.DataFrame:
     return classify(pl.Series(sorted(names)))
 
 
+@pytest.mark.slow
 def test_every_name_gets_a_class_from_the_vocabulary(every_kernel_name: pl.DataFrame) -> None:
     assert every_kernel_name.height > 800
     assert set(every_kernel_name["precision"]) <= set(PRECISIONS)
@@ -57,12 +58,14 @@ def test_every_name_gets_a_class_from_the_vocabulary(every_kernel_name: pl.DataF
     assert (every_kernel_name["kernel_class"] == "other").mean() < 0.05
 
 
+@pytest.mark.slow
 def test_negative_markers_win_over_positive_ones(every_kernel_name: pl.DataFrame) -> None:
     simt = every_kernel_name.filter(pl.col("name").str.contains(r"(?i)ffma|sgemm|_simt_|gemv|scudnn"))
     assert simt.height > 50
     assert not simt["tensor_core"].any()
 
 
+@pytest.mark.slow
 def test_hopper_and_cublas12_names_are_tensor_core(every_kernel_name: pl.DataFrame) -> None:
     modern = every_kernel_name.filter(pl.col("name").str.contains(r"^nvjet_|wgmma|_tensor16x8x"))
     assert modern.height > 30
@@ -70,6 +73,7 @@ def test_hopper_and_cublas12_names_are_tensor_core(every_kernel_name: pl.DataFra
     assert modern.filter(pl.col("name").str.starts_with("nvjet_"))["kernel_class"].unique().to_list() == ["gemm"]
 
 
+@pytest.mark.slow
 def test_every_name_in_the_shared_traces_keeps_its_reviewed_class(every_kernel_name: pl.DataFrame) -> None:
     reviewed = {
         r["name"]: (r["precision"], r["tensor_core"] == "true", r["kernel_class"]) for r in _expected(ALL_NAMES)

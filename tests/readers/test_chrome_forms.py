@@ -156,7 +156,8 @@ def test_paddle_relative_times_are_anchored_at_the_median_offset_to_ts(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The anchor is the exact median over every event, though it is found from counts chunk by chunk."""
-    from traceq.readers import chrome_json, chunks, paddle
+    from traceq.readers import chunks
+    from traceq.readers.chrome import decoder, paddle
 
     timed = [e for e in raw_trace(path)["traceEvents"] if e.get("ph") in ("X", "i", "I") and "ts" in e]
     base = int(min(e["ts"] for e in timed))
@@ -165,8 +166,8 @@ def test_paddle_relative_times_are_anchored_at_the_median_offset_to_ts(
         for e in timed
         if (rel := (e.get("args") or {}).get("start_time")) is not None
     ]
-    monkeypatch.setattr(chrome_json, "CHUNK", 1 << 16)  # 64 KB of JSON decoded at a time
+    monkeypatch.setattr(decoder, "CHUNK", 1 << 16)  # 64 KB of JSON decoded at a time
     monkeypatch.setattr(chunks, "CHUNK_ROWS", 1000)
-    trace = chrome_json.read_chrome_trace(path)
+    trace = decoder.read_chrome_trace(path)
     assert len(trace.chunks) > 3
     assert paddle.params(trace).origin_ns == int(statistics.median(offsets))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from collections import Counter
 from pathlib import Path
@@ -11,7 +13,7 @@ import pytest
 
 from tests.conftest import chrome_traces, raw_trace
 from traceq.readers import read_trace
-from traceq.readers.chrome_json import read_chrome_trace
+from traceq.readers.chrome.decoder import read_chrome_trace
 
 #: The model's kinds for the categories these traces use, stated independently of traceq's table.
 EXPECTED_KIND = {
@@ -142,15 +144,23 @@ def test_launches_outside_any_op_are_attributed_to_their_annotation() -> None:
 
     path = shared("hta/trace_diff/control/control.json.gz")
     raw = [e for e in raw_trace(path)["traceEvents"] if e.get("ph") == "X"]
-    ops = {}
+    ops: dict[object, list[tuple[float, float]]] = {}
     for e in raw:
         if e.get("cat") == "cpu_op":
             ops.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
+    # per thread, the ops by start and the latest end of those starting so far: a call lies inside some
+    # op exactly when an op starting at or before it ends at or after it
+    starts = {tid: [a for a, _ in sorted(spans)] for tid, spans in ops.items()}
+    reach = {tid: list(itertools.accumulate((b for _, b in sorted(spans)), max)) for tid, spans in ops.items()}
+
+    def inside_an_op(r: dict) -> bool:
+        k = bisect.bisect_right(starts.get(r["tid"], []), r["ts"])
+        return k > 0 and reach[r["tid"]][k - 1] >= r["ts"] + r["dur"]
+
     runtime = {e["args"]["correlation"]: e for e in raw if e.get("cat") == "cuda_runtime"}
     orphans = 0
     for k in (e for e in raw if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")):
-        r = runtime[k["args"]["correlation"]]
-        if not any(a <= r["ts"] and r["ts"] + r["dur"] <= b for a, b in ops.get(r["tid"], [])):
+        if not inside_an_op(runtime[k["args"]["correlation"]]):
             orphans += 1
     events = read_trace(path).tables.events
     owners = events.filter(pl.col("kind").is_in(GPU)).join(
@@ -174,7 +184,7 @@ def test_the_real_traces_are_all_here() -> None:
 
 @pytest.mark.parametrize("path", chrome_traces(), ids=lambda p: p.name)
 def test_ids_parsed_once_per_distinct_value_equal_the_per_event_parse(path: Path) -> None:
-    from traceq.readers.chrome_common import id_ints, leading_int, leading_int_of
+    from traceq.readers.chrome.common import id_ints, leading_int, leading_int_of
 
     raw = read_chrome_trace(path).events
     for col in ("pid_raw", "tid_raw"):

@@ -12,7 +12,8 @@ from polars.testing import assert_frame_equal
 
 from tests.conftest import SAMPLES, shared
 from traceq.model import nesting, on_disk
-from traceq.readers import chrome_json, chunks, read_trace
+from traceq.readers import chunks, read_trace
+from traceq.readers.chrome import decoder
 
 
 @pytest.mark.parametrize(
@@ -22,8 +23,8 @@ def test_a_spilled_read_in_small_chunks_equals_the_whole_read(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     whole = read_trace(SAMPLES / name)
-    assert len(chrome_json.read_chrome_trace(SAMPLES / name).chunks) == 1
-    monkeypatch.setattr(chrome_json, "CHUNK", 1 << 16)  # 64 KB of JSON decoded at a time
+    assert len(decoder.read_chrome_trace(SAMPLES / name).chunks) == 1
+    monkeypatch.setattr(decoder, "CHUNK", 1 << 16)  # 64 KB of JSON decoded at a time
     monkeypatch.setattr(chunks, "CHUNK_ROWS", 2000)
     spill = tmp_path / "spill"
     result = read_trace(SAMPLES / name, spill_dir=spill)

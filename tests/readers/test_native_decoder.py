@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 import hypothesis.strategies as st
+import msgspec
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,22 +24,37 @@ from polars.testing import assert_frame_equal
 
 from tests.conftest import SAMPLES, chrome_traces, run_cli, shared
 from traceq.model import nesting
-from traceq.readers import chrome_json, read_trace
+from traceq.readers import read_trace
+from traceq.readers.chrome import columns, decoder
 from traceq.readers.source import prefetched
 
 
 def _require_native() -> None:
-    if not chrome_json.native_available() or nesting._nest_scan is None:
+    if not decoder.native_available() or nesting._nest_scan is None:
         if os.environ.get("TRACEQ_ALLOW_NO_NATIVE") == "1":
             pytest.skip("native parts not built on this install")
         pytest.fail("the C extensions were not built (no compiler at install?); TRACEQ_ALLOW_NO_NATIVE=1 skips")
 
 
+def test_both_decoders_follow_the_one_declaration_of_the_columns() -> None:
+    """The columns, their kinds and the args keys are declared once (``columns.py``): the msgspec path's
+    schema and typed args are made from it, and the C scanner reports what it was compiled with (a
+    scanner built from another declaration, or not rebuilt since it changed, fails here)."""
+    declared = columns.columns()
+    assert tuple(decoder._FRAME_SCHEMA) == tuple(name for name, _ in declared)
+    arg_fields = msgspec.structs.fields(decoder.KnownArgs)
+    assert [(f.encode_name, f.name) for f in arg_fields] == [(key, column) for key, column, _ in columns.ARG_COLUMNS]
+    _require_native()
+    assert tuple(name for name, _ in declared) == decoder._scan.COLUMNS
+    assert tuple(kind for _, kind in declared) == decoder._scan.KINDS
+    assert tuple((key, column) for key, column, _ in columns.ARG_COLUMNS) == decoder._scan.ARG_KEYS
+
+
 @pytest.mark.parametrize("path", chrome_traces(), ids=lambda p: p.name)
 def test_real_traces_decode_identically(path: Path) -> None:
     _require_native()
-    ref = chrome_json.read_chrome_trace(path, native=False)
-    got = chrome_json.read_chrome_trace(path, native=True)
+    ref = decoder.read_chrome_trace(path, native=False)
+    got = decoder.read_chrome_trace(path, native=True)
     assert got.decoded_by["python"] == 0 and got.decoded_by["native"] >= 1  # no chunk fell back
     assert ref.decoded_by["native"] == 0
     assert_frame_equal(got.events, ref.events)
@@ -52,8 +68,8 @@ def test_small_chunks_decode_identically() -> None:
     """Many chunk boundaries: each chunk is decoded on its own and the frames are concatenated."""
     _require_native()
     path = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
-    ref = chrome_json.read_chrome_trace(path, native=False, chunk=1 << 18)
-    got = chrome_json.read_chrome_trace(path, native=True, chunk=1 << 18)
+    ref = decoder.read_chrome_trace(path, native=False, chunk=1 << 18)
+    got = decoder.read_chrome_trace(path, native=True, chunk=1 << 18)
     assert got.decoded_by["native"] > 10
     assert_frame_equal(got.events, ref.events)
 
@@ -89,9 +105,9 @@ def test_decode_threads_add_the_events_in_the_trace_order(
     }[label] or _paddle_with_broken_names(tmp_path)
     reads = {}
     for threads in (1, 4):
-        monkeypatch.setattr(chrome_json, "DECODE_THREADS", threads)
-        monkeypatch.setattr(chrome_json.pl, "thread_pool_size", lambda: 4)
-        reads[threads] = chrome_json.read_chrome_trace(path, chunk=1 << 14)
+        monkeypatch.setattr(decoder, "DECODE_THREADS", threads)
+        monkeypatch.setattr(decoder.pl, "thread_pool_size", lambda: 4)
+        reads[threads] = decoder.read_chrome_trace(path, chunk=1 << 14)
     one, several = reads[1], reads[4]
     assert several.decoded_by["native"] > 8
     assert several.decoded_by == one.decoded_by
@@ -187,14 +203,14 @@ def _body(events: list[dict], indent: int | None, ascii_only: bool) -> bytes:
     return ",\n".join(json.dumps(e, indent=indent, ensure_ascii=ascii_only) for e in events).encode()
 
 
-def _decode(body: bytes, native: bool) -> chrome_json._Decoder:
-    decoder = chrome_json.body_decoder(native)
-    decoder._try_decode(body)
-    decoder.chunks.finish()
-    return decoder
+def _decode(body: bytes, native: bool) -> decoder._Decoder:
+    body_decoder = decoder.body_decoder(native)
+    body_decoder._try_decode(body)
+    body_decoder.chunks.finish()
+    return body_decoder
 
 
-def _assert_same(got: chrome_json._Decoder, ref: chrome_json._Decoder) -> None:
+def _assert_same(got: decoder._Decoder, ref: decoder._Decoder) -> None:
     assert got.n_events == ref.n_events
     if len(ref.chunks):
         assert_frame_equal(got.chunks.concat(), ref.chunks.concat())
@@ -217,12 +233,14 @@ def _check_generated(events: list[dict], indent: int | None, ascii_only: bool, m
         _assert_same(got, _decode(body, native=False))
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(st.lists(_any_event, min_size=1, max_size=8), st.sampled_from([None, 0, 2]), st.booleans())
 def test_any_events_decode_identically_or_fall_back(events: list[dict], indent: int | None, ascii_only: bool) -> None:
     _check_generated(events, indent, ascii_only, must_be_native=False)
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(st.lists(_typed_event, min_size=1, max_size=8), st.sampled_from([None, 0, 2]), st.booleans())
 def test_well_typed_events_are_decoded_natively(events: list[dict], indent: int | None, ascii_only: bool) -> None:
@@ -249,7 +267,7 @@ def test_well_typed_events_are_decoded_natively(events: list[dict], indent: int 
 )
 def test_input_the_c_decoder_hands_back(body: bytes) -> None:
     _require_native()
-    assert chrome_json._chrome_scan.decode(body) is None
+    assert decoder._scan.decode(body) is None
 
 
 @pytest.mark.parametrize(
@@ -300,6 +318,7 @@ def _mutated_bodies(seed: int, n: int) -> list[bytes]:
     return bodies
 
 
+@pytest.mark.slow
 def test_mutated_real_events_decode_identically_or_fall_back() -> None:
     _require_native()
     accepted = 0
@@ -307,7 +326,7 @@ def test_mutated_real_events_decode_identically_or_fall_back() -> None:
         got = _decode(body, native=True)
         if got.decoded_by["native"]:
             accepted += 1
-            ref = chrome_json.body_decoder(native=False)
+            ref = decoder.body_decoder(native=False)
             assert ref._try_decode(body), body  # never accepts what the reference refuses
             ref.chunks.finish()
             _assert_same(got, ref)

@@ -249,6 +249,7 @@ def _two_processes_with_steps(db: Path) -> None:
     con.close()
 
 
+@pytest.mark.slow
 def test_an_export_built_on_disk_in_small_parts_equals_the_one_built_in_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 import traceq
 from tests.conftest import SAMPLES, shared
@@ -41,6 +42,7 @@ def _assert_consistent(store: Path) -> list[str]:
     return ids
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_leaves_a_consistent_store(tmp_path: Path) -> None:
     trace = shared(BIG)
     store = tmp_path / "store"

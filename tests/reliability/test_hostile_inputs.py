@@ -39,6 +39,7 @@ def _op(name: str, ts: float, dur: float | None, tid: int = 1, cat: str = "cpu_o
     return e
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(min_value=len(TEXT) // 50, max_value=len(TEXT) - 1))
 def test_truncated_at_any_offset_keeps_every_complete_event(tmp_path: Path, cut: int) -> None:
@@ -141,6 +142,7 @@ def _bomb(path: Path, filler: bytes, size: int) -> None:
         f.write(b"]}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("filler", "problem"), [(b" ", "no events"), (b"a", "no complete event")])
 def test_gzip_that_expands_enormously_is_refused_in_bounded_memory(tmp_path: Path, filler: bytes, problem: str) -> None:
     path = tmp_path / "bomb.json.gz"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from traceq.memory import heap_reused, release_free_memory
+from traceq._utils.memory import heap_reused, release_free_memory
 
 
 def _rss_mb() -> float:

@@ -2,60 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import polars as pl
 
-from traceq.model.kernel_classes import classify
-from traceq.model.links import link_launches
+from traceq.model.links import INHERITED, inherit_from_launch, link_launches
 from traceq.model.nesting import nest_host_events
 from traceq.model.placing import placed_at
 from traceq.model.steps import assign_steps, steps_table
-from traceq.schema import (
-    EVENTS,
-    GPU_WORK_KINDS,
-    KERNEL_CLASS_TABLE,
-    KERNEL_STATS,
-    OP_STATS,
-    STEPS,
-    SUMMARY_CELLS,
-    THREADS,
-)
-
-
-@dataclass
-class RunTables:
-    """The per-rank tables of one run, conforming to :mod:`traceq.schema`."""
-
-    #: A LazyFrame where the events are written as they are produced (chunk by chunk); see :meth:`collect`.
-    events: pl.DataFrame | pl.LazyFrame
-    steps: pl.DataFrame
-    threads: pl.DataFrame
-    op_stats: pl.DataFrame = field(default_factory=OP_STATS.empty)
-    kernel_stats: pl.DataFrame = field(default_factory=KERNEL_STATS.empty)
-    summary_cells: pl.DataFrame = field(default_factory=SUMMARY_CELLS.empty)
-    kernel_classes: pl.DataFrame = field(default_factory=KERNEL_CLASS_TABLE.empty)
-
-    def classify_kernels(self, kernel_names: pl.Series | None = None) -> None:
-        """Fill ``kernel_classes`` from every kernel name the tables hold (``kernel_names``: those of
-        ``events``, where the events are not in memory)."""
-        if kernel_names is None:
-            kernel_names = self.collect().events.filter(pl.col("kind") == "kernel")["name"]
-        names = pl.concat(
-            [
-                kernel_names,
-                self.op_stats.filter(pl.col("row_type") == "kernel")["name"],
-                self.kernel_stats["name"],
-            ]
-        )
-        self.kernel_classes = KERNEL_CLASS_TABLE.conform(classify(names))
-
-    def collect(self) -> RunTables:
-        """These tables with ``events`` in memory."""
-        if isinstance(self.events, pl.LazyFrame):
-            self.events = self.events.collect()
-        return self
-
+from traceq.schema import EVENTS, GPU_WORK_KINDS, STEPS, THREADS, RunTables
 
 #: Reader columns the model is derived from (``name`` is read on step events only).
 KEY_COLUMNS = ("kind", "name", "ts_ns", "dur_ns", "pid", "tid", "correlation")
@@ -107,21 +60,6 @@ def derive(
     del by_id
     derived = pl.DataFrame([ids, *own.values(), step, *inherited])
     return inherit_from_launch(derived, is_gpu), STEPS.conform(steps)
-
-
-#: What GPU work takes from the call that launched it.
-INHERITED = ("op_id", "top_op_id", "step")
-
-
-def inherit_from_launch(derived: pl.DataFrame, is_gpu: pl.Series) -> pl.DataFrame:
-    """Derived columns with GPU work's op, top op and step (where it has a launch) replaced by its
-    launching call's (``launch_op_id``, ``launch_top_op_id``, ``launch_step``, then dropped)."""
-    launched = is_gpu & pl.col("launch_id").is_not_null()
-    return derived.with_columns(
-        pl.when(is_gpu).then(pl.col("launch_op_id")).otherwise(pl.col("op_id")).alias("op_id"),
-        pl.when(is_gpu).then(pl.col("launch_top_op_id")).otherwise(pl.col("top_op_id")).alias("top_op_id"),
-        pl.when(launched).then(pl.col("launch_step")).otherwise(pl.col("step")).alias("step"),
-    ).drop(f"launch_{name}" for name in INHERITED)
 
 
 def attach(events: pl.DataFrame, derived: pl.DataFrame) -> pl.DataFrame:

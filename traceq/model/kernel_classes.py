@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceq.schema import KERNEL_CLASS_TABLE, RunTables
+
 PRECISIONS = ("fp8", "int8", "bf16", "tf32", "fp16", "fp64", "fp32", "unknown")
 KERNEL_CLASSES = (
     "memcpy", "memset", "comm", "layout", "cast", "optimizer", "attention", "conv", "gemm", "reduction",
     "elementwise", "other",
 )  # fmt: skip
-#: Kinds of work whose precision and tensor-core use decide AMP's gain ("compute kernels").
-COMPUTE_CLASSES = ("gemm", "conv", "attention")
 
 PRECISION_RULES: tuple[tuple[str, str], ...] = (
     (r"(?i)e4m3|e5m2|fp8|float8", "fp8"),
@@ -98,3 +98,18 @@ def classify(names: pl.Series) -> pl.DataFrame:
         tensor_core(pl.col("name")).alias("tensor_core"),
         kernel_class(pl.col("name")).alias("kernel_class"),
     )
+
+
+def classify_kernels(tables: RunTables, kernel_names: pl.Series | None = None) -> None:
+    """Fill ``tables.kernel_classes`` from every kernel name the tables hold (``kernel_names``: those of
+    ``events``, where the events are not in memory)."""
+    if kernel_names is None:
+        kernel_names = tables.collect().events.filter(pl.col("kind") == "kernel")["name"]
+    names = pl.concat(
+        [
+            kernel_names,
+            tables.op_stats.filter(pl.col("row_type") == "kernel")["name"],
+            tables.kernel_stats["name"],
+        ]
+    )
+    tables.kernel_classes = KERNEL_CLASS_TABLE.conform(classify(names))

@@ -1,4 +1,5 @@
-"""Launch links: each GPU kernel, memcpy and memset to the runtime/driver call that launched it."""
+"""Launch links: each GPU kernel, memcpy and memset to the runtime/driver call that launched it, and what it
+takes from that call."""
 
 from __future__ import annotations
 
@@ -22,3 +23,18 @@ def link_launches(events: pl.DataFrame, by: tuple[str, ...] = ()) -> pl.DataFram
     )
     gpu = events.filter(pl.col("kind").is_in(GPU_WORK_KINDS)).select("event_id", *keys)
     return gpu.join(launches, on=keys, how="left").select("event_id", "launch_id")
+
+
+#: What GPU work takes from the call that launched it.
+INHERITED = ("op_id", "top_op_id", "step")
+
+
+def inherit_from_launch(derived: pl.DataFrame, is_gpu: pl.Series) -> pl.DataFrame:
+    """Derived columns with GPU work's op, top op and step (where it has a launch) replaced by its
+    launching call's (``launch_op_id``, ``launch_top_op_id``, ``launch_step``, then dropped)."""
+    launched = is_gpu & pl.col("launch_id").is_not_null()
+    return derived.with_columns(
+        pl.when(is_gpu).then(pl.col("launch_op_id")).otherwise(pl.col("op_id")).alias("op_id"),
+        pl.when(is_gpu).then(pl.col("launch_top_op_id")).otherwise(pl.col("top_op_id")).alias("top_op_id"),
+        pl.when(launched).then(pl.col("launch_step")).otherwise(pl.col("step")).alias("step"),
+    ).drop(f"launch_{name}" for name in INHERITED)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import polars as pl
 import pyarrow as pa
 
-from traceq.native import load
+from traceq._utils.native import load
 from traceq.schema import OP_TREE_KINDS
 
 #: The C walk and climb (same columns as the Python ones below).

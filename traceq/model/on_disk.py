@@ -12,7 +12,7 @@ rows wait in Arrow IPC files in a folder:
 3. correlation bucket by bucket: GPU work is linked to its launch (:func:`link_launches`) and takes the
    launch's op, top op and step;
 4. :meth:`ModelOnDisk.rows_in_order` gives every event's kept and derived columns in the trace's order, a range
-   of rows at a time (:func:`inherit_from_launch`).
+   of rows at a time (:func:`~traceq.model.links.inherit_from_launch`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
+from traceq._utils.in_order import InOrder
 from traceq.errors import spill_io
-from traceq.in_order import InOrder
-from traceq.model.build import inherit_from_launch
-from traceq.model.links import link_launches
+from traceq.model.links import inherit_from_launch, link_launches
 from traceq.model.nesting import nest_with_open_ranges
 from traceq.model.steps import assign_steps, steps_table
 from traceq.schema import GPU_WORK_KINDS, OP_TREE_KINDS, STEPS

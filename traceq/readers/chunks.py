@@ -16,9 +16,9 @@ from typing import TypeVar
 import polars as pl
 import pyarrow as pa
 
+from traceq._utils.in_order import InOrder
+from traceq._utils.lazy_frames import lazy_source
 from traceq.errors import StoreError, spill_io
-from traceq.in_order import InOrder
-from traceq.lazy_frames import lazy_source
 
 #: Rows per chunk: decoded bodies are gathered until a chunk has this many events (the unit the model
 #: is read back in; ``events`` is written in row groups of :data:`traceq.store.ROW_GROUP_ROWS`).

@@ -27,15 +27,15 @@ from urllib.parse import quote
 
 import polars as pl
 
+from traceq._utils.in_order import InOrder
+from traceq._utils.jobs import default_jobs
+from traceq._utils.memory import release_free_memory
 from traceq.errors import InputError
-from traceq.executors import default_jobs
-from traceq.in_order import InOrder
-from traceq.memory import release_free_memory
 from traceq.model import on_disk
-from traceq.model.build import RunTables, build_run_tables
+from traceq.model.steps import STEP_NAME
 from traceq.readers.chunks import Chunks
 from traceq.readers.source import Progress, TruncatedInput, is_gzip, iter_content, report_stage
-from traceq.schema import EVENTS
+from traceq.schema import EVENTS, RunTables
 
 FLAVOUR = "nsys"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -229,19 +229,18 @@ def _local_sqlite(path: Path, progress: Progress | None) -> Iterator[Path]:
 
 @dataclass
 class NsysRead:
-    """An export read: its tables in memory, or (large exports read with a spill folder) its events in
-    chunks of :data:`CHUNK_SCHEMA` and its threads, for a model built from the chunks."""
+    """An export read: its events in chunks of :data:`CHUNK_SCHEMA` (for :mod:`traceq.readers.assemble`),
+    its threads and what the catalog records about it."""
 
     meta: dict[str, Any]
-    tables: RunTables | None = None
-    chunks: Chunks | None = None
+    chunks: Chunks
     threads: pl.DataFrame | None = None
 
 
 def read_nsys(path: Path, progress: Progress | None = None, *, spill_dir: Path | None = None) -> NsysRead:
-    """Read an nsys SQLite export: the canonical tables (or, with ``spill_dir``, where the export holds
-    enough rows for the model to be built on disk, its events in chunks spilled there) and what the
-    catalog records about it."""
+    """Read an nsys SQLite export: its canonical events in chunks (held in memory, or, with ``spill_dir``,
+    where the export holds enough rows for the model to be built on disk, spilled there), its threads
+    and what the catalog records about it."""
     with _local_sqlite(path, progress) as local:
         with local.open("rb") as f:
             if not is_sqlite(f.read(16)):
@@ -277,31 +276,38 @@ def _read(export: _Export, path: Path, progress: Progress | None, spill_dir: Pat
     spans = {name: export.rowids(read.table) for name, read in reads.items()} if spill_dir is not None else {}
     parts = {name: (reads[name], (lo, hi)) for name, (lo, hi) in spans.items() if lo is not None and hi is not None}
     # the rows of the tables: an upper bound (rowids may have gaps, and NVTX has rows of other types)
-    if spill_dir is not None and on_disk.builds_on_disk(sum(hi - lo + 1 for _, (lo, hi) in parts.values())):
-        chunks = Chunks(CHUNK_SCHEMA, spill_dir / "nsys")
-        n_parts = sum(-(-(hi - lo + 1) // CHUNK_PART_ROWS) for _, (lo, hi) in parts.values())
-        try:
-            for k, part in enumerate(export.read_parts(parts, CHUNK_PART_ROWS, shape), 1):
-                report_stage(progress, f"reading the export in parts: {k:,} of {n_parts:,}")
-                if not part.is_empty():
-                    chunks.add(part.to_arrow())
-            chunks.finish()
-        except BaseException:
-            chunks.close()
-            raise
-        if not sum(chunks.rows):
-            chunks.close()
-            raise InputError(path, "an nsys export with no CUDA or NVTX events")
-        return NsysRead(meta, chunks=chunks, threads=_threads(export, strings))
-    raw = export.read_all(reads)
-    frames = [f for name in list(raw) if not (f := shape(name, raw.pop(name))).is_empty()]
-    if not frames:
+    large = spill_dir is not None and on_disk.builds_on_disk(sum(hi - lo + 1 for _, (lo, hi) in parts.values()))
+    chunks = Chunks(CHUNK_SCHEMA, spill_dir / "nsys" if large and spill_dir is not None else None)
+    try:
+        for part in _read_in_parts(export, parts, shape, progress) if large else _read_whole(export, reads, shape):
+            if not part.is_empty():
+                chunks.add(part.to_arrow())
+        chunks.finish()
+    except BaseException:
+        chunks.close()
+        raise
+    if not sum(chunks.rows):
+        chunks.close()
         raise InputError(path, "an nsys export with no CUDA or NVTX events")
-    events = pl.concat(frames, how="diagonal_relaxed")
-    del frames
     release_free_memory()  # what the SQLite reads allocated and freed, before the model build
-    report_stage(progress, "building the model")
-    return NsysRead(meta, tables=build_run_tables(events, _threads(export, strings), launch_keys=("pid",)))
+    return NsysRead(meta, chunks, _threads(export, strings))
+
+
+def _read_whole(export: _Export, reads: dict[str, _Read], shape: _Shaping) -> Iterator[pl.DataFrame]:
+    """Each read's canonical events, every table read whole (in rowid ranges on the reading threads)."""
+    raw = export.read_all(reads)
+    for name in list(raw):
+        yield shape(name, raw.pop(name))
+
+
+def _read_in_parts(
+    export: _Export, parts: dict[str, tuple[_Read, tuple[int, int]]], shape: _Shaping, progress: Progress | None
+) -> Iterator[pl.DataFrame]:
+    """Each read's canonical events in parts of :data:`CHUNK_PART_ROWS` rowids (a few in memory at once)."""
+    n_parts = sum(-(-(hi - lo + 1) // CHUNK_PART_ROWS) for _, (lo, hi) in parts.values())
+    for k, part in enumerate(export.read_parts(parts, CHUNK_PART_ROWS, shape), 1):
+        report_stage(progress, f"reading the export in parts: {k:,} of {n_parts:,}")
+        yield part
 
 
 def as_one_window(tables: RunTables, start_ns: int | None, end_ns: int | None) -> list[str]:
@@ -439,8 +445,6 @@ def _nvtx_events(raw: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     raw = _names(raw.with_columns(pl.col("textId").cast(pl.Int64)), strings, "textId", "registered")
     text = pl.coalesce(pl.col("text").cast(pl.String), pl.col("registered").cast(pl.String)).fill_null("")
     parts = text.str.extract_groups(EMIT_NVTX)
-    from traceq.model.steps import STEP_NAME
-
     is_range = pl.col("eventType").is_in(NVTX_RANGE_TYPES)
     name = parts.struct.field("1")
     return raw.select(

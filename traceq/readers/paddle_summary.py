@@ -22,9 +22,8 @@ from pathlib import Path
 import polars as pl
 
 from traceq.errors import InputError
-from traceq.model.build import RunTables
 from traceq.readers.source import iter_content
-from traceq.schema import EVENTS, KERNEL_STATS, OP_STATS, STEPS, SUMMARY_CELLS, THREADS
+from traceq.schema import EVENTS, KERNEL_STATS, OP_STATS, STEPS, SUMMARY_CELLS, THREADS, RunTables
 
 FLAVOUR = "paddle"
 FORMAT = "paddle_summary"

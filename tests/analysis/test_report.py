@@ -1,0 +1,66 @@
+"""``traceq report``: the JSON contract, findings with evidence, summary-text runs, files on the fly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLES, SHARED, PairStore, run_cli
+from traceq import run_report
+
+KEYS = {
+    "run", "steps", "step_time_ms", "gpu_busy_ms", "gpu_idle_ms", "gpu_idle_ratio", "launch_bound_ratio",
+    "fp16_coverage", "tensor_core_coverage", "cast_overhead", "ops", "findings",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def amp_b64(kineto_b64: PairStore) -> dict:
+    done = run_cli("report", kineto_b64.new, "--store", str(kineto_b64.path), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_report_json_has_the_documented_keys(amp_b64: dict) -> None:
+    assert amp_b64.keys() >= KEYS
+    assert set(amp_b64["cast_overhead"]) >= {"calls", "cpu_ms", "gpu_ms"}
+    assert amp_b64["steps"] == 10
+    assert amp_b64["gpu_busy_ms"] + amp_b64["gpu_idle_ms"] == pytest.approx(
+        amp_b64["gpu_busy_ms"] / (1 - amp_b64["gpu_idle_ratio"]), rel=0.05
+    )
+    for f in amp_b64["findings"]:
+        assert {"id", "title", "impact_ms", "evidence"} <= f.keys()
+
+
+def test_amp_b64_is_explained_as_launch_bound_with_cast_overhead(amp_b64: dict) -> None:
+    ids = [f["id"] for f in amp_b64["findings"]]
+    assert ids[0] == "launch_bound"
+    assert "cast_overhead" in ids
+    lb = amp_b64["findings"][0]
+    assert lb["impact_ms"] == pytest.approx(amp_b64["launch_bound_ratio"] * amp_b64["step_time_ms"], rel=0.1)
+    assert 18 < amp_b64["gpu_busy_ms"] < 25
+    assert amp_b64["fp16_coverage"] > 0.85
+
+
+def test_report_on_summary_text_gives_op_level_results(tmp_path: Path) -> None:
+    report = run_report(str(SHARED / "paddle" / "issue48321_fp32_operator_summary.txt"), tmp_path / "s")
+    assert report.summary["gpu_idle_ratio"] is None and report.summary["launch_bound_ratio"] is None
+    assert report.summary["fp16_coverage"] == 0  # the FP32 table: sgemm / scudnn kernels only
+    names = report.ops["name"].to_list()
+    assert names[0] == "matmul_v2_grad" and "conv2d_grad" in names
+    assert any("needs a trace" in n or "need a" in n for n in report.notes)
+
+
+def test_report_terminal_and_markdown(tmp_path: Path) -> None:
+    sample = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
+    term = run_cli("report", str(sample), "--store", str(tmp_path / "s"))
+    assert term.returncode == 0 and "launch-bound ratio" in term.stdout and "Findings" in term.stdout
+    md = run_cli("report", "kineto_conformer_fp16_b4_2steps", "--store", str(tmp_path / "s"), "--format", "markdown")
+    assert md.returncode == 0 and md.stdout.startswith("## traceq report")
+
+
+def test_report_of_an_unknown_run_is_a_one_line_error(tmp_path: Path) -> None:
+    done = run_cli("report", "no_such_run", "--store", str(tmp_path / "s"))
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1 and "no such run" in done.stderr

@@ -1,0 +1,188 @@
+"""Metrics stored at ingest are exactly what the queries compute from the events, and are used only
+when they were made by the current query files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceq
+from tests.conftest import SAMPLES, shared
+from traceq.errors import QueryError
+from traceq.ingest import metrics
+from traceq.model import on_disk
+from traceq.query.engine import Session
+from traceq.query.stored import CACHED, stored_files
+from traceq.store import Store
+
+
+@pytest.fixture(autouse=True)
+def store_metrics_of_small_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The samples are small: store their metrics anyway (ingest runs in this process with jobs=1)."""
+    monkeypatch.setattr(metrics, "STORE_MIN_EVENTS", 0)
+
+
+RUNS = {
+    "kineto": SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz",
+    "paddle_layout": SAMPLES / "paddlefmt_conformer_fp16_b64_2steps.json.gz",
+    "hta_triton": SAMPLES / "hta_triton_example.json.gz",
+}
+
+
+def _live(store: Store, run_id: str, name: str) -> pl.DataFrame:
+    """The metric computed from the events, with the stored results hidden."""
+    with Session(store, [run_id], use_stored=False) as session:
+        return session.query(name)
+
+
+@pytest.mark.parametrize("label", sorted(RUNS))
+def test_stored_metrics_equal_the_queries_on_the_events(label: str, store_dir: Path) -> None:
+    run_id = traceq.ingest([RUNS[label]], store=store_dir, jobs=1)["run_id"][0]
+    store = Store(store_dir)
+    with Session(store, [run_id]) as session:
+        for name in CACHED:
+            assert stored_files(store, [run_id], name) is not None
+            stored = session.query(name)
+            live = _live(store, run_id, name)
+            assert stored.columns == live.columns, name
+            assert stored.height == live.height > 0 or name in ("cast_overhead", "precision_coverage"), name
+            key = [c for c in stored.columns if stored.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
+            assert stored.sort(key, nulls_last=True).equals(live.cast(stored.schema).sort(key, nulls_last=True)), name
+
+
+def test_a_multi_rank_run_stores_metrics_per_rank(store_dir: Path) -> None:
+    run_id = traceq.ingest([SAMPLES / "ddp" / "fp32"], store=store_dir, name="ddp", jobs=1)["run_id"][0]
+    store = Store(store_dir)
+    with Session(store, [run_id]) as session:
+        stored = session.query("gpu_busy")
+    assert sorted(stored["rank"].unique()) == [0, 1]
+    assert stored.sort("rank", "step").equals(_live(store, run_id, "gpu_busy").sort("rank", "step"))
+
+
+def test_results_of_other_query_files_are_not_used(store_dir: Path) -> None:
+    run_id = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)["run_id"][0]
+    store = Store(store_dir)
+    stamp = next((store_dir / "runs").glob("*/rank=0/metrics/fingerprint.txt"))
+    stamp.write_text("0" * 16 + "\n")
+    assert stored_files(store, [run_id], "gpu_busy") is None
+    with Session(store, [run_id]) as session:  # computed from the events instead
+        assert session.query("gpu_busy")["busy_ns"].sum() == _live(store, run_id, "gpu_busy")["busy_ns"].sum()
+
+
+def test_summary_text_runs_store_no_metrics(store_dir: Path) -> None:
+    traceq.ingest([shared("paddle/issue48321_fp32_operator_summary.txt")], store=store_dir, jobs=1)
+    assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
+
+
+def test_small_runs_store_no_metrics_by_default(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "STORE_MIN_EVENTS", 350_000)
+    run_id = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)["run_id"][0]
+    assert traceq.runs(store_dir)["n_events"][0] < 350_000
+    assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
+    assert stored_files(Store(store_dir), [run_id], "gpu_busy") is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "path", [RUNS["paddle_layout"], shared("nsys/nsys_conformer_fp16_b4.sqlite.gz")], ids=["chrome", "nsys"]
+)
+def test_a_run_built_on_disk_stores_the_same_events_and_metrics(
+    path: Path, store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_limits: list[str | None]
+) -> None:
+    in_memory = traceq.ingest([path], store=tmp_path / "memory", jobs=1)["run_id"][0]
+    monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
+    monkeypatch.setattr(on_disk, "BUCKET_ROWS", 4000)
+    monkeypatch.setattr(metrics, "BOUNDED_MEMORY_LIMIT", "64MB")
+    run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
+    assert memory_limits == [None, "64MB"]  # the metrics of a model built on disk keep to the limit
+    events = traceq.sql("select * exclude (run_id) from events order by event_id", store=store_dir)
+    expected = traceq.sql("select * exclude (run_id) from events order by event_id", store=tmp_path / "memory")
+    assert events.height > 5 * on_disk.BUCKET_ROWS
+    assert events.equals(expected)
+    assert not list((store_dir / "tmp").iterdir())  # the model's files went with the spill folder
+    store = Store(store_dir)
+    with Session(store, [run_id]) as session:
+        for name in CACHED:
+            stored = session.query(name)
+            key = [c for c in stored.columns if stored.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
+            live = _live(Store(tmp_path / "memory"), in_memory, name).with_columns(pl.lit(run_id).alias("run_id"))
+            assert stored.sort(key, nulls_last=True).equals(live.cast(stored.schema).sort(key, nulls_last=True)), name
+
+
+@pytest.fixture
+def memory_limits(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """The DuckDB memory limit of every session the ingest opens over its staged ranks."""
+    limits: list[str | None] = []
+    opened = Session.over_ranks.__func__  # type: ignore[attr-defined]
+
+    def over_ranks(cls: type[Session], *args: object, memory_limit: str | None = None, **kwargs: object) -> Session:
+        limits.append(memory_limit)
+        return opened(cls, *args, memory_limit=memory_limit, **kwargs)
+
+    monkeypatch.setattr(Session, "over_ranks", classmethod(over_ranks))
+    return limits
+
+
+@pytest.mark.slow
+def test_metrics_that_cannot_keep_to_the_limit_are_computed_without_it(
+    store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_limits: list[str | None]
+) -> None:
+    """Not every DuckDB operator spills: under a limit too small for them, each query runs again without
+    it, and the stored metrics are still the queries' results (1 MB fails every metric's first try here)."""
+    path = RUNS["kineto"]
+    in_memory = traceq.ingest([path], store=tmp_path / "memory", jobs=1)["run_id"][0]
+    monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
+    monkeypatch.setattr(metrics, "BOUNDED_MEMORY_LIMIT", "1MB")
+    run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
+    assert memory_limits == [None, "1MB"]
+    with Session(Store(store_dir), [run_id]) as session:
+        for name in CACHED:
+            stored = session.query(name)
+            key = [c for c in stored.columns if stored.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
+            live = _live(Store(tmp_path / "memory"), in_memory, name).with_columns(pl.lit(run_id).alias("run_id"))
+            assert stored.sort(key, nulls_last=True).equals(live.cast(stored.schema).sort(key, nulls_last=True)), name
+
+
+def test_a_metric_that_fails_leaves_the_run_ingested_without_stored_metrics(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stored metrics are a cache: a query that fails at ingest costs them, with a warning, not the run."""
+    streamed = Session.stream
+
+    def stream(self: Session, name: str, batch_rows: int = 1 << 16) -> pl.LazyFrame:
+        if name == "op_summary":
+            raise QueryError("op_summary: Out of Memory Error: could not allocate")
+        return streamed(self, name, batch_rows)
+
+    monkeypatch.setattr(Session, "stream", stream)
+    result = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)
+    assert result["status"].to_list() == ["ingested"]
+    assert "report metrics not stored (op_summary: Out of Memory Error" in result["warnings"][0]
+    assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
+    run_id = result["run_id"][0]
+    assert stored_files(Store(store_dir), [run_id], "gpu_busy") is None
+    assert _live(Store(store_dir), run_id, "op_summary").height > 0
+
+
+def test_stored_results_are_read_in_place_and_the_report_counts_gaps_in_sql(store_dir: Path) -> None:
+    """Stored results are views over their files, not tables loaded into the session (``gpu_gaps`` has a
+    row per gap: 1.7 M on the 61x nsys export); the report takes the gaps counted and summed per bucket,
+    which add up to the per-gap rows computed from the events."""
+    from traceq.analysis.report import run_report
+
+    run_id = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)["run_id"][0]
+    store = Store(store_dir)
+    with Session(store, [run_id]) as session:
+        report = run_report(run_id, store, session)
+        kinds = dict(session.con.execute("SELECT table_name, table_type FROM information_schema.tables").fetchall())
+    assert all(kinds[name] == "VIEW" for name in ("gpu_gaps", "gpu_busy", "launch_bound", "op_summary"))
+    counted = report.frames["gpu_gap_buckets"]
+    live = _live(store, run_id, "gpu_gaps")
+    assert counted.columns == ["rank", "step", "device", "kind", "bucket", "gaps", "gap_ns"]
+    assert counted.height < live.height
+    by_kind = counted.group_by("kind").agg(pl.col("gaps").sum(), pl.col("gap_ns").sum()).sort("kind")
+    expected = live.group_by("kind").agg(pl.len().alias("gaps"), pl.col("gap_ns").sum()).sort("kind")
+    assert by_kind.equals(expected.cast(by_kind.schema))
+    assert report.gap_histogram["gaps"].sum() == live.height

@@ -1,0 +1,115 @@
+"""The query files document themselves, and their headers agree with their SQL: the columns, in order and
+with their types, are what each query returns on real traces, and the ``Reads:`` line names exactly the
+tables and blocks the SQL reads. Metric SQL lives in these files only; the compute classes are listed once."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import traceq
+from tests.conftest import ROOT, SAMPLES, shared
+from traceq.model.kernel_classes import KERNEL_CLASSES
+from traceq.query.engine import Session
+from traceq.query.files import doc, query_text, requires, source_dir
+from traceq.schema import TABLES
+
+FILES = sorted(source_dir().glob("*.sql"))
+NAMES = [f.stem for f in FILES]
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    """A session over real runs on which every query returns rows: a Kineto trace, a two-rank DDP run and
+    Paddle summary text with kernel rows and casts."""
+    store = tmp_path_factory.mktemp("queries") / "store"
+    traceq.ingest([SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"], store=store, jobs=1)
+    traceq.ingest([SAMPLES / "ddp" / "fp32"], store=store, name="ddp", jobs=1)
+    traceq.ingest([shared("paddle/issue48321_fp32_operator_summary.txt")], store=store, jobs=1)
+    with Session(store, use_stored=False, own_queries=True) as session:
+        yield session
+
+
+def read_by(sql_text: str) -> set[str]:
+    """The tables and blocks a statement reads, from DuckDB's parse tree (its own CTEs left out)."""
+    tree = json.loads(duckdb.execute("SELECT json_serialize_sql(?)", [sql_text]).fetchone()[0])
+    assert not tree.get("error"), tree
+    tables: set[str] = set()
+    ctes: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE":
+                tables.add(node["table_name"])
+            if isinstance(node.get("cte_map"), dict):
+                ctes.update(entry["key"] for entry in node["cte_map"]["map"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(tree)
+    return tables - ctes
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_query_file_documents_itself(name: str) -> None:
+    text = query_text(name)
+    first = text.splitlines()[0]
+    assert first.startswith(f"-- {name}: "), f"{name}: first line must be '-- {name}: <summary>'"
+    assert re.search(r"^-- Definition: \S", text, re.M), f"{name}: no Definition"
+    assert re.search(r"^-- Reads: \S", text, re.M), f"{name}: no Reads line"
+    info = doc(text)
+    assert info["summary"] and info["columns"], name
+    for dep in requires(text):
+        assert query_text(dep)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_documented_columns_and_types_are_what_the_query_returns(name: str, session: Session) -> None:
+    session.make([name])
+    assert session.con.execute(f"SELECT count(*) FROM {name}").fetchone()[0] > 0, f"{name}: no rows to check"
+    returned = [(column, dtype) for column, dtype, *_ in session.con.execute(f"DESCRIBE {name}").fetchall()]
+    declared = [(column, dtype) for column, (dtype, _) in doc(query_text(name))["columns"].items()]
+    assert returned == declared
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_reads_line_names_what_the_sql_reads(name: str) -> None:
+    text = query_text(name)
+    read = read_by(text)
+    assert set(doc(text)["reads"]) == read
+    assert read - set(TABLES) <= set(requires(text)), f"{name}: reads blocks it does not require"
+
+
+def test_the_compute_classes_are_listed_once() -> None:
+    listed = [row[0] for row in duckdb.execute(query_text("_compute_classes")).fetchall()]
+    assert set(listed) <= set(KERNEL_CLASSES) and len(set(listed)) == len(listed) > 0
+    for f in FILES:
+        if f.stem != "_compute_classes":
+            assert not re.search(r"'(gemm|conv|attention)'", f.read_text()), f.name
+
+
+_SQL = re.compile(r"(?is)\bselect\b.+\bfrom\b")
+
+
+def _sql_literals(path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SQL.search(node.value):
+            yield node.value
+
+
+def test_no_metric_sql_outside_the_query_files() -> None:
+    """What analyses and renders reads comes from query files: the only SQL there is the catalog read."""
+    found = {}
+    for stage in ("ingest", "analysis", "render"):
+        for path in sorted((ROOT / "traceq" / stage).rglob("*.py")):
+            found |= {f"{path.relative_to(ROOT)}: {text}": 1 for text in _sql_literals(path)}
+    assert [k for k in found if not k.endswith(": select * from runs")] == []

@@ -1,0 +1,210 @@
+"""The package's architecture, read from its imports: stages in order, no loops, a shallow graph.
+
+Every ``import`` of a traceq module anywhere in a module (at the top, inside a function, under
+``TYPE_CHECKING``) is an edge. The stages, by rank (a stage imports only stages of a lower rank, and
+itself; two stages of one rank never import each other)::
+
+    0  floor     _version, errors, schema, _utils/       (import no other stage)
+    1  model     the model build: ids, nesting, links, steps, kernel classes
+    2  readers   input formats -> canonical tables        store    the Parquet store
+    3  query     the SQL engine, the query files, the stored metrics' layout
+    4  ingest    files -> readers -> store (+ metrics)    analysis reports, comparisons, findings
+    5  render    every result in every output format
+    6  facade    traceq/__init__.py, the Python API       cli      the traceq command
+
+Readers use the model (they hand it their events), so the model sits below them; ingest stores the
+metrics it computes with the query engine, so query sits below ingest.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "traceq"
+
+#: Each stage's rank: a module imports modules of lower-ranked stages and of its own stage only.
+RANKS = {
+    "floor": 0,
+    "model": 1,
+    "readers": 2,
+    "store": 2,
+    "query": 3,
+    "ingest": 4,
+    "analysis": 4,
+    "render": 5,
+    "facade": 6,
+    "cli": 6,
+}
+_TOP = {
+    "traceq": "facade",
+    "traceq.__main__": "cli",
+    "traceq.cli": "cli",
+    "traceq.store": "store",
+    "traceq._version": "floor",
+    "traceq.errors": "floor",
+    "traceq.schema": "floor",
+}
+MAX_TOP_MODULES = 8
+MAX_CHAIN = 8
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def at_top(module: str) -> bool:
+    """Whether the module is a file directly in ``traceq/`` (not in a stage folder)."""
+    return modules()[module].parent == PACKAGE
+
+
+def stage(module: str) -> str:
+    if at_top(module):
+        return _TOP[module]
+    folder = modules()[module].relative_to(PACKAGE).parts[0]
+    return "floor" if folder == "_utils" else folder
+
+
+def _imported(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The traceq modules an import statement names (a ``from package import name`` names the submodule
+    where there is one)."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            package = module.split(".") if modules()[module].name == "__init__.py" else module.split(".")[:-1]
+            base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules() else base for a in node.names]
+    found = []
+    for name in names:
+        while name and name not in modules():
+            name = name.rpartition(".")[0]
+        if name.startswith("traceq") and name != module:
+            found.append(name)
+    return found
+
+
+@cache
+def graph() -> dict[str, dict[str, int]]:
+    """module -> {imported traceq module: line of the first import}."""
+    out: dict[str, dict[str, int]] = {}
+    for module, path in modules().items():
+        edges: dict[str, int] = {}
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for name in _imported(module, node):
+                    edges.setdefault(name, node.lineno)
+        out[module] = edges
+    return out
+
+
+def function_level_imports() -> list[str]:
+    found = []
+    for module, path in modules().items():
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)) and _imported(module, node):
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def cycles() -> list[list[str]]:
+    """Every import loop, as the modules on it (Tarjan's strongly connected components)."""
+    g, index, low, stack, on_stack, out = graph(), {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in g[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in g:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def longest_chain(exclude: tuple[str, ...] = ()) -> list[str]:
+    g, memo = graph(), {}
+
+    def chain(v: str) -> list[str]:
+        if v not in memo:
+            memo[v] = [v, *max((chain(w) for w in g[v]), key=len, default=[])]
+        return memo[v]
+
+    return max((chain(v) for v in g if v not in exclude), key=len)
+
+
+def test_no_import_loops() -> None:
+    assert cycles() == []
+
+
+def test_no_function_level_imports_of_traceq_modules() -> None:
+    assert function_level_imports() == []
+
+
+def test_every_module_is_in_a_stage_folder_but_a_few_at_the_top() -> None:
+    top = sorted(m for m in modules() if at_top(m))
+    assert len(top) <= MAX_TOP_MODULES, top
+    assert set(top) <= set(_TOP), f"a new module at the top: put it in its stage's folder ({top})"
+    assert {stage(m) for m in modules()} <= set(RANKS)
+
+
+def test_the_longest_import_chain_is_short() -> None:
+    """``traceq.__main__`` (what ``python -m traceq`` runs: cli's main) is left out: nothing imports it."""
+    chain = longest_chain(exclude=("traceq.__main__",))
+    assert len(chain) <= MAX_CHAIN, " -> ".join(chain)
+
+
+def test_readers_never_import_ingest_query_analysis_or_render_and_analysis_never_ingests() -> None:
+    """(Implied by the ranks below; spelled out because they are the rules a change breaks first.)"""
+    for module, edges in graph().items():
+        imported = {stage(m) for m in edges}
+        if stage(module) == "readers":
+            assert not imported & {"ingest", "query", "analysis", "render", "facade", "cli"}, module
+        if stage(module) == "analysis":
+            assert "ingest" not in imported, module
+
+
+def test_stages_import_only_lower_stages() -> None:
+    wrong = []
+    for module, edges in graph().items():
+        for imported, line in edges.items():
+            a, b = stage(module), stage(imported)
+            if a != b and RANKS[b] >= RANKS[a]:
+                wrong.append(f"{modules()[module].relative_to(ROOT)}:{line}: {a} imports {b} ({imported})")
+    assert wrong == []
+
+
+def test_every_package_is_installed() -> None:
+    """A package left out of pyproject's list would be missing from wheels (editable installs hide it)."""
+    listed = re.search(r"^packages = \[(.*)\]$", (ROOT / "pyproject.toml").read_text(), re.M)
+    assert listed is not None
+    packages = {m for m, p in modules().items() if p.name == "__init__.py"}
+    assert packages <= set(re.findall(r'"([\w.]+)"', listed.group(1)))

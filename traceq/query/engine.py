@@ -1,0 +1,594 @@
+"""Ad-hoc SQL over a store, read-only, on DuckDB.
+
+DuckDB is used because trace analysis needs what Polars SQL lacks: window functions with explicit
+``ROWS``/``RANGE`` frames (interval merging), ``ASOF`` joins, ``percentile_cont`` and ``DISTINCT ON``.
+Every table of :mod:`traceq.schema` is a view over the store's Parquet files, with ``run_id`` (and
+``rank``) from the folder names. The connection that runs users' SQL cannot open any file: its tables are
+Arrow datasets over the store's files (read by pyarrow, outside DuckDB), registered before DuckDB's file
+access is switched off with no directory allowed, so no statement can write, read other files, attach
+or load anything. Only ``SELECT``/``EXPLAIN`` statements are accepted besides.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import queue
+import re
+import shutil
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from traceq._utils.lazy_frames import lazy_source
+from traceq.errors import QueryError
+from traceq.query.files import dependency_order, query_text, requires
+from traceq.query.stored import stored_files
+from traceq.schema import RUNS, TABLES
+from traceq.store import Store
+
+
+class _OnFirstUse:
+    """A module imported when first used: ingest of small traces never loads DuckDB (82 ms, 30 MB)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module(self._name), attr)
+
+
+if TYPE_CHECKING:
+    import duckdb
+else:
+    duckdb = _OnFirstUse("duckdb")
+_DUCK_TYPES = {
+    pl.Int64: "BIGINT",
+    pl.Int32: "INTEGER",
+    pl.String: "VARCHAR",
+    pl.Float64: "DOUBLE",
+    pl.Boolean: "BOOLEAN",
+}
+
+
+def connect(
+    store: Store | str | Path | None = None,
+    runs: list[str] | None = None,
+    locked: bool = True,
+    own_queries: bool = False,
+    memory_limit: int | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with one view per canonical table.
+
+    ``runs`` restricts every view to those run ids (the files of other runs are never opened). By default
+    (users' SQL) the connection can open no file at all (:func:`_connect`). ``own_queries=True``, only for
+    traceq's own queries (reports): DuckDB reads the runs' Parquet files itself and may open those files
+    and no other. ``locked=False`` leaves file access open (traceq's own queries over a run being written).
+    ``memory_limit``: DuckDB's memory bound in bytes (set before the configuration is locked).
+    """
+    return _connect(store, runs, locked, own_queries, memory_limit)[0]
+
+
+def _connect(
+    store: Store | str | Path | None,
+    runs: list[str] | None,
+    locked: bool = True,
+    own_queries: bool = False,
+    memory_limit: int | None = None,
+) -> tuple[duckdb.DuckDBPyConnection, dict[str, Any]]:
+    """:func:`connect`, and the Arrow datasets registered on it by name (a cursor of the connection sees
+    none of them until they are registered on it too).
+
+    For users' SQL each table with files is an Arrow dataset over them (read by pyarrow, outside DuckDB),
+    registered under the table's name; then DuckDB's file access is switched off with no directory or
+    path allowed, Python objects are no longer looked up by name, and the configuration is locked: no
+    statement, whatever wraps it, can write, read another file, attach or load anything. An allowed
+    directory or path would not do: DuckDB writes wherever it may read (``COPY ... TO`` an allowed file).
+    Reports read the files with DuckDB's own reader instead (``own_queries``): it knows their row counts
+    and plans the metric queries' joins on them, which Arrow scans leave it to guess (~1 row each), and
+    the metrics of a report take twice as long over them."""
+    store = store if isinstance(store, Store) else Store(store)
+    con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")
+    # Where a query beyond memory spills (DuckDB makes the folder when it first spills and removes it at
+    # close): the system's temporary folder, not DuckDB's default, ``.tmp`` in the working directory.
+    spill = Path(tempfile.gettempdir()) / f"traceq-duckdb-{uuid.uuid4().hex}"
+    con.execute(f"SET temp_directory = {_quote(str(spill))}")
+    if memory_limit is not None:
+        con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
+    sources: dict[str, Any] = {}
+    for table in TABLES.values():
+        files = [str(f) for f in store.table_files(table.name, runs)]
+        if files and locked and not own_queries:
+            sources[table.name] = _arrow_dataset(files, store.runs_dir, ranked=table is not RUNS)
+            con.register(table.name, sources[table.name])
+        elif files:
+            con.execute(f"CREATE VIEW {table.name} AS {_hive_select(_file_list(files), ranked=table is not RUNS)}")
+        else:
+            cols = ", ".join(f"NULL::{_duck_type(c.dtype)} AS {c.name}" for c in table.columns)
+            keys = "NULL::VARCHAR AS run_id" + ("" if table is RUNS else ", NULL::BIGINT AS rank")
+            con.execute(f"CREATE VIEW {table.name} AS SELECT {keys}, {cols} WHERE false")
+    if locked and not own_queries:
+        # DuckDB turns an ASOF join whose left side it expects to be small into a nested loop join, and it
+        # expects one row from an Arrow scan: cast_overhead.sql over 970 k events then took 138 s, not 1 s
+        # (gap_cpu_activity.sql over 300 s, not 2 s). (DuckDB before 1.3 has neither the setting nor the loop.)
+        with suppress(duckdb.CatalogException):
+            con.execute("SET asof_loop_join_threshold = 0")
+    if locked:
+        if own_queries:  # the runs' files, the metrics stored with them included, and nothing else
+            run_dirs = [d for d in store.run_dirs() if runs is None or d.name[len("run_id=") :] in runs]
+            files = sorted(str(f) for d in run_dirs for f in d.rglob("*.parquet"))
+            allowed = dict.fromkeys([*files, *map(_glob_escaped, files)])  # as opened, and as read_parquet is given
+            con.execute(f"SET allowed_paths = [{', '.join(_quote(f) for f in allowed)}]")
+        con.execute("SET python_enable_replacements = false")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+    return con, sources
+
+
+def _arrow_dataset(files: list[str], runs_dir: Path, ranked: bool = True) -> Any:
+    """A pyarrow dataset over Parquet ``files`` of the store under ``runs_dir``: ``run_id`` (and ``rank``)
+    from the ``run_id=``/``rank=`` folder names first, then the files' columns by name (files written by
+    other traceq versions may order or lack columns differently)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    keys = pa.schema([("run_id", pa.string()), ("rank", pa.int64())][: 2 if ranked else 1])
+    schema = pa.unify_schemas([keys, *(pq.read_schema(f) for f in files)], promote_options="permissive")
+    partitioning = ds.partitioning(keys, flavor="hive")
+    return ds.dataset(files, schema=schema, format="parquet", partitioning=partitioning,
+                      partition_base_dir=str(runs_dir))  # fmt: skip
+
+
+def _glob_escaped(path: str) -> str:
+    """``path`` as DuckDB's file functions match it literally: they read every path as a glob pattern
+    (``st[1]`` would read ``st1``, ``st*x`` also ``stAx``); each of ``[``, ``*``, ``?`` becomes a one-character
+    class."""
+    return re.sub(r"[\[*?]", lambda m: f"[{m.group()}]", path)
+
+
+def _file_list(files: list[str]) -> str:
+    """A DuckDB list literal of ``files``, each matched literally (:func:`_glob_escaped`)."""
+    return "[" + ", ".join(_quote(_glob_escaped(f)) for f in files) + "]"
+
+
+def _hive_select(files: str, ranked: bool = True) -> str:
+    """``SELECT run_id[, rank], <file columns>`` over Parquet ``files`` (a DuckDB list literal), with
+    the keys taken from the store's ``run_id=``/``rank=`` folder names."""
+    keys = "run_id, rank" if ranked else "run_id"
+    types = "'run_id': VARCHAR, 'rank': BIGINT" if ranked else "'run_id': VARCHAR"
+    return (
+        f"SELECT {keys}, * EXCLUDE ({keys}) FROM read_parquet({files}, hive_partitioning = true, "
+        f"union_by_name = true, hive_types = {{{types}}})"
+    )
+
+
+#: Seconds a users' query may run (``traceq sql --timeout``) before it is stopped.
+DEFAULT_TIMEOUT_S = 60.0
+#: At most this much memory for a users' query by default (:func:`default_memory_limit`), bytes.
+MAX_DEFAULT_MEMORY = 4 * 10**9
+
+
+def default_memory_limit() -> int:
+    """DuckDB's memory bound for users' SQL, bytes: half of the memory available now, at most 4 GB.
+
+    DuckDB's own default, 80 % of the machine's memory, let one cross join of events with itself grow to
+    18.9 GB. Beyond the bound DuckDB spills sorts, joins and aggregates under the temporary folder and fails
+    only what cannot spill. Half of what is available leaves the rest to the result (the polars frame is
+    made outside DuckDB's bound) and to the machine's other work; 4 GB is well above what the metric
+    queries take on whole stores here (``gpu_busy.sql`` and ``cast_overhead.sql`` over 970 k events: a
+    peak of 0.6 GB for the whole process)."""
+    available = None
+    with suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+    if available is None:  # no /proc: the machine's memory
+        available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return max(min(MAX_DEFAULT_MEMORY, available // 2), 64 * 10**6)
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def memory_bytes(size: int | str) -> int:
+    """``size`` in bytes: a number of bytes, or a size such as ``4GB``, ``500MB`` or ``2GiB``."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([a-zA-Z]*)\s*", str(size))
+    if m is None or m.group(2).lower() not in _UNITS or float(m.group(1)) * _UNITS[m.group(2).lower()] < 1:
+        raise QueryError(f"{size}: not a memory size (e.g. 4GB, 500MB)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _size(n: int) -> str:
+    """``n`` bytes for people: ``4 GB``, ``50 MB``."""
+    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} bytes"
+
+
+def sql(
+    query: str,
+    store: Store | str | Path | None = None,
+    runs: list[str] | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    memory_limit: int | str | None = None,
+) -> pl.DataFrame:
+    """Run one read-only SQL query over the store and return the result as a polars frame.
+
+    Tables: those of :mod:`traceq.schema`. Building blocks from ``queries/`` named in a
+    ``-- Requires:`` header line are defined first. ``timeout``: seconds after which the query is stopped
+    (None or 0: never). ``memory_limit``: DuckDB's memory bound, bytes or a size such as ``"2GB"``
+    (default :func:`default_memory_limit`); a query that cannot keep to it fails. Both raise
+    :class:`QueryError` saying which bound stopped the query.
+
+    Examples
+    --------
+    >>> sql("select kind, count(*) n from events group by kind order by n desc")  # doctest: +SKIP
+    """
+    check_read_only(query)
+    limit = default_memory_limit() if memory_limit is None else memory_bytes(memory_limit)
+    con = connect(store, runs, memory_limit=limit)
+
+    def stop() -> None:
+        with suppress(Exception):  # the query may have just ended
+            con.interrupt()
+
+    timer = threading.Timer(timeout, stop) if timeout else None
+    try:
+        for name, text in dependency_order(query):
+            con.execute(f"CREATE TEMP VIEW {name} AS {_strip_terminator(text)}")
+        if timer is not None:
+            timer.start()
+        return _plain_types(con.sql(query).pl())
+    except duckdb.InterruptException:
+        raise QueryError(f"query stopped after {timeout:g} s (--timeout)") from None
+    except duckdb.OutOfMemoryException:
+        raise QueryError(f"query needs more than {_size(limit)} of memory (--memory-limit)") from None
+    except duckdb.Error as e:
+        raise QueryError(_one_line(str(e))) from None
+    finally:
+        if timer is not None:
+            timer.cancel()
+            if timer.is_alive():
+                timer.join()
+        con.close()
+
+
+class Session:
+    """One read-only connection over some runs in which each query of ``queries/`` runs at most once.
+
+    A query and the building blocks it requires become tables the first time they are needed, so the
+    metrics of a report (which share ``_windows``, ``_gpu_work``, ``_gpu_islands``, ``gpu_gaps``) scan
+    the store once instead of once per metric, and a comparison computes both runs in one pass. Results
+    stored at ingest become views over their files instead (read where used). The tables live in the
+    connection's in-memory database only (where its cursors see them, for :meth:`make`); the store is
+    never written.
+
+    A session is opened for users by default: its connection can open no file (:func:`connect`), so
+    :meth:`sql` may be given anyone's SQL. ``own_queries=True`` (reports and comparisons, which run only
+    traceq's query files) lets DuckDB read the runs' Parquet files itself, and no other file.
+    """
+
+    def __init__(
+        self,
+        store: Store | str | Path | None = None,
+        runs: list[str] | None = None,
+        con: duckdb.DuckDBPyConnection | None = None,
+        use_stored: bool = True,
+        own_queries: bool = False,
+    ) -> None:
+        self.store = None if con is not None else store if isinstance(store, Store) else Store(store)
+        self.runs = runs
+        #: read metrics stored at ingest where every run has them (False: always compute from events)
+        self.use_stored = use_stored and self.store is not None
+        #: the Arrow datasets of the connection by name, registered again on each of its cursors
+        self._sources: dict[str, Any] = {}
+        if con is None:
+            con, self._sources = _connect(self.store, runs, own_queries=own_queries)
+        self.con = con
+        ((access, allowed),) = con.execute(
+            "SELECT current_setting('enable_external_access'), current_setting('allowed_paths')"
+        ).fetchall()
+        #: whether DuckDB may read Parquet files itself (else stored metrics are Arrow datasets too)
+        self._reads_files = bool(access or allowed)
+        self._made: set[str] = set()
+        self._frames: dict[str, pl.DataFrame] = {}
+        self._scratch: Path | None = None
+        self._memory_limit: str | None = None
+
+    @classmethod
+    def over_ranks(cls, folders: dict[int, Path], run_id: str = "run", memory_limit: str | None = None) -> Session:
+        """A session over rank folders of a run being written (``folders`` by rank), for traceq's own
+        queries. The files are linked into a scratch store layout so that the views are exactly the
+        store's (hive keys as partition constants, which DuckDB plans joins on far better than literals).
+        With ``memory_limit``, DuckDB keeps to it, spilling (as every connection does) under the system's
+        temporary folder; a query it cannot run within the limit runs again on fewer DuckDB threads, and
+        then without it (:meth:`_create_within_limit`)."""
+        scratch = Path(tempfile.mkdtemp(prefix="traceq-ranks-"))
+        for rank, folder in folders.items():
+            rank_dir = scratch / "runs" / f"run_id={run_id}" / f"rank={rank}"
+            rank_dir.mkdir(parents=True)
+            for path in folder.glob("*.parquet"):
+                (rank_dir / path.name).symlink_to(path.resolve())
+        (scratch / "traceq-store.json").write_text("{}\n")
+        session = cls(runs=[run_id], con=connect(Store(scratch), [run_id], locked=False))
+        session._scratch = scratch
+        if memory_limit is not None:
+            session.con.execute(f"SET memory_limit = {_quote(memory_limit)}")
+            session._memory_limit = memory_limit
+        return session
+
+    def query(self, name: str) -> pl.DataFrame:
+        """The result of ``queries/NAME.sql`` over this session's runs (computed once)."""
+        if name not in self._frames:
+            self.make([name])
+            self._frames[name] = self._run(f"SELECT * FROM {name}")
+        return self._frames[name]
+
+    def stream(self, name: str, batch_rows: int = 1 << 16) -> pl.LazyFrame:
+        """The result of ``queries/NAME.sql`` as a LazyFrame that fetches it in batches (not kept: for
+        results too large to hold, written as they come)."""
+        self.make([name])
+        schema = _plain_types(self._run(f"SELECT * FROM {name} LIMIT 0")).schema
+
+        def batches(columns: list[str] | None) -> Iterator[pl.DataFrame]:
+            # The limit is for making the table (sorts, joins, windows): a scan of it holds a batch, but
+            # under a small limit DuckDB may fail to pin even the blocks it reads.
+            with self._memory_limit_lifted():
+                try:
+                    reader = self.con.sql(f"SELECT * FROM {name}").to_arrow_reader(batch_rows)
+                    for batch in reader:
+                        frame = pl.from_arrow(batch)
+                        assert isinstance(frame, pl.DataFrame)
+                        yield _plain_types(frame).cast(schema)  # strict: one column type for every batch
+                except duckdb.Error as e:
+                    raise QueryError(f"{name}: {_one_line(str(e))}") from None
+
+        return lazy_source(batches, schema)
+
+    def sql(self, query: str) -> pl.DataFrame:
+        """An ad-hoc read-only query; the blocks named in its ``-- Requires:`` line are made first."""
+        check_read_only(query)
+        self.make(requires(query))
+        return self._run(query)
+
+    def make(self, names: Iterable[str], workers: int = 1, made: Callable[[str], None] | None = None) -> None:
+        """Make the tables of the queries ``names`` and of the blocks they require, each once, on up to
+        ``workers`` connections at once (cursors of this one), each as soon as the blocks it requires
+        are made: a chain of queries that each need the one before leaves cores idle, which independent
+        ones then use. ``made`` hears each of ``names`` once its table is made. A session with a memory
+        limit makes one at a time (the limit is the database's: lifting it for one query lifts it for
+        all)."""
+        names = list(dict.fromkeys(names))
+        plan = self._plan(names)
+
+        def done(name: str) -> None:
+            self._made.add(name)
+            if made is not None and name in names:
+                made(name)
+
+        if workers <= 1 or self._memory_limit is not None:
+            for name, (statement, _) in plan.items():
+                self._create(name, statement, self.con)
+                done(name)
+            return
+        with self._threads_shared(workers):
+            self._make_at_once(plan, workers, done)
+
+    def _make_at_once(self, plan: dict[str, tuple[str, list[str]]], workers: int, done: Callable[[str], None]) -> None:
+        """Make the tables of ``plan`` on ``workers`` cursors, each once the blocks it requires are made;
+        the first failure ends the plan (queries in flight finish)."""
+        cursors: queue.SimpleQueue[duckdb.DuckDBPyConnection] = queue.SimpleQueue()
+        for _ in range(workers):
+            cursor = self.con.cursor()
+            for source, dataset in self._sources.items():
+                cursor.register(source, dataset)
+            cursors.put(cursor)
+
+        def create(name: str) -> str:
+            cursor = cursors.get()
+            try:
+                self._create(name, plan[name][0], cursor)
+            finally:
+                cursors.put(cursor)
+            return name
+
+        waiting, running = dict(plan), set()
+        try:
+            with ThreadPoolExecutor(workers, thread_name_prefix="traceq-sql") as pool:
+                while waiting or running:
+                    for name in [n for n, (_, deps) in waiting.items() if self._made.issuperset(deps)]:
+                        del waiting[name]
+                        running.add(pool.submit(create, name))
+                    finished, running = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        done(future.result())
+        finally:
+            while not cursors.empty():
+                cursors.get().close()
+
+    @contextmanager
+    def _threads_shared(self, workers: int) -> Iterator[None]:
+        """DuckDB's threads shared out among ``workers`` queries in flight inside (on two cores, two
+        queries of one thread each took 0.64 s where two of two threads took 0.76 s, here); unchanged
+        where the configuration is locked (users' connections)."""
+        # fetched whole: a result left open keeps the connection's transaction, which would then not see
+        # the tables its cursors make
+        ((threads, locked),) = self.con.execute(
+            "SELECT current_setting('threads'), current_setting('lock_configuration')"
+        ).fetchall()
+        if not locked:
+            self.con.execute(f"SET threads = {max(1, int(threads) // workers)}")
+        try:
+            yield
+        finally:
+            if not locked:
+                self.con.execute(f"SET threads = {threads}")
+
+    def _plan(self, names: list[str]) -> dict[str, tuple[str, list[str]]]:
+        """Each query ``names`` need that is not made yet, with the statement that makes its table and
+        the blocks it requires, every one after those blocks. A query whose results were stored at ingest
+        (for every run of the session) becomes a view over their files, requiring nothing; the others are
+        made from their SQL."""
+        plan: dict[str, tuple[str, list[str]]] = {}
+
+        def visit(name: str, stack: tuple[str, ...]) -> None:
+            if name in self._made or name in plan:
+                return
+            if name in stack:
+                raise QueryError(f"circular Requires: {' -> '.join((*stack, name))}")
+            stored = stored_files(self.store, self.runs, name) if self.use_stored else None
+            # a view: stored results are read where used (one of them, gpu_gaps, has a row per gap)
+            if stored is not None and not self._reads_files:
+                source = f"_stored_{name}"
+                self._sources[source] = _arrow_dataset([str(p) for p in stored], self.store.runs_dir)
+                self.con.register(source, self._sources[source])
+                plan[name] = (f"CREATE VIEW {name} AS SELECT * FROM {source}", [])
+                return
+            if stored is not None:
+                plan[name] = (f"CREATE VIEW {name} AS {_hive_select(_file_list([str(p) for p in stored]))}", [])
+                return
+            text = query_text(name)
+            deps = requires(text)
+            for dep in deps:
+                visit(dep, (*stack, name))
+            plan[name] = (f"CREATE TABLE {name} AS {_strip_terminator(text)}", deps)
+
+        for name in names:
+            visit(name, ())
+        return plan
+
+    def _create(self, name: str, statement: str, con: duckdb.DuckDBPyConnection) -> None:
+        """Run ``statement`` (which makes ``name``) on ``con``; out of memory under this session's limit,
+        see :meth:`_create_within_limit`."""
+        try:
+            try:
+                con.execute(statement)
+            except duckdb.OutOfMemoryException:
+                if self._memory_limit is None:
+                    raise
+                self._create_within_limit(statement, con)
+        except duckdb.Error as e:
+            raise QueryError(f"{name}: {_one_line(str(e))}") from None
+
+    def _create_within_limit(self, statement: str, con: duckdb.DuckDBPyConnection) -> None:
+        """Run ``statement``, which ran out of memory under this session's limit, again on half as many
+        DuckDB threads, then half of those, down to one (each thread holds buffers of its own: on 16
+        threads ``launch_bound`` of an 8 M-event export did not fit 384 MB, on 8 it did), and only then
+        without the limit, on all of them (not every operator spills)."""
+        ((threads,),) = con.execute("SELECT current_setting('threads')").fetchall()
+        fewer = int(threads) // 2
+        try:
+            while fewer >= 1:
+                con.execute(f"SET threads = {fewer}")
+                try:
+                    con.execute(statement)
+                    return
+                except duckdb.OutOfMemoryException:
+                    fewer //= 2
+            con.execute(f"SET threads = {threads}")
+            with self._memory_limit_lifted():
+                con.execute(statement)
+        finally:
+            con.execute(f"SET threads = {threads}")
+
+    @contextmanager
+    def _memory_limit_lifted(self) -> Iterator[None]:
+        """DuckDB's default memory limit inside, this session's outside."""
+        if self._memory_limit is None:
+            yield
+            return
+        self.con.execute("RESET memory_limit")
+        try:
+            yield
+        finally:
+            self.con.execute(f"SET memory_limit = {_quote(self._memory_limit)}")
+
+    def _run(self, query: str) -> pl.DataFrame:
+        try:
+            return _plain_types(self.con.sql(query).pl())
+        except duckdb.Error as e:
+            raise QueryError(_one_line(str(e))) from None
+
+    def close(self) -> None:
+        self.con.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _plain_types(frame: pl.DataFrame) -> pl.DataFrame:
+    """DuckDB's HUGEINT sums and DECIMAL averages as Int64/Float64, so JSON and CSV carry plain numbers."""
+    casts = []
+    for name, dtype in frame.schema.items():
+        whole = dtype in (pl.Int128, pl.UInt64) or (isinstance(dtype, pl.Decimal) and dtype.scale == 0)
+        if whole:
+            col = frame.get_column(name)
+            fits = col.is_null().all() or (int(col.min()) >= -(2**63) and int(col.max()) < 2**63)
+            casts.append(pl.col(name).cast(pl.Int64 if fits else pl.Float64))
+        elif isinstance(dtype, pl.Decimal):
+            casts.append(pl.col(name).cast(pl.Float64))
+    return frame.with_columns(casts) if casts else frame
+
+
+def check_read_only(query: str) -> None:
+    """Raise :class:`QueryError` unless ``query`` is exactly one SELECT or EXPLAIN statement."""
+    try:
+        statements = duckdb.extract_statements(query)
+    except duckdb.Error as e:
+        raise QueryError(_one_line(str(e))) from None
+    if len(statements) != 1:
+        raise QueryError(f"expected one SQL statement, got {len(statements)}")
+    if statements[0].type not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
+        kind = statements[0].type.name
+        raise QueryError(f"only SELECT queries are allowed (got {kind}); the store is read-only to sql")
+
+
+def query(
+    name: str,
+    store: Store | str | Path | None = None,
+    run: str | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    memory_limit: int | str | None = None,
+) -> pl.DataFrame:
+    """Run the metric query ``queries/NAME.sql`` over the store (optionally one run: id or name), within
+    the bounds of :func:`sql`."""
+    store = store if isinstance(store, Store) else Store(store)
+    runs = [store.resolve(run)] if run is not None else None
+    return sql(query_text(name), store, runs, timeout=timeout, memory_limit=memory_limit)
+
+
+def _strip_terminator(text: str) -> str:
+    return text.strip().rstrip(";")
+
+
+def _duck_type(dtype: pl.DataType) -> str:
+    if isinstance(dtype, pl.List):
+        return _duck_type(dtype.inner) + "[]"
+    if isinstance(dtype, pl.Datetime):
+        return "TIMESTAMPTZ" if dtype.time_zone else "TIMESTAMP"
+    return _DUCK_TYPES[type(dtype)]
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " ".join(lines[:3])

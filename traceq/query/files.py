@@ -1,0 +1,102 @@
+"""The metric definitions in ``queries/``: finding them, reading their headers, running them.
+
+Each ``queries/NAME.sql`` holds one SELECT whose result is the metric ``NAME``; files starting with ``_``
+are building blocks. A file names the blocks it uses in a ``-- Requires: _a, _b`` header line; they are
+defined as temporary views before the query runs, in dependency order, so a definition is written once
+and reused, never copied. The same resolution serves ``traceq sql -f queries/NAME.sql``.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+import polars as pl
+
+from traceq.errors import QueryError
+
+_REQUIRES = re.compile(r"^--\s*Requires:\s*(.+)$", re.M | re.I)
+_NAME = re.compile(r"^_?[a-z][a-z0-9_]*$")
+
+
+def query_text(name: str) -> str:
+    """The SQL of the query or building block ``name``."""
+    if not _NAME.match(name):
+        raise QueryError(f"{name}: not a query name")
+    path = resources.files("traceq.queries") / f"{name}.sql"
+    if not path.is_file():
+        raise QueryError(f"{name}: no such query (see `traceq queries`)")
+    return path.read_text()
+
+
+def requires(sql_text: str) -> list[str]:
+    """Building blocks named in the ``-- Requires:`` header lines of ``sql_text``."""
+    names: list[str] = []
+    for m in _REQUIRES.finditer(sql_text):
+        names += [n.strip() for n in m.group(1).split(",") if n.strip()]
+    return names
+
+
+def dependency_order(sql_text: str) -> list[tuple[str, str]]:
+    """(name, sql) of every building block ``sql_text`` needs, each after the blocks it needs."""
+    ordered: list[tuple[str, str]] = []
+    seen: set[str] = set()
+
+    def visit(name: str, stack: tuple[str, ...]) -> None:
+        if name in stack:
+            raise QueryError(f"circular Requires: {' -> '.join((*stack, name))}")
+        if name in seen:
+            return
+        text = query_text(name)
+        for dep in requires(text):
+            visit(dep, (*stack, name))
+        seen.add(name)
+        ordered.append((name, text))
+
+    for name in requires(sql_text):
+        visit(name, ())
+    return ordered
+
+
+def doc(sql_text: str) -> dict[str, object]:
+    """The header of a query file: summary line, documented columns (name -> (type, meaning)), the
+    blocks it requires and the tables and blocks its ``-- Reads:`` lines name."""
+    lines = [line[2:].strip() for line in sql_text.splitlines() if line.startswith("--")]
+    summary = lines[0].split(":", 1)[1].strip() if lines and ":" in lines[0] else ""
+    columns = {}
+    section, reads = "", ""
+    for line in lines:
+        label = line.split(":", 1)[0].lower()
+        if label in ("definition", "reads", "columns", "requires"):
+            section = label
+            line = line.split(":", 1)[1]
+        if section == "reads":
+            reads += " " + line
+        m = re.match(r"^(\w+)\s+([A-Z]+)\s+(.+)$", line)
+        if section == "columns" and m:
+            columns[m.group(1)] = (m.group(2), m.group(3))
+    return {"summary": summary, "columns": columns, "requires": requires(sql_text), "reads": _names(reads)}
+
+
+def _names(text: str) -> list[str]:
+    """The table names of a ``Reads:`` text (``events(run_id, ...), _windows.``: each name's columns in
+    parentheses, ``nothing`` for none)."""
+    while (bare := re.sub(r"\([^()]*\)", "", text)) != text:
+        text = bare
+    names = [part.strip().rstrip(".").split() for part in text.split(",")]
+    return [words[0] for words in names if words and words[0] != "nothing"]
+
+
+def list_queries() -> pl.DataFrame:
+    """The metric queries (building blocks left out): ``name``, ``summary``."""
+    rows = []
+    for entry in sorted(resources.files("traceq.queries").iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".sql") and not entry.name.startswith("_"):
+            rows.append({"name": entry.name[:-4], "summary": doc(entry.read_text())["summary"]})
+    return pl.DataFrame(rows, schema={"name": pl.String, "summary": pl.String})
+
+
+def source_dir() -> Path:
+    """Where the query files are on disk (for users who want to read or copy them)."""
+    return Path(str(resources.files("traceq.queries")))

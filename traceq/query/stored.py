@@ -1,0 +1,66 @@
+"""Metric results stored with the runs at ingest: which metrics, where their files are, whether they are current.
+
+A report of a large run otherwise recomputes every metric from every event (seconds for millions of
+events); with the results stored, ``report`` and ``report --compare`` read small tables. They are
+written at ingest by :mod:`traceq.ingest.metrics` (the same queries of ``queries/``, run over the
+rank's tables) and read here: they are used only when every rank of every run in a session has them
+and they were made by the current query files (a fingerprint of their text); otherwise the session
+computes the metric from the events. Layout::
+
+    STORE/runs/run_id=<id>/rank=<r>/metrics/<query>.parquet
+    STORE/runs/run_id=<id>/rank=<r>/metrics/fingerprint.txt
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from traceq.store import Store
+
+#: The metric queries a report and a comparison read, stored per rank at ingest. (``rank_balance`` is
+#: across ranks, so it is computed from the stored ``gpu_busy`` and ``launch_bound`` when needed.)
+CACHED: tuple[str, ...] = (
+    "gpu_busy",
+    "gpu_gaps",
+    "launch_bound",
+    "precision_coverage",
+    "cast_overhead",
+    "gap_cpu_activity",
+    "op_summary",
+    "gpu_time",
+)
+#: The folder of a rank's stored results, and the file naming the query files that made them.
+FOLDER = "metrics"
+FINGERPRINT = "fingerprint.txt"
+
+
+@cache
+def fingerprint() -> str:
+    """A hash of every query file's text: stored results made by other query files are not used."""
+    digest = hashlib.sha256()
+    for entry in sorted(resources.files("traceq.queries").iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".sql"):
+            digest.update(entry.name.encode() + b"\0" + entry.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def stored_files(store: Store | None, runs: list[str] | None, name: str) -> list[Path] | None:
+    """The stored results of ``name`` for every rank of ``runs``, or None when any rank lacks them (or
+    has results made by other query files)."""
+    if name not in CACHED or runs is None or store is None:
+        return None
+    files = []
+    for run_id in runs:
+        rank_dirs = sorted((store.runs_dir / f"run_id={run_id}").glob("rank=*"))
+        if not rank_dirs:
+            return None
+        for rank_dir in rank_dirs:
+            path = rank_dir / FOLDER / f"{name}.parquet"
+            stamp = rank_dir / FOLDER / FINGERPRINT
+            if not path.is_file() or not stamp.is_file() or stamp.read_text().strip() != fingerprint():
+                return None
+            files.append(path)
+    return files

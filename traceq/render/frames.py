@@ -1,0 +1,124 @@
+"""A polars frame rendered as a table, CSV, JSON, Markdown or Parquet (and the cells of every table)."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+from enum import Enum
+from typing import Any, BinaryIO, TextIO
+
+import polars as pl
+
+
+class Format(str, Enum):
+    """Output formats shared by all commands."""
+
+    table = "table"
+    csv = "csv"
+    json = "json"
+    markdown = "markdown"
+    parquet = "parquet"
+    html = "html"
+
+
+def render(frame: pl.DataFrame, fmt: Format | str, out: TextIO | None = None, title: str | None = None) -> None:
+    """Write ``frame`` to ``out`` (stdout) in ``fmt``; Parquet goes to the binary stream underneath."""
+    fmt = Format(fmt)
+    out = out or sys.stdout
+    if fmt is Format.parquet:
+        buf = io.BytesIO()
+        frame.write_parquet(buf)
+        binary: BinaryIO = getattr(out, "buffer", None) or out  # type: ignore[assignment]
+        binary.write(buf.getvalue())
+        binary.flush()
+        return
+    if fmt is Format.csv:
+        out.write(_flatten(frame).write_csv())
+    elif fmt is Format.json:
+        out.write(frame.write_json() + "\n")
+    elif fmt is Format.markdown:
+        out.write(markdown(frame))
+    else:
+        table(frame, out, title)
+
+
+def _flatten(frame: pl.DataFrame) -> pl.DataFrame:
+    """Nested columns (lists, structs) as JSON text, for flat formats."""
+    nested = [c for c, t in frame.schema.items() if t.is_nested()]
+    if not nested:
+        return frame
+    return frame.with_columns(pl.col(c).map_elements(_to_json, return_dtype=pl.String) for c in nested)
+
+
+def _to_json(v: object) -> str:
+    import json
+
+    return json.dumps(v.to_list() if isinstance(v, pl.Series) else v)
+
+
+#: Control characters a terminal acts on: C0 but tab and newline, DEL, C1.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: object) -> str:
+    """``text`` for a terminal: each control character (C0 but tab and newline, DEL, C1) written as its
+    ``\\x1b``-style escape, so a file or event name cannot colour, move the cursor or clear the screen."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def literal(text: object) -> str:
+    """``text`` placed inside rich markup, shown as written (``[/bold]``, ``[red]x[/red]``) and
+    :func:`visible`."""
+    from rich.markup import escape
+
+    return escape(visible(text))
+
+
+def console(out: TextIO, width: int) -> Any:
+    """A rich console on ``out`` (``width`` columns unless a terminal), without emoji codes (``:smile:`` in
+    a name stays as written)."""
+    from rich.console import Console
+
+    return Console(file=out, width=None if out.isatty() else width, emoji=False)
+
+
+def cell(v: object) -> str:
+    """A value as shown in terminal tables and Markdown."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+    if isinstance(v, pl.Series):
+        return ", ".join(map(cell, v.to_list()))
+    if isinstance(v, list):
+        return ", ".join(map(cell, v))
+    return str(v)
+
+
+def markdown(frame: pl.DataFrame) -> str:
+    head = "| " + " | ".join(visible(c) for c in frame.columns) + " |"
+    sep = "|" + "|".join("---:" if t.is_numeric() else "---" for t in frame.dtypes) + "|"
+    rows = ["| " + " | ".join(visible(cell(v)).replace("|", "\\|") for v in r) + " |" for r in frame.iter_rows()]
+    return "\n".join([head, sep, *rows]) + "\n"
+
+
+def table(frame: pl.DataFrame, out: TextIO, title: str | None = None) -> None:
+    """``frame`` as a terminal table: names and values shown as written (never read as rich markup) and
+    :func:`visible`; ``title`` is traceq's own markup."""
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title=title, show_lines=False, header_style="bold", title_justify="left")
+    for name, dtype in frame.schema.items():
+        t.add_column(Text(visible(name)), justify="right" if dtype.is_numeric() else "left", overflow="fold")
+    for r in frame.iter_rows():
+        t.add_row(*(Text(visible(cell(v))) for v in r))
+    shown = console(out, 240)
+    shown.print(t)
+    if frame.is_empty():
+        shown.print("(no rows)")
