@@ -175,8 +175,7 @@ _CAUSES = (
         "Most GEMM/conv/attention time runs in FP32: AMP is off for those ops or they are on its FP32 list.",
         "the share of compute-kernel time in FP16/BF16/FP8, the ops with the most FP32 compute time",
         {
-            "pytorch": "Run those ops under torch.autocast (check they are not on its FP32 list), or train in "
-            "bf16.",
+            "pytorch": "Run those ops under torch.autocast (check they are not on its FP32 list), or train in bf16.",
             "paddle": "Run those ops under paddle.amp.auto_cast (check custom_black_list), or use O2.",
             "any": "Run those ops in half precision, or this run is FP32 by design.",
         },
@@ -190,8 +189,7 @@ _CAUSES = (
         {
             "pytorch": "Pad GEMM and conv dimensions (channels, hidden sizes, sequence lengths) to multiples of "
             "8 and use channels_last for convolutions.",
-            "paddle": "Pad GEMM and conv dimensions to multiples of 8 and use data_format='NHWC' for "
-            "convolutions.",
+            "paddle": "Pad GEMM and conv dimensions to multiples of 8 and use data_format='NHWC' for convolutions.",
             "any": "Pad dimensions to multiples of 8.",
         },
     ),

@@ -1,21 +1,21 @@
 """What the analysis names: findings with their evidence, and the parts a step-time difference splits into.
 
 The rules that name findings are in :mod:`traceq.analysis.report` (one run), :mod:`traceq.analysis.compare`
-(two runs) and :mod:`traceq.analysis.ranks` (the straggler of a multi-rank run); the render layer turns
-them into text, and ``to_dict`` into JSON.
+(two runs) and :mod:`traceq.analysis.ranks` (the straggler of a multi-rank run); the causes they name are
+declared in :mod:`traceq.analysis.causes`; the render layer turns them into text, and ``to_dict`` into JSON.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One cause, named when its evidence clears a bar: what it is (``id``), one line saying it, its
-    estimated impact in ms per step (None for summary text, which has no steps), the numbers behind it
-    and what to try next."""
+    """One cause, named when its evidence clears a bar: what it is (``id``, a cause id), one line saying
+    it, its estimated impact in ms per step (for a comparison NEW minus BASE, positive: NEW is slower;
+    None for summary text, which has no steps), the numbers behind it and what to try next."""
 
     id: str
     title: str
@@ -35,20 +35,38 @@ class Finding:
 
 
 @dataclass(frozen=True)
-class Waterfall:
-    """The step-time difference NEW - BASE split into parts, mean ms per step (positive: NEW is slower);
-    the parts add up to the difference (see :mod:`traceq.analysis.compare` for how each is carved)."""
+class Part:
+    """One part of a step-time difference: a cause's mean ms per step in BASE and in NEW."""
 
-    gpu_compute: float
-    communication: float
-    cast_overhead: float
-    layout_transforms: float
-    optimizer: float
-    memory_copies: float
-    launch_bound: float
-    op_cpu_growth: float
-    dependency_idle: float
+    part: str
+    label: str
+    base_ms: float
+    new_ms: float
+
+    @property
+    def delta_ms(self) -> float:
+        return self.new_ms - self.base_ms
+
+
+@dataclass(frozen=True)
+class Waterfall:
+    """The step-time difference NEW - BASE split into parts (mean ms per step, positive: NEW is slower).
+
+    ``parts`` add up to the difference exactly; :meth:`shown` keeps those that changed by at least a share
+    of the step, the rest summed as ``other``."""
+
+    parts: tuple[Part, ...]
+    delta_ms: float
+
+    def shown(self, min_ms: float) -> tuple[list[Part], float]:
+        """The parts that changed by at least ``min_ms``, largest change first, and the rest summed."""
+        kept = sorted((p for p in self.parts if abs(p.delta_ms) >= min_ms), key=lambda p: -abs(p.delta_ms))
+        return kept, self.delta_ms - sum(p.delta_ms for p in kept)
 
     def rows(self) -> list[dict[str, Any]]:
-        """The JSON form: one ``{"part", "ms_per_step"}`` per part, in the order above."""
-        return [{"part": f.name, "ms_per_step": getattr(self, f.name)} for f in fields(self)]
+        """The JSON form: one ``{"part", "label", "base_ms", "new_ms", "ms_per_step"}`` per part, where
+        ``ms_per_step`` is NEW minus BASE."""
+        return [
+            {"part": p.part, "label": p.label, "base_ms": p.base_ms, "new_ms": p.new_ms, "ms_per_step": p.delta_ms}
+            for p in self.parts
+        ]

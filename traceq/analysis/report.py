@@ -1,60 +1,76 @@
-"""``traceq report RUN``: one run's metrics, the tables behind them, and ranked findings with evidence.
+"""``traceq report RUN``: one run's step split into causes, ranked findings with evidence, and the tables behind them.
 
-Every number comes from a metric query in ``queries/`` (run restricted to this run); this module only
-combines them into per-step means and findings. Nothing here prints: rendering is in
-:mod:`traceq.render.reports`.
+Every number comes from a metric query in ``queries/`` (run restricted to this run): the step's split into
+GPU busy parts and idle causes (:mod:`traceq.analysis.split`), each cause's evidence
+(:mod:`traceq.analysis.evidence`) and the headline metrics. This module only combines them into per-step
+means and findings. Nothing here prints: rendering is in :mod:`traceq.render.reports`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from traceq.analysis import ranks as rank_views
+from traceq.analysis.causes import CAUSES
+from traceq.analysis.evidence import evidence as evidence_of
 from traceq.analysis.findings import Finding
 from traceq.analysis.results import RunReport
+from traceq.analysis.split import BUSY_PARTS, Split, split
 from traceq.query.engine import Session
 from traceq.store import Store
 
-#: Thresholds for naming a finding (a finding is only named when its evidence clears the bar).
-LAUNCH_BOUND_MIN = 0.2
-CAST_CPU_SHARE_MIN = 0.03
+#: A cause is a finding of one run when it costs at least this many ms per step and this share of the step.
+RUN_MIN_MS = 0.25
+RUN_MIN_SHARE = 0.03
+#: Parts that are the step's work itself rather than a cause to act on: shown in the split, not as findings.
+NOT_FINDINGS = ("gpu_compute", "optimizer", "memory_copies", "communication", "unexplained")
+#: Coverage below these names the fp32_compute / no_tensor_cores findings.
 LOW_FP16_COVERAGE = 0.5
 LOW_TENSOR_CORE_COVERAGE = 0.5
-DEPENDENCY_IDLE_MIN = 0.1
+#: A step is an outlier when its window is this many times the median window and 1 ms longer.
+OUTLIER_RATIO = 1.5
+#: Ops listed by default (largest CPU time first); ``top=None`` lists every op.
+TOP_OPS = 30
 #: Metrics that need a timeline, reported as unavailable for summary-text runs.
 TIMELINE_METRICS = ("gpu_busy_ms", "gpu_idle_ms", "gpu_idle_ratio", "launch_bound_ratio", "step_time_ms")
+_MS = 1e6
 
 
-def run_report(ref: str, store: Store | str | Path | None = None, session: Session | None = None) -> RunReport:
+def run_report(
+    ref: str, store: Store | str | Path | None = None, session: Session | None = None, top: int | None = TOP_OPS
+) -> RunReport:
     """Compute the report of one stored run (a run id or a run name; :func:`traceq.run_report` also
     takes a trace file, ingested first).
 
-    ``session``: a :class:`~traceq.query.engine.Session` over this run and others (a comparison's two runs) whose
-    metric results are shared; by default one is opened for this run alone.
+    ``session``: a :class:`~traceq.query.engine.Session` over this run and others (a comparison's two runs)
+    whose metric results are shared; by default one is opened for this run alone. ``top``: how many ops
+    the report lists (None: all).
     """
     store = store if isinstance(store, Store) else Store(store)
     run_id = store.resolve(ref)
     if session is None:
         with Session(store, [run_id], own_queries=True) as own:
-            return run_report(run_id, store, own)
+            return run_report(run_id, store, own, top)
     run = session.sql("select * from runs").filter(pl.col("run_id") == run_id).row(0, named=True)
     run_info = {k: run[k] for k in ("run_id", "name", "source_format", "flavour", "profiler_version", "source_path")}
     run_info["n_ranks"] = run.get("n_ranks") or 1
+    run_info["devices"] = sorted({d.get("name") for d in _json_list(run.get("devices")) if d.get("name")})
 
     def q(name: str) -> pl.DataFrame:
         return session.query(name).filter(pl.col("run_id") == run_id)
 
     if run["source_format"] == "paddle_summary":
-        return _summary_report(run_info, q)
+        return _summary_report(run_info, q, top)
 
     busy, bound, cover, casts = q("gpu_busy"), q("launch_bound"), q("precision_coverage"), q("cast_overhead")
-    gaps, activity, ops = q("gpu_gap_buckets").drop("run_id"), q("gap_cpu_activity"), q("op_summary")
-    windows = max(bound.select(pl.struct("step", "rank").n_unique()).item(), 1) if bound.height else 1
+    gaps, ops = q("gpu_gap_buckets").drop("run_id"), q("op_summary")
+    parts = split(session, run_id)
+    windows = parts.windows
     steps = busy.join(bound.select("rank", "step", "device", "host_launch_gap_ns", "launch_bound_ratio",
                                    "gpu_events", "kernels"), on=["rank", "step", "device"], how="left")  # fmt: skip
     cover_row = cover.row(0, named=True) if cover.height else {}
@@ -62,6 +78,7 @@ def run_report(ref: str, store: Store | str | Path | None = None, session: Sessi
     summary = {
         "steps": windows if run["n_steps"] else 0,
         "step_time_ms": _ms(busy["window_ns"].median()),
+        "mean_step_time_ms": parts.window_ms if busy.height else None,
         "gpu_busy_ms": _ms(busy["busy_ns"].mean()),
         "gpu_kernel_busy_ms": _ms(busy["kernel_busy_ns"].mean()),
         "gpu_idle_ms": _ms(busy["idle_ns"].mean()),
@@ -86,17 +103,15 @@ def run_report(ref: str, store: Store | str | Path | None = None, session: Sessi
             if casts.height and casts["round_trips"].null_count() < casts.height
             else None,
         },
+        "step_split_ms": {"busy": parts.busy, "idle": parts.idle},
     }
+    _check_invariants(summary, parts)
     gap_histogram = (
         gaps.group_by("kind", "bucket")
         .agg(pl.col("gaps").sum(), (pl.col("gap_ns").sum() / windows).alias("ns_per_step"))
         .sort("kind", "bucket")
     )
-    gap_activity = (
-        activity.group_by("op")
-        .agg((pl.col("gap_ns").sum() / windows).alias("ns_per_step"))
-        .sort("ns_per_step", descending=True)
-    )
+    sites = _sites(q("idle_sites"), windows)
     per_step_ops = _ranks_combined(ops).with_columns(
         (pl.col("calls") / windows).alias("calls_per_step"),
         *(
@@ -104,8 +119,11 @@ def run_report(ref: str, store: Store | str | Path | None = None, session: Sessi
             for c in ("cpu_incl_ns", "cpu_self_ns", "gpu_ns")
         ),
     )
-    dependency = gaps.filter(pl.col("kind") == "dependency")["gap_ns"].sum() / windows / 1e6 if gaps.height else 0.0
-    findings = _largest_first([f for rule in RULES if (f := rule(_Seen(summary, gap_activity, dependency)))])
+    summary["ops_total"] = per_step_ops.height
+    if top is not None:
+        per_step_ops = per_step_ops.sort("cpu_incl_ns", descending=True, nulls_last=True).head(top)
+    ev = evidence_of(session, run_id, windows)
+    findings = run_findings(parts, ev, summary, run_info["flavour"])
     ranks = straggling = pl.DataFrame()
     if busy.select("rank").n_unique() > 1:
         balance = q("rank_balance")
@@ -114,26 +132,195 @@ def run_report(ref: str, store: Store | str | Path | None = None, session: Sessi
         finding = rank_views.straggler_finding(ranks, straggling, summary["step_time_ms"])
         if finding:
             findings = _largest_first([*findings, finding])
+    step_causes, outliers = _step_causes(parts)
+    summary["outlier_steps"] = outliers
     notes = []
-    if summary["launch_bound_ratio"] and summary["launch_bound_ratio"] >= LAUNCH_BOUND_MIN:
+    if (parts.idle.get("launch_overhead", 0.0) + parts.idle.get("python_overhead", 0.0)) >= 0.2 * parts.window_ms:
         notes.append(
             "Profiled step times include the profiler's own CPU cost per op, so a launch-bound run looks "
             "more launch-bound under the profiler than without it; compare with step times measured unprofiled."
         )
-    frames = {"gpu_busy": busy, "gpu_gap_buckets": gaps, "gap_cpu_activity": activity}
+    frames = {"gpu_busy": busy, "gpu_gap_buckets": gaps}
     return RunReport(
-        run_info,
-        summary,
-        findings,
-        steps.drop("run_id"),
-        gap_histogram,
-        gap_activity,
-        per_step_ops,
-        notes,
-        frames,
-        ranks,
-        straggling,
+        run=run_info,
+        summary=summary,
+        findings=findings,
+        steps=steps.drop("run_id"),
+        gap_histogram=gap_histogram,
+        sites=sites,
+        ops=per_step_ops,
+        notes=notes,
+        frames=frames,
+        ranks=ranks,
+        stragglers=straggling,
+        split=parts,
+        evidence=ev,
+        step_causes=step_causes,
     )
+
+
+def run_findings(
+    parts: Split, ev: dict[str, dict[str, Any]], summary: dict[str, Any], flavour: str | None
+) -> list[Finding]:
+    """The causes of a run's steps that cost at least :data:`RUN_MIN_MS` and :data:`RUN_MIN_SHARE` of its
+    step, and the coverage findings, largest first, each with its evidence and next step."""
+    step = parts.window_ms
+    out = []
+    for cause, ms in parts.parts().items():
+        if cause in NOT_FINDINGS or ms < max(RUN_MIN_MS, RUN_MIN_SHARE * step):
+            continue
+        sides = {}
+        if cause in parts.idle:
+            sides["gpu_idle_ms_per_step"] = round(parts.idle[cause], 3)
+        if cause in BUSY_PARTS:
+            sides["gpu_busy_ms_per_step"] = round(parts.busy[cause], 3)
+        out.append(
+            Finding(
+                id=cause,
+                title=_title(cause, ms, step, ev.get(cause, {})),
+                impact_ms=round(ms, 3),
+                evidence={**sides, **ev.get(cause, {})},
+                next_step=CAUSES[cause].next_step(flavour),
+            )
+        )
+    out += [f for rule in _COVERAGE_RULES if (f := rule(summary, ev, flavour))]
+    return _largest_first(out)
+
+
+def _title(cause: str, ms: float, step: float, ev: dict[str, Any]) -> str:
+    """One line naming ``cause`` with its size, in words that match the numbers."""
+    share = f"{ms / step:.0%} of the step" if step else "of each step"
+    if cause == "launch_overhead":
+        return f"The GPU idles {ms:.2f} ms per step ({share}) while the CPU launches work"
+    if cause == "host_sync":
+        n = sum(ev.get("sync_calls_per_step", {}).values())
+        return f"{_count(n, 'host synchronisation')} per step drain the GPU queue: {ms:.2f} ms per step of GPU idle ({share})"
+    if cause == "input_pipeline":
+        return f"The GPU waits {ms:.2f} ms per step ({share}) for input data"
+    if cause == "algorithm_search":
+        n = ev.get("searching_calls_per_step", 0.0)
+        return f"cuDNN/cuBLAS searched for algorithms on new input shapes ({n:.1f} calls per step): {ms:.2f} ms per step ({share})"
+    if cause == "allocator":
+        n = sum(ev.get("allocator_calls_per_step", {}).values())
+        return f"{_count(n, 'device allocation or free', 'device allocations and frees')} per step cost {ms:.2f} ms per step of GPU idle ({share})"
+    if cause == "cast_overhead":
+        n = ev.get("conversions_per_step", 0.0)
+        return f"{_count(n, 'dtype cast')} per step cost {ms:.2f} ms per step ({share}) in cast ops and cast kernels"
+    if cause == "python_overhead":
+        return f"Python between ops keeps the GPU idle {ms:.2f} ms per step ({share})"
+    label = CAUSES[cause].label
+    return f"{label[0].upper()}{label[1:]} take {ms:.2f} ms of GPU time per step ({share})"
+
+
+def _count(n: float, one: str, many: str | None = None) -> str:
+    """``n`` things, in words that agree with it (``1 host synchronisation``, ``6 host synchronisations``)."""
+    return f"{n:.0f} {one if round(n) == 1 else (many or one + 's')}"
+
+
+def _fp32_compute(summary: dict[str, Any], ev: dict[str, dict[str, Any]], flavour: str | None) -> Finding | None:
+    fp16 = summary["fp16_coverage"]
+    if not (fp16 is not None and fp16 < LOW_FP16_COVERAGE and summary["compute_ms"]):
+        return None
+    return Finding(
+        id="fp32_compute",
+        title=f"Only {fp16:.0%} of the GEMM/conv/attention time runs in half precision",
+        impact_ms=round(summary["compute_ms"] * (1 - fp16) / 2, 3),
+        evidence={
+            "fp16_coverage": fp16,
+            "compute_ms_per_step": summary["compute_ms"],
+            "ops_still_fp32_ms_per_step": ev.get("gpu_compute", {}).get("ops_still_fp32_ms_per_step", {}),
+        },
+        next_step=CAUSES["fp32_compute"].next_step(flavour),
+    )
+
+
+def _no_tensor_cores(summary: dict[str, Any], ev: dict[str, dict[str, Any]], flavour: str | None) -> Finding | None:
+    fp16, tc = summary["fp16_coverage"], summary["tensor_core_coverage"]
+    if not (fp16 is not None and fp16 >= LOW_FP16_COVERAGE and tc is not None and tc < LOW_TENSOR_CORE_COVERAGE):
+        return None
+    return Finding(
+        id="no_tensor_cores",
+        title=f"Half-precision compute is on tensor cores only {tc:.0%} of the time",
+        impact_ms=round(summary["compute_ms"] * (1 - tc) / 2, 3),
+        evidence={"tensor_core_coverage": tc, "fp16_coverage": fp16},
+        next_step=CAUSES["no_tensor_cores"].next_step(flavour),
+    )
+
+
+#: Findings from the compute kernels' precision (their impact: half the compute time not yet reduced).
+_COVERAGE_RULES: tuple[Callable[[dict[str, Any], dict[str, dict[str, Any]], str | None], Finding | None], ...] = (
+    _fp32_compute,
+    _no_tensor_cores,
+)
+
+
+def _check_invariants(summary: dict[str, Any], parts: Split) -> None:
+    """What must hold whatever the trace: ratios in [0, 1], busy within the step, casts' GPU time within the
+    GPU's busy time, and the split adding up to the step (a broken rule fails loudly, not silently)."""
+    for key in ("gpu_idle_ratio", "launch_bound_ratio", "fp16_coverage", "tensor_core_coverage", "short_kernel_share"):
+        v = summary.get(key)
+        assert v is None or -1e-9 <= v <= 1 + 1e-9, f"{key}={v} is not a ratio"
+    total = sum(parts.busy.values()) + sum(parts.idle.values())
+    assert abs(total - parts.window_ms) <= 1e-6 * max(1.0, parts.window_ms), "the step split does not add up"
+    assert parts.busy_ms <= parts.window_ms * (1 + 1e-9), "GPU busy exceeds the step"
+
+
+def _sites(sites: pl.DataFrame, windows: int) -> pl.DataFrame:
+    """Where each cause's idle time went (call, op around it, user frame), ms and calls per step."""
+    if sites.is_empty():
+        return pl.DataFrame(schema={"cause": pl.String, "site": pl.String, "op": pl.String, "top_op": pl.String,
+                                    "frame": pl.String, "calls_per_step": pl.Float64, "ms_per_step": pl.Float64})  # fmt: skip
+    return (
+        sites.group_by("cause", "site", "op", "top_op", "frame")
+        .agg(
+            (pl.col("calls").sum() / windows).alias("calls_per_step"),
+            (pl.col("idle_ns").sum() / windows / _MS).alias("ms_per_step"),
+        )
+        .sort("ms_per_step", descending=True)
+    )
+
+
+def _step_causes(parts: Split) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+    """Each window's split with its largest cause, and the outlier steps (much longer than the median) with
+    the cause that grew most over its median."""
+    table = parts.per_step
+    if table.is_empty():
+        return table, []
+    causes = [c for c in table.columns if c not in ("rank", "step", "window_ms", "busy_ms")]
+    table = table.with_columns(
+        pl.concat_list([pl.struct(pl.lit(c).alias("c"), pl.col(c).alias("v")) for c in causes if c != "gpu_compute"])
+        .list.eval(pl.element().sort_by(pl.element().struct.field("v"), descending=True).first().struct.field("c"))
+        .list.first()
+        .alias("top_cause")
+    )
+    median = table["window_ms"].median() or 0.0
+    outliers = []
+    for row in table.filter(pl.col("window_ms") >= max(OUTLIER_RATIO * median, median + 1.0)).iter_rows(named=True):
+        grew = {c: row[c] - (table[c].median() or 0.0) for c in causes}
+        cause = max(grew, key=grew.get)  # type: ignore[arg-type]
+        outliers.append(
+            {
+                "step": row["step"],
+                "rank": row["rank"],
+                "step_ms": round(row["window_ms"], 3),
+                "median_step_ms": round(median, 3),
+                "cause": cause.removeprefix("idle_"),
+                "cause_ms_over_median": round(grew[cause], 3),
+            }
+        )
+    return table, outliers
+
+
+def _json_list(text: str | None) -> list[dict[str, Any]]:
+    try:
+        value = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [d for d in value if isinstance(d, dict)] if isinstance(value, list) else []
+
+
+def _largest_first(findings: list[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: -(f.impact_ms or 0.0))
 
 
 def _ranks_combined(ops: pl.DataFrame) -> pl.DataFrame:
@@ -156,114 +343,12 @@ def _ranks_combined(ops: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-@dataclass(frozen=True)
-class _Seen:
-    """What the findings of one run's report are made from."""
-
-    #: the report's headline numbers
-    summary: dict[str, Any]
-    #: per op the launching thread was in, host-launch gap ns per step (largest first)
-    gap_activity: pl.DataFrame
-    #: GPU idle ms per step with work queued (dependency gaps)
-    dependency_ms: float
-
-
-def _launch_bound(seen: _Seen) -> Finding | None:
-    summary = seen.summary
-    lb = summary["launch_bound_ratio"] or 0.0
-    if not lb >= LAUNCH_BOUND_MIN:
-        return None
-    top = seen.gap_activity.head(5).with_columns((pl.col("ns_per_step") / 1e6).round(3).alias("ms_per_step"))
-    return Finding(
-        id="launch_bound",
-        title=f"The GPU waits for the CPU to launch work {lb:.0%} of each step",
-        impact_ms=summary["host_launch_gap_ms"],
-        evidence={
-            "launch_bound_ratio": lb,
-            "host_launch_gap_ms_per_step": summary["host_launch_gap_ms"],
-            "gpu_events_per_step": summary["gpu_events_per_step"],
-            "median_kernel_us": summary["median_kernel_us"],
-            "median_launch_us": summary["median_launch_us"],
-            "short_kernel_share": summary["short_kernel_share"],
-            "cpu_ops_during_gaps_ms_per_step": dict(top.select("op", "ms_per_step").iter_rows()),
-        },
-        next_step="Give the GPU more work per launch: a larger batch, fused ops (torch.compile, fused "
-        "optimizers), CUDA graphs; or cut per-op CPU cost (fewer small ops, fewer casts).",
-    )
-
-
-def _cast_overhead(seen: _Seen) -> Finding | None:
-    cast = seen.summary["cast_overhead"]
-    if not (cast["calls"] and (cast["cpu_share"] or 0) >= CAST_CPU_SHARE_MIN):
-        return None
-    return Finding(
-        id="cast_overhead",
-        title=f"{cast['calls']:.0f} dtype casts per step cost {cast['cpu_ms']:.2f} ms of CPU time",
-        impact_ms=cast["cpu_ms"],
-        evidence=cast,
-        next_step="Cast once, not per op: keep parameters in half precision (Paddle O2 / "
-        "paddle.amp.decorate, PyTorch autocast with half weights) and avoid fp32<->fp16 round trips.",
-    )
-
-
-def _fp32_compute(seen: _Seen) -> Finding | None:
-    summary = seen.summary
-    fp16 = summary["fp16_coverage"]
-    if not (fp16 is not None and fp16 < LOW_FP16_COVERAGE and summary["compute_ms"]):
-        return None
-    return Finding(
-        id="fp32_compute",
-        title=f"Only {fp16:.0%} of the GEMM/conv/attention time runs in half precision",
-        impact_ms=summary["compute_ms"] * (1 - fp16) / 2,
-        evidence={"fp16_coverage": fp16, "compute_ms_per_step": summary["compute_ms"]},
-        next_step="Run these ops under autocast / AMP (check the op lists), or this run is FP32 by design.",
-    )
-
-
-def _no_tensor_cores(seen: _Seen) -> Finding | None:
-    summary = seen.summary
-    fp16, tc = summary["fp16_coverage"], summary["tensor_core_coverage"]
-    if not (fp16 is not None and fp16 >= LOW_FP16_COVERAGE and tc is not None and tc < LOW_TENSOR_CORE_COVERAGE):
-        return None
-    return Finding(
-        id="no_tensor_cores",
-        title=f"Half-precision compute is on tensor cores only {tc:.0%} of the time",
-        impact_ms=summary["compute_ms"] * (1 - tc) / 2,
-        evidence={"tensor_core_coverage": tc, "fp16_coverage": fp16},
-        next_step="Pad GEMM and conv dimensions to multiples of 8, use NHWC for convolutions.",
-    )
-
-
-def _dependency_idle(seen: _Seen) -> Finding | None:
-    dependency, step = seen.dependency_ms, seen.summary["step_time_ms"] or 0.0
-    if not (step and dependency / step >= DEPENDENCY_IDLE_MIN):
-        return None
-    return Finding(
-        id="dependency_idle",
-        title=f"The GPU idles {dependency:.2f} ms per step with work queued (syncs, events, other streams)",
-        impact_ms=dependency,
-        evidence={"dependency_gap_ms_per_step": dependency},
-        next_step="Look for host-device synchronisations (item(), .cpu(), loss-scaler checks).",
-    )
-
-
-#: The rules of a run's findings: each names its finding when the evidence clears its bar.
-RULES: tuple[Callable[[_Seen], Finding | None], ...] = (
-    _launch_bound,
-    _cast_overhead,
-    _fp32_compute,
-    _no_tensor_cores,
-    _dependency_idle,
-)
-
-
-def _largest_first(findings: list[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: -(f.impact_ms or 0.0))
-
-
-def _summary_report(run: dict[str, Any], q: Callable[[str], pl.DataFrame]) -> RunReport:
+def _summary_report(run: dict[str, Any], q: Callable[[str], pl.DataFrame], top: int | None) -> RunReport:
     """Summary text has op-level totals only: ops, kernel coverage and casts; no timeline metrics."""
     ops, casts = q("summary_ops").drop("run_id"), q("summary_casts")
+    total = ops.height
+    if top is not None:
+        ops = ops.head(top)
     cover = q("summary_coverage")
     cover_row = cover.row(0, named=True) if cover.height else {}
     summary: dict[str, Any] = {key: None for key in TIMELINE_METRICS}
@@ -277,13 +362,14 @@ def _summary_report(run: dict[str, Any], q: Callable[[str], pl.DataFrame]) -> Ru
                 "cpu_ms": _ms(casts["cpu_incl_ns"].sum()),
                 "gpu_ms": _ms(casts["gpu_ns"].sum()),
             },
+            "ops_total": total,
         }
     )
     notes = [
         "Summary text has no timeline: GPU idle time, gaps, the launch-bound ratio and step times need a "
         "trace (paddle.profiler export_chrome_tracing). Totals are for the whole profile, not per step."
     ]
-    return RunReport(run, summary, [], pl.DataFrame(), pl.DataFrame(), pl.DataFrame(), ops, notes)
+    return RunReport(run=run, summary=summary, findings=[], ops=ops, notes=notes)
 
 
 def _ms(ns: float | None) -> float | None:

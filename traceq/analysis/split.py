@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceq.analysis.causes import IDLE_CAUSES
-from traceq.sql import Session
+from traceq.query.engine import Session
 
 #: Parts of GPU busy time, in waterfall order (gpu_compute is what is left of busy time after the others).
 BUSY_PARTS: tuple[str, ...] = (

@@ -88,9 +88,11 @@ def render_html(result: Comparison) -> str:
         f"<h1>traceq: {html.escape(n.run['name'])} (NEW) vs {html.escape(b.run['name'])} (BASE)</h1>",
         f"<p class='verdict'>{html.escape(result.verdict)}</p>",
     ]
-    if result.step_time_delta_ms is not None:
-        rows = [(f.title, f.impact_ms) for f in result.findings]
-        rows.append(("unexplained", result.unexplained_ms or 0.0))
+    if result.step_time_delta_ms is not None and result.waterfall is not None:
+        longer = max(b.summary.get("mean_step_time_ms") or 0.0, n.summary.get("mean_step_time_ms") or 0.0)
+        shown, other = result.waterfall.shown(0.005 * longer)
+        rows: list[tuple[str, float]] = [(p.label, p.delta_ms) for p in shown]
+        rows.append(("other parts", other))
         rows.append(("step time difference (NEW - BASE)", result.step_time_delta_ms))
         parts += [
             "<h2>Waterfall: where the step-time difference comes from (ms per step)</h2>",

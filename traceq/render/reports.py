@@ -1,4 +1,9 @@
-"""Run reports and comparisons as terminal tables, JSON or Markdown."""
+"""Run reports and comparisons as terminal tables, JSON or Markdown.
+
+The terminal and Markdown forms are built from the same lines (:func:`report_blocks`,
+:func:`compare_blocks`): a block is a heading with either text lines or a table, so the two forms say the
+same things in the same order.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,29 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import polars as pl
 
+from traceq.analysis.findings import Finding
 from traceq.analysis.results import Comparison, RunReport
 from traceq.render.frames import console as make_console
 from traceq.render.frames import literal, markdown, table, visible
+
+#: Sites listed under "Where the idle time went".
+TOP_SITES = 10
+#: Per-op changes listed in a comparison.
+TOP_OP_DELTAS = 12
+
+
+@dataclass
+class Block:
+    """One part of a printed report: a heading and text lines, or a table."""
+
+    title: str
+    lines: list[str] = field(default_factory=list)
+    frame: pl.DataFrame | None = None
 
 
 @contextmanager
@@ -24,21 +45,104 @@ def _visible(out: TextIO | None) -> Iterator[TextIO]:
     (out or sys.stdout).write(visible(buffer.getvalue()))
 
 
+def number(v: Any) -> str:
+    """A number for people: no exponent, no ``None`` (``n/a``), digits as many as mean something."""
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if v != v:  # NaN
+            return "n/a"
+        if abs(v) >= 100:
+            return f"{v:,.0f}"
+        if abs(v) >= 1:
+            return f"{v:.2f}"
+        return f"{v:.3f}" if v else "0"
+    return str(v)
+
+
 def _fmt(v: Any, unit: str = "") -> str:
     if v is None:
-        return "n/a (needs a trace)" if unit != "%" else "n/a"
+        return "n/a"
     if unit == "%":
         return f"{v:.1%}"
     return f"{v:,.2f}{unit}"
 
 
+def evidence_text(v: Any) -> str:
+    """An evidence value in words: pairs as ``BASE -> NEW``, mappings as ``key: value``, sites as the call
+    and where it was made; never a Python repr."""
+    if isinstance(v, list) and len(v) == 2 and not any(isinstance(x, dict) and "site" in x for x in v):
+        if all(not isinstance(x, (dict, list)) for x in v):
+            return _pair(v[0], v[1])
+        return f"BASE {evidence_text(v[0])}; NEW {evidence_text(v[1])}"
+    if isinstance(v, list):
+        return "; ".join(evidence_text(x) for x in v[:3]) if v else "none"
+    if isinstance(v, dict):
+        if "ms_per_call" in v or "idle_ms_per_step" in v or "site" in v:
+            return _site(v)
+        return ", ".join(f"{k}: {evidence_text(x)}" for k, x in list(v.items())[:6]) if v else "none"
+    return number(v)
+
+
+def _pair(b: Any, n: Any) -> str:
+    """``BASE -> NEW`` with both numbers at the precision of the larger."""
+    if isinstance(b, float) and isinstance(n, float) or isinstance(b, float) and isinstance(n, int):
+        scale = max(abs(b), abs(float(n)))
+        digits = 0 if scale >= 100 else 2 if scale >= 1 else 3
+        return f"{b:,.{digits}f} -> {float(n):,.{digits}f}"
+    return f"{number(b)} -> {number(n)}"
+
+
+def _site(v: dict[str, Any]) -> str:
+    """One site or op of an evidence list: the call, the op around it, the top-level op, the user's frame."""
+    if "op" in v and "ms_per_call" in v:  # an op that searched for algorithms
+        shapes = "; ".join(map(str, v.get("example_shapes") or []))
+        return (
+            f"{v['op']}: {number(v['calls_per_step'])} calls per step, {number(v['ms_per_call'])} ms each "
+            f"(typically {number(v['typical_ms_per_call'])} ms), {number(v['kernels_per_call'])} kernels each "
+            f"(typically {number(v['typical_kernels_per_call'])})" + (f", shapes {shapes}" if shapes else "")
+        )
+    where = [x for x in (v.get("site"), v.get("op"), v.get("top_op")) if x]
+    chain = " < ".join(dict.fromkeys(where)) or "between ops"
+    frame = f" at {v['frame']}" if v.get("frame") else ""
+    size = f"{number(v.get('idle_ms_per_step'))} ms per step"
+    calls = f", {number(v['calls_per_step'])} calls per step" if v.get("calls_per_step") else ""
+    return f"{chain}{frame} ({size}{calls})"
+
+
+def finding_lines(i: int, f: Finding, signed: bool) -> list[str]:
+    """A finding as printed: its title with its size, each piece of evidence, the next step."""
+    if f.impact_ms is None:
+        impact = ""
+    else:
+        impact = f"  {f.impact_ms:+.2f} ms/step" if signed else f"  ~{f.impact_ms:.2f} ms/step"
+    lines = [f"{i}. {f.title}{impact}"]
+    for k, v in f.evidence.items():
+        if _empty(v) or (isinstance(v, list) and len(v) == 2 and all(map(_empty, v))):
+            continue
+        lines.append(f"   {k.replace('_', ' ')}: {evidence_text(v)}")
+    lines.append(f"   next: {f.next_step}")
+    return lines
+
+
+def _empty(v: Any) -> bool:
+    return v is None or v == {} or v == []
+
+
 def headline(report: RunReport) -> list[tuple[str, str]]:
     s = report.summary
     cast = s["cast_overhead"]
+    steps = str(s["steps"]) if s["steps"] else "(whole GPU span)" if s["steps"] == 0 else "n/a"
+    if s.get("step_rule"):
+        steps += f" ({s['step_rule']})"
     return [
         *(_rank_headline(s["rank_spread"]) if "rank_spread" in s else []),
-        ("steps", str(s["steps"]) if s["steps"] else "(whole GPU span)" if s["steps"] == 0 else "n/a"),
-        ("step time (median)", _fmt(s["step_time_ms"], " ms")),
+        ("steps", steps),
+        ("step time (median)", _fmt(s["step_time_ms"], " ms") if s["step_time_ms"] is not None else "n/a (no timeline)"),
         ("GPU busy / step", _fmt(s["gpu_busy_ms"], " ms")),
         ("GPU idle / step", f"{_fmt(s['gpu_idle_ms'], ' ms')}  ({_fmt(s['gpu_idle_ratio'], '%')})"),
         ("launch-bound ratio", _fmt(s["launch_bound_ratio"], "%")),
@@ -63,6 +167,38 @@ def _rank_headline(spread: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def split_table(report: RunReport) -> pl.DataFrame:
+    """Where the step goes: each GPU busy part and idle cause, ms per step and share of the step."""
+    parts = report.split
+    if parts is None:
+        return pl.DataFrame()
+    rows = [("GPU busy", c, ms) for c, ms in parts.busy.items()] + [("GPU idle", c, ms) for c, ms in parts.idle.items()]
+    step = parts.window_ms or 1.0
+    return pl.DataFrame(
+        [(side, cause, round(ms, 3), round(ms / step, 3)) for side, cause, ms in rows if abs(ms) >= 0.0005],
+        schema={"side": pl.String, "cause": pl.String, "ms/step": pl.Float64, "share": pl.Float64},
+        orient="row",
+    ).sort("ms/step", descending=True)
+
+
+def sites_table(report: RunReport) -> pl.DataFrame:
+    """Where each cause's idle time went: the call, the op it was made in, the user's frame."""
+    if report.sites.is_empty():
+        return pl.DataFrame()
+    return (
+        report.sites.filter(pl.col("ms_per_step") >= 0.0005)
+        .head(TOP_SITES)
+        .select(
+            "cause",
+            pl.col("site").fill_null("(between calls)").alias("call"),
+            pl.when(pl.col("top_op") != pl.col("site")).then(pl.col("top_op")).alias("in op"),
+            "frame",
+            pl.col("calls_per_step").round(2).alias("calls/step"),
+            pl.col("ms_per_step").round(3).alias("ms/step"),
+        )
+    )
+
+
 def rank_table(report: RunReport) -> pl.DataFrame:
     """The per-rank table as printed (ms rounded, ratios as fractions)."""
     return report.ranks.with_columns(pl.col(pl.Float64).round(3))
@@ -72,35 +208,8 @@ def straggler_table(report: RunReport) -> pl.DataFrame:
     return report.stragglers.with_columns(pl.col(pl.Float64).round(3))
 
 
-def to_json(report: RunReport, out: TextIO | None = None) -> None:
-    (out or sys.stdout).write(json.dumps(report.to_dict(), default=str) + "\n")
-
-
-def to_markdown(report: RunReport, out: TextIO | None = None) -> None:
-    with _visible(out) as out:
-        _to_markdown(report, out)
-
-
-def _to_markdown(report: RunReport, out: TextIO) -> None:
-    out.write(f"## traceq report: {report.run['name']} ({report.run['run_id']})\n\n")
-    out.write("| metric | value |\n|---|---|\n")
-    for k, v in headline(report):
-        out.write(f"| {k} | {v} |\n")
-    out.write("\n### Findings\n\n")
-    for i, f in enumerate(report.findings, 1):
-        out.write(f"{i}. **{f.title}** (~{f.impact_ms:.2f} ms/step). {f.next_step}\n")
-    if not report.findings:
-        out.write("No finding cleared its threshold.\n")
-    for note in report.notes:
-        out.write(f"\n> {note}\n")
-    if not report.ranks.is_empty():
-        out.write("\n### Ranks (means per step)\n\n" + markdown(rank_table(report)))
-        out.write("\n### Straggler per step\n\n" + markdown(straggler_table(report)))
-    if not report.ops.is_empty():
-        out.write("\n### Top ops\n\n" + markdown(_top_ops(report.ops)))
-
-
-def _top_ops(ops: pl.DataFrame, n: int = 15) -> pl.DataFrame:
+def _top_ops(report: RunReport, n: int = 15) -> pl.DataFrame:
+    ops = report.ops
     per_step = "cpu_incl_ns_per_step" in ops.columns
     cpu, gpu = ("cpu_incl_ns_per_step", "gpu_ns_per_step") if per_step else ("cpu_incl_ns", "gpu_ns")
     cols = [
@@ -118,114 +227,140 @@ def _top_ops(ops: pl.DataFrame, n: int = 15) -> pl.DataFrame:
     return ops.sort(cpu, descending=True, nulls_last=True).head(n).select(cols)
 
 
-def to_terminal(report: RunReport, out: TextIO | None = None) -> None:
-    """The report for a terminal: names (runs, ops, files) shown as written, never read as rich markup,
-    and :func:`~traceq.render.frames.visible`."""
-    from rich.table import Table
-    from rich.text import Text
-
-    out = out or sys.stdout
-    console = make_console(out, 160)
-    run = report.run
-    console.print(f"[bold]traceq report[/bold]  {literal(run['name'])}  ({literal(run['run_id'])}, "
-                  f"{literal(run['profiler_version'])})")  # fmt: skip
-    t = Table(show_header=False, box=None, padding=(0, 2))
-    for k, v in headline(report):
-        t.add_row(Text(visible(k)), Text(visible(v)))
-    console.print(t)
-    console.print("\n[bold]Findings[/bold] (largest estimated impact first)")
-    for i, f in enumerate(report.findings, 1):
-        console.print(f" {i}. [bold]{literal(f.title)}[/bold]  ~{f.impact_ms:.2f} ms/step")
-        ev = ", ".join(f"{k}={_short(v)}" for k, v in f.evidence.items())
-        console.print(f"    evidence: {literal(ev)}")
-        console.print(f"    next: {literal(f.next_step)}")
-    if not report.findings:
-        console.print(" No finding cleared its threshold.")
-    for note in report.notes:
-        console.print(f"\n[italic]{literal(note)}[/italic]")
+def report_blocks(report: RunReport) -> list[Block]:
+    """What a run's report says, in order."""
+    blocks = [Block("", [f"{k}: {v}" for k, v in headline(report)])]
+    split = split_table(report)
+    if not split.is_empty():
+        blocks.append(Block("Where the step goes (ms per step)", frame=split))
+    lines = [line for i, f in enumerate(report.findings, 1) for line in finding_lines(i, f, signed=False)]
+    blocks.append(Block("Findings (largest first)", lines or ["No finding cleared its threshold."]))
+    sites = sites_table(report)
+    if not sites.is_empty():
+        blocks.append(Block("Where the GPU's idle time went (top calls)", frame=sites))
+    outliers = report.summary.get("outlier_steps") or []
+    if outliers:
+        blocks.append(Block("Outlier steps", [_outlier(o, report.run["n_ranks"] > 1) for o in outliers]))
+    blocks += [Block("Note", [note]) for note in report.notes]
     if not report.ranks.is_empty():
-        table(rank_table(report), out, "Ranks (means per step; wait = time waiting for the step's straggler)")
-        table(straggler_table(report), out, "Straggler per step")
-    if not report.gap_activity.is_empty():
-        acts = report.gap_activity.head(8).select(pl.col("op"), (pl.col("ns_per_step") / 1e6).round(3).alias("ms/step"))
-        table(acts, out, "CPU activity on the launching thread during host-launch gaps")
+        blocks.append(Block("Ranks (means per step; wait = time waiting for the step's straggler)", frame=rank_table(report)))
+        blocks.append(Block("Straggler per step", frame=straggler_table(report)))
     if not report.gap_histogram.is_empty():
         hist = report.gap_histogram.select(
             "kind", "bucket", pl.col("gaps"), (pl.col("ns_per_step") / 1e6).round(3).alias("ms/step")
         )
-        table(hist, out, "GPU idle gaps by kind and length")
+        blocks.append(Block("GPU idle gaps by kind and length", frame=hist))
     if not report.ops.is_empty():
-        table(_top_ops(report.ops), out, "Top ops by CPU time")
+        total = report.summary.get("ops_total")
+        more = f" (of {total}; --all lists every op)" if total and total > report.ops.height else ""
+        blocks.append(Block(f"Top ops by CPU time{more}", frame=_top_ops(report)))
+    return blocks
 
 
-def _short(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    if isinstance(v, list):
-        return " -> ".join(_short(x) for x in v)
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{k}: {_short(x)}" for k, x in list(v.items())[:5]) + "}"
-    return str(v)
+def _outlier(o: dict[str, Any], ranked: bool) -> str:
+    rank = f" (rank {o['rank']})" if ranked else ""
+    return (
+        f"step {o['step']}{rank}: {o['step_ms']:.2f} ms against a median of {o['median_step_ms']:.2f} ms; "
+        f"{o['cause']} {o['cause_ms_over_median']:+.2f} ms over its median"
+    )
+
+
+def to_json(report: RunReport, out: TextIO | None = None) -> None:
+    (out or sys.stdout).write(json.dumps(report.to_dict(), default=str) + "\n")
+
+
+def to_markdown(report: RunReport, out: TextIO | None = None) -> None:
+    with _visible(out) as buffer:
+        buffer.write(f"## traceq report: {report.run['name']} ({report.run['run_id']})\n")
+        _write_markdown(report_blocks(report), buffer)
+
+
+def to_terminal(report: RunReport, out: TextIO | None = None) -> None:
+    """The report for a terminal: names (runs, ops, files) shown as written, never read as rich markup,
+    and :func:`~traceq.render.frames.visible`."""
+    out = out or sys.stdout
+    run = report.run
+    head = (f"[bold]traceq report[/bold]  {literal(run['name'])}  ({literal(run['run_id'])}, "
+            f"{literal(run['profiler_version'])})")  # fmt: skip
+    _write_terminal(head, report_blocks(report), out)
 
 
 # -- comparisons -------------------------------------------------------------------------------------
+def waterfall_table(result: Comparison, min_share: float = 0.005) -> pl.DataFrame:
+    """The waterfall as printed: each part that changed by at least ``min_share`` of the longer step, BASE,
+    NEW and the change; the rest as "other"; the step difference last."""
+    if result.waterfall is None or result.step_time_delta_ms is None:
+        return pl.DataFrame()
+    longer = max(result.base.summary.get("mean_step_time_ms") or 0.0, result.new.summary.get("mean_step_time_ms") or 0.0)
+    parts, other = result.waterfall.shown(min_share * longer)
+    rows = [(p.label, p.base_ms, p.new_ms, p.delta_ms) for p in parts]
+    if abs(other) >= 0.0005:
+        rows.append(("other (parts below the threshold)", None, None, other))
+    b = result.base.summary.get("mean_step_time_ms")
+    n = result.new.summary.get("mean_step_time_ms")
+    rows.append(("= step time (mean), NEW - BASE", b, n, result.step_time_delta_ms))
+    frame = pl.DataFrame(rows, schema={"part": pl.String, "BASE ms": pl.Float64, "NEW ms": pl.Float64,
+                                       "NEW - BASE": pl.Float64}, orient="row")  # fmt: skip
+    return frame.with_columns(pl.col(pl.Float64).round(3))
+
+
+def compare_blocks(result: Comparison) -> list[Block]:
+    """What a comparison says, in order."""
+    blocks = [Block("", [result.verdict])]
+    water = waterfall_table(result)
+    if not water.is_empty():
+        blocks.append(Block("Waterfall (ms per step)", frame=water))
+    lines = [line for i, f in enumerate(result.findings, 1) for line in finding_lines(i, f, signed=True)]
+    blocks.append(Block("Findings (largest change first)", lines or ["No part changed enough to matter."]))
+    blocks += [Block("Note", [note]) for note in result.notes]
+    if not result.ranks.is_empty():
+        blocks.append(Block("Rank-aligned (NEW - BASE, ms per step)", frame=result.ranks.with_columns(pl.col(pl.Float64).round(3))))
+    if not result.op_deltas.is_empty():
+        deltas = result.op_deltas.head(TOP_OP_DELTAS).with_columns(pl.col(pl.Float64).round(3))
+        blocks.append(Block("Largest per-op changes (ms per step)", frame=deltas))
+    return blocks
+
+
 def compare_json(result: Comparison, out: TextIO | None = None) -> None:
     (out or sys.stdout).write(json.dumps(result.to_dict(), default=str) + "\n")
 
 
-def _waterfall_rows(result: Comparison) -> pl.DataFrame:
-    rows = [(f.title, f.impact_ms) for f in result.findings]
-    if result.unexplained_ms is not None:
-        rows.append(("unexplained (no finding covers it)", result.unexplained_ms))
-    rows.append(("= step time difference, NEW - BASE", result.step_time_delta_ms))
-    return pl.DataFrame(rows, schema={"part": pl.String, "ms/step": pl.Float64}, orient="row")
-
-
 def compare_markdown(result: Comparison, out: TextIO | None = None) -> None:
-    with _visible(out) as out:
-        _compare_markdown(result, out)
-
-
-def _compare_markdown(result: Comparison, out: TextIO) -> None:
-    b, n = result.base, result.new
-    out.write(f"## traceq: {n.run['name']} vs {b.run['name']}\n\n**{result.verdict}**\n\n")
-    if result.step_time_delta_ms is not None:
-        out.write(markdown(_waterfall_rows(result).with_columns(pl.col("ms/step").round(2))))
-    out.write("\n### Findings\n\n")
-    for i, f in enumerate(result.findings, 1):
-        impact = f" ({f.impact_ms:+.2f} ms/step)" if f.impact_ms is not None else ""
-        out.write(f"{i}. **{f.title}**{impact}. Next: {f.next_step}\n")
-    for note in result.notes:
-        out.write(f"\n> {note}\n")
-    if not result.ranks.is_empty():
-        out.write("\n### Rank-aligned (NEW - BASE, ms per step)\n\n")
-        out.write(markdown(result.ranks.with_columns(pl.col(pl.Float64).round(3))))
-    if not result.op_deltas.is_empty():
-        out.write("\n### Largest per-op changes (ms per step)\n\n")
-        out.write(markdown(result.op_deltas.head(12).with_columns(pl.col(pl.Float64).round(3))))
+    with _visible(out) as buffer:
+        b, n = result.base.run, result.new.run
+        buffer.write(f"## traceq: {n['name']} vs {b['name']}\n")
+        _write_markdown(compare_blocks(result), buffer)
 
 
 def compare_terminal(result: Comparison, out: TextIO | None = None) -> None:
     """The comparison for a terminal, names shown as written (see :func:`to_terminal`)."""
-
     out = out or sys.stdout
-    console = make_console(out, 160)
     b, n = result.base.run, result.new.run
-    console.print(f"[bold]traceq compare[/bold]  BASE {literal(b['name'])} ({literal(b['run_id'])})  "
-                  f"NEW {literal(n['name'])} ({literal(n['run_id'])})")  # fmt: skip
-    console.print(f"\n[bold]{literal(result.verdict)}[/bold]\n")
-    if result.step_time_delta_ms is not None:
-        table(_waterfall_rows(result).with_columns(pl.col("ms/step").round(3)), out, "Waterfall (ms per step)")
-    console.print("\n[bold]Findings[/bold] (largest first)")
-    for i, f in enumerate(result.findings, 1):
-        impact = f"  {f.impact_ms:+.2f} ms/step" if f.impact_ms is not None else ""
-        console.print(f" {i}. [bold]{literal(f.title)}[/bold]{impact}")
-        ev = ", ".join(f"{k}={_short(v)}" for k, v in f.evidence.items())
-        console.print(f"    evidence: {literal(ev)}")
-        console.print(f"    next: {literal(f.next_step)}")
-    for note in result.notes:
-        console.print(f"\n[italic]{literal(note)}[/italic]")
-    if not result.ranks.is_empty():
-        table(result.ranks.with_columns(pl.col(pl.Float64).round(3)), out, "Rank-aligned (NEW - BASE, ms per step)")
-    if not result.op_deltas.is_empty():
-        table(result.op_deltas.head(12).with_columns(pl.col(pl.Float64).round(3)), out, "Largest per-op changes")
+    head = (f"[bold]traceq compare[/bold]  BASE {literal(b['name'])} ({literal(b['run_id'])})  "
+            f"NEW {literal(n['name'])} ({literal(n['run_id'])})")  # fmt: skip
+    _write_terminal(head, compare_blocks(result), out)
+
+
+def _write_markdown(blocks: list[Block], out: TextIO) -> None:
+    for block in blocks:
+        if block.title:
+            out.write(f"\n### {block.title}\n\n")
+        else:
+            out.write("\n")
+        if block.frame is not None:
+            out.write(markdown(block.frame))
+        for line in block.lines:
+            indented = line.startswith("   ")
+            out.write(("    " if indented else "") + line.strip() + "\n" if indented else line + "\n")
+
+
+def _write_terminal(head: str, blocks: list[Block], out: TextIO) -> None:
+    console = make_console(out, 160)
+    console.print(head)
+    for block in blocks:
+        if block.title:
+            console.print(f"\n[bold]{literal(block.title)}[/bold]")
+        if block.frame is not None:
+            table(block.frame, out)
+        for line in block.lines:
+            console.print(literal(line), highlight=False)

@@ -1,0 +1,156 @@
+"""The evidence for each cause of a run's steps: the calls, ops, call sites and counts behind it.
+
+Everything comes from the metric queries (``idle_sites``, ``host_calls``, ``_search_calls``,
+``launch_bound``, ``cast_overhead``, ``precision_coverage``, ``op_summary``, ``gpu_gap_buckets``) restricted
+to one run and divided by its number of windows; nothing is counted here that a query does not count.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import polars as pl
+
+from traceq.query.engine import Session
+
+_MS = 1e6
+
+
+def evidence(session: Session, run_id: str, windows: int) -> dict[str, dict[str, Any]]:
+    """What the metric queries say about each cause of ``run_id``'s steps, per step (``windows`` of them)."""
+    mine = pl.col("run_id") == run_id
+    w = max(windows, 1)
+    sites = session.query("idle_sites").filter(mine)
+    calls = session.query("host_calls").filter(mine & pl.col("step").is_not_null())
+    out: dict[str, dict[str, Any]] = {}
+
+    def top_sites(cause: str, by: list[str], n: int = 5) -> list[dict[str, Any]]:
+        rows = (
+            sites.filter(pl.col("cause") == cause)
+            .group_by(by)
+            .agg(
+                (pl.col("idle_ns").sum() / w / _MS).alias("idle_ms_per_step"),
+                (pl.col("calls").sum() / w).alias("calls_per_step"),
+            )
+            .sort("idle_ms_per_step", descending=True)
+            .head(n)
+        )
+        return [{k: _clean(v) for k, v in r.items()} for r in rows.iter_rows(named=True)]
+
+    def per_step_calls(cause: str) -> dict[str, float]:
+        rows = calls.filter((pl.col("cause") == cause) & pl.col("bytes").is_null())
+        rows = rows.group_by("name").agg(pl.col("calls").sum() / w)
+        return {name: round(n, 2) for name, n in rows.sort("calls", descending=True).iter_rows()}
+
+    bound = session.query("launch_bound").filter(mine)
+    out["launch_overhead"] = {
+        "kernels_per_step": _mean(bound, "kernels"),
+        "median_kernel_us": _scaled(_mean(bound, "median_kernel_ns"), 1e3),
+        "median_launch_us": _scaled(_mean(bound, "median_launch_ns"), 1e3),
+        "kernels_shorter_than_their_launch": _mean(bound, "short_kernel_share"),
+        "ops_the_gpu_waited_on": top_sites("launch_overhead", ["top_op"]),
+    }
+    out["host_sync"] = {
+        "sync_calls_per_step": per_step_calls("host_sync"),
+        "sites": top_sites("host_sync", ["site", "op", "top_op", "frame"]),
+    }
+    data = calls.filter(pl.col("cause") == "input_pipeline")
+    copies = data.filter(pl.col("bytes").is_not_null())
+    out["input_pipeline"] = {
+        "data_loading_ms_per_step": round(data.filter(pl.col("bytes").is_null())["dur_ns"].sum() / w / _MS, 3),
+        "data_loading_calls": per_step_calls("input_pipeline"),
+        "pageable_copies_per_step": round(copies["calls"].sum() / w, 2),
+        "pageable_mb_per_step": round(copies["bytes"].sum() / w / 1e6, 3),
+        "sites": top_sites("input_pipeline", ["site", "frame"]),
+    }
+    out["algorithm_search"] = _search_evidence(session.query("_search_calls").filter(mine), w)
+    out["allocator"] = {
+        "allocator_calls_per_step": per_step_calls("allocator"),
+        "sites": top_sites("allocator", ["site", "op", "top_op"]),
+    }
+    casts = session.query("cast_overhead").filter(mine)
+    trips = casts["round_trips"] if casts.height else pl.Series([], dtype=pl.Int64)
+    out["cast_overhead"] = {
+        "conversions_per_step": round(casts["calls"].sum() / w, 1) if casts.height else 0.0,
+        "cast_op_cpu_ms_per_step": round(casts["cpu_ns"].sum() / w / _MS, 3) if casts.height else 0.0,
+        "cast_kernel_ms_per_step": round(casts["gpu_ns"].sum() / w / _MS, 3) if casts.height else 0.0,
+        "round_trips_per_step": round(trips.sum() / w, 1) if trips.null_count() < trips.len() else None,
+        "idle_in_casts_by_op": top_sites("cast_overhead", ["top_op"]),
+    }
+    out["python_overhead"] = {"frames": [s for s in top_sites("python_overhead", ["frame"]) if s["frame"]]}
+    gaps = session.query("gpu_gap_buckets").filter(mine & pl.col("kind").is_in(["dependency", "unknown"]))
+    out["unexplained"] = {"waits_with_work_queued_per_step": round(gaps["gaps"].sum() / w, 1) if gaps.height else 0.0}
+    cover = session.query("precision_coverage").filter(mine)
+    ops = session.query("op_summary").filter(mine)
+    out["gpu_compute"] = {
+        "fp16_coverage": _mean(cover, "fp16_coverage"),
+        "tensor_core_coverage": _mean(cover, "tensor_core_coverage"),
+        "median_kernel_us": out["launch_overhead"]["median_kernel_us"],
+        "ops_still_fp32_ms_per_step": _still_fp32(ops, w),
+    }
+    return out
+
+
+def _search_evidence(searches: pl.DataFrame, w: int) -> dict[str, Any]:
+    if searches.is_empty():
+        return {"searching_calls_per_step": 0.0}
+    by_op = (
+        searches.group_by("name")
+        .agg(
+            pl.len().alias("calls"),
+            (pl.col("dur_ns").mean() / _MS).alias("ms_per_call"),
+            (pl.col("typical_ns").first() / _MS).alias("typical_ms_per_call"),
+            pl.col("kernels").mean().alias("kernels_per_call"),
+            pl.col("typical_kernels").first().alias("typical_kernels_per_call"),
+            pl.col("new_shape").sum().alias("new_shapes"),
+            pl.col("input_shapes").drop_nulls().unique(maintain_order=True).head(3).alias("shapes"),
+        )
+        .sort("calls", descending=True)
+    )
+    ops = []
+    for r in by_op.iter_rows(named=True):
+        ops.append(
+            {
+                "op": r["name"],
+                "calls_per_step": round(r["calls"] / w, 2),
+                "ms_per_call": round(r["ms_per_call"], 2),
+                "typical_ms_per_call": round(r["typical_ms_per_call"], 3),
+                "kernels_per_call": round(r["kernels_per_call"], 1),
+                "typical_kernels_per_call": r["typical_kernels_per_call"],
+                "calls_on_new_shapes": r["new_shapes"],
+                "example_shapes": [_shape(s) for s in r["shapes"]],
+            }
+        )
+    return {"searching_calls_per_step": round(searches.height / w, 2), "ops": ops}
+
+
+def _shape(text: str) -> Any:
+    try:
+        return [s for s in json.loads(text) if s]
+    except (TypeError, ValueError):
+        return text
+
+
+def _still_fp32(ops: pl.DataFrame, w: int, n: int = 5) -> dict[str, float]:
+    """The ops with the most GPU time whose GEMM/conv/attention kernels are mostly not in half precision."""
+    if ops.is_empty() or "fp16_coverage" not in ops.columns:
+        return {}
+    heavy = ops.filter(pl.col("fp16_coverage") < 0.5).group_by("name").agg(pl.col("gpu_ns").sum())
+    heavy = heavy.sort("gpu_ns", descending=True).head(n)
+    return {name: round(ns / w / _MS, 3) for name, ns in heavy.iter_rows() if ns}
+
+
+def _mean(frame: pl.DataFrame, column: str) -> float | None:
+    if frame.is_empty() or column not in frame.columns:
+        return None
+    value = frame[column].mean()
+    return None if value is None else round(float(value), 4)  # type: ignore[arg-type]
+
+
+def _scaled(value: float | None, by: float) -> float | None:
+    return None if value is None else round(value / by, 2)
+
+
+def _clean(v: Any) -> Any:
+    return round(v, 3) if isinstance(v, float) else v
