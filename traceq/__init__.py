@@ -27,21 +27,38 @@ def runs(store: Store | str | Path | None = None) -> pl.DataFrame:
     return _store(store).catalog()
 
 
-def run_report(ref: str | None = None, store: Store | str | Path | None = None) -> RunReport:
+def run_report(
+    ref: str | None = None,
+    store: Store | str | Path | None = None,
+    *,
+    steps_from: str | None = None,
+    top: int | None = reporting.TOP_OPS,
+) -> RunReport:
     """The report of one run: a run id, a run name, or a trace file (ingested first if not stored yet);
-    by default the run ingested last."""
+    by default the run ingested last. ``steps_from``: a regular expression naming the host ranges that are
+    the steps (the trace is read again with it). ``top``: how many ops to list (None: all)."""
     store = _store(store)
-    return reporting.run_report(run_id_of(ref, store) if ref is not None else latest_run(store), store)
+    run_id = run_id_of(ref if ref is not None else latest_run(store), store, steps_from)
+    return reporting.run_report(run_id, store, top=top)
 
 
 def compare(
-    base_ref: str | None = None, new_ref: str | None = None, store: Store | str | Path | None = None
+    base_ref: str | None = None,
+    new_ref: str | None = None,
+    store: Store | str | Path | None = None,
+    *,
+    base_step_ms: float | None = None,
+    new_step_ms: float | None = None,
+    steps_from: str | None = None,
+    top: int | None = reporting.TOP_OPS,
 ) -> Comparison:
     """Why NEW's step is slower or faster than BASE's: each a run id, a run name, or a trace file (ingested
     first if not stored yet). Without runs, the two runs ingested last; with NEW alone, the run ingested
-    just before it is BASE."""
+    just before it is BASE. ``base_step_ms``/``new_step_ms``: step times measured without the profiler.
+    ``steps_from``: see :func:`run_report`."""
     store = _store(store)
-    return comparison.compare(*pick_runs(store, base_ref, new_ref), store)
+    base_id, new_id = pick_runs(store, base_ref, new_ref, steps_from)
+    return comparison.compare(base_id, new_id, store, base_step_ms, new_step_ms, top=top)
 
 
 def _store(store: Store | str | Path | None) -> Store:

@@ -16,7 +16,7 @@ import typer.core
 
 from traceq._version import __version__
 from traceq.analysis.compare import compare as compare_runs
-from traceq.analysis.report import run_report
+from traceq.analysis.report import TOP_OPS, run_report
 from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import TraceqError
 from traceq.ingest.executors import EXECUTORS
@@ -60,6 +60,16 @@ StoreOpt = Annotated[
     typer.Option("--store", envvar=STORE_ENV, help="Store directory (default: ./.traceq, or $TRACEQ_STORE)."),
 ]
 FormatOpt = Annotated[Format, typer.Option("--format", help="Output format.")]
+StepsFromOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--steps-from",
+        metavar="REGEX",
+        help="The host ranges (NVTX, record_function) whose names match REGEX are the steps, instead of the "
+        "profiler's steps or the ranges traceq finds itself (a stored run is read again from its file).",
+        show_default=False,
+    ),
+]
 _PROGRESS_MIN_BYTES = 4 << 20
 
 
@@ -86,6 +96,7 @@ def ingest(
             "the cluster at $RAY_ADDRESS, else a local Ray instance).",
         ),
     ] = "local",
+    steps_from: StepsFromOpt = None,
     fmt: FormatOpt = Format.table,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
@@ -105,7 +116,7 @@ def ingest(
     with _progress(quiet) as progress:
         result = ingest_files(
             paths, store=_store(store), name=name, progress=progress, on_error=on_error, jobs=jobs,
-            executor=executor,  # type: ignore[arg-type]
+            executor=executor, steps_from=_pattern(steps_from),  # type: ignore[arg-type]
         )  # fmt: skip
     if fmt is Format.table:
         multi = result["run_id"].drop_nulls().n_unique() < result["run_id"].drop_nulls().len()
@@ -194,6 +205,18 @@ def report(
         float | None,
         typer.Option("--fail-if-slower", help="With --compare: exit 3 if NEW is slower by more than PCT percent."),
     ] = None,
+    base_step_ms: Annotated[
+        float | None,
+        typer.Option("--base-step-ms", min=0, metavar="MS", help="With --compare: BASE's step time measured "
+                     "without the profiler (the verdict states the real difference).", show_default=False),
+    ] = None,
+    new_step_ms: Annotated[
+        float | None,
+        typer.Option("--new-step-ms", min=0, metavar="MS", help="With --compare: NEW's step time measured "
+                     "without the profiler.", show_default=False),
+    ] = None,
+    steps_from: StepsFromOpt = None,
+    all_ops: Annotated[bool, typer.Option("--all", help="List every op (default: the top 30 by CPU time).")] = False,
     store: StoreOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
@@ -207,17 +230,24 @@ def report(
     if len(runs) > (2 if compare else 1):
         raise TraceqError("give one RUN, or --compare [[BASE] NEW]" if not compare else "--compare takes BASE NEW")
     check_format(Comparison if compare else RunReport, fmt)
-    if not compare and (html is not None or fail_if_slower is not None):
-        raise TraceqError(f"{'--html' if html is not None else '--fail-if-slower'} needs --compare")
+    only_compare = {"--html": html, "--fail-if-slower": fail_if_slower, "--base-step-ms": base_step_ms,
+                    "--new-step-ms": new_step_ms}  # fmt: skip
+    given = [option for option, value in only_compare.items() if value is not None]
+    if not compare and given:
+        raise TraceqError(f"{given[0]} needs --compare")
+    if (base_step_ms is None) != (new_step_ms is None):
+        raise TraceqError("--base-step-ms and --new-step-ms go together")
     stored = _store(store)
+    pattern = _pattern(steps_from)
+    top = None if all_ops else TOP_OPS
     if compare:
         named: list[str | None] = [None, None, *runs]
-        base_id, new_id = pick_runs(stored, named[-2], named[-1])
+        base_id, new_id = pick_runs(stored, named[-2], named[-1], pattern)
         if len(runs) < 2:
             which = ", the two latest runs" if not runs else ""
             before = ", the run ingested before it," if len(runs) == 1 else ""
             _note(f"comparing BASE {_named(stored, base_id)}{before} with NEW {_named(stored, new_id)}{which}")
-        result = compare_runs(base_id, new_id, stored)
+        result = compare_runs(base_id, new_id, stored, base_step_ms, new_step_ms, top=top)
         render(result, fmt)
         if html is not None:
             write_html(result, html)
@@ -229,7 +259,8 @@ def report(
     if not runs:
         run_id = latest_run(stored)
         _note(f"explaining {_named(stored, run_id)}, the latest run")
-    render(run_report(run_id_of(runs[0], stored) if runs else run_id, stored), fmt)
+        runs = [run_id]
+    render(run_report(run_id_of(runs[0], stored, pattern), stored, top=top), fmt)
 
 
 @app.command()
@@ -308,6 +339,17 @@ class _Bar:
 
     def stage(self, text: str) -> None:
         self.bar.update(self.task, description=f"{self.label}: {text}")
+
+
+def _pattern(regex: str | None) -> str | None:
+    """``--steps-from``, checked: a regular expression (Rust's syntax, as Polars matches it)."""
+    if regex is None:
+        return None
+    try:
+        pl.Series([""]).str.contains(regex)
+    except pl.exceptions.ComputeError as e:
+        raise TraceqError(f"--steps-from {regex!r}: not a regular expression ({str(e).splitlines()[0]})") from None
+    return regex
 
 
 def _named(store: Store, run_id: str) -> str:

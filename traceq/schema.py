@@ -233,6 +233,12 @@ _CLOCK_OFFSET = Column(
 )
 _N_EVENTS = Column("n_events", _I64, "rows in `events`")
 _N_STEPS = Column("n_steps", _I64, "rows in `steps`")
+_STEP_RULE = Column(
+    "step_rule",
+    _STR,
+    "what found the steps: profiler steps, user ranges named like steps (`train_step 7`), ranges matching "
+    "--steps-from, the stretches between optimizer steps, or none (one window)",
+)
 _START = Column("start_ns", _I64, "first event start, ns")
 _END = Column("end_ns", _I64, "last event end, ns")
 _WARNINGS = Column("warnings", _STR, "what the reader could not read or had to repair, JSON list of strings")
@@ -242,7 +248,7 @@ _SOURCE_COLUMNS = (
     _SOURCE_PATH, _SOURCE_HASH, _SOURCE_BYTES, _SOURCE_FORMAT, _FLAVOUR, _PROFILER_VERSION, _DEVICES,
     _DISTRIBUTED, _CLOCK_OFFSET,
 )  # fmt: skip
-_COUNT_COLUMNS = (_N_EVENTS, _N_STEPS, _START, _END, _WARNINGS)
+_COUNT_COLUMNS = (_N_EVENTS, _N_STEPS, _STEP_RULE, _START, _END, _WARNINGS)
 
 RUNS = Table(
     "runs",

@@ -17,7 +17,7 @@ import polars as pl
 from traceq.analysis import ranks as rank_views
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.findings import Finding, Part, Waterfall
-from traceq.analysis.report import run_report
+from traceq.analysis.report import TOP_OPS, run_report
 from traceq.analysis.results import Comparison, RunReport
 from traceq.analysis.split import Split
 from traceq.errors import TraceqError
@@ -57,14 +57,17 @@ def compare(
     store: Store | str | Path | None = None,
     base_step_ms: float | None = None,
     new_step_ms: float | None = None,
+    top: int | None = TOP_OPS,
 ) -> Comparison:
     """Compare two stored runs (run ids or names; :func:`traceq.compare` also takes trace files, ingested
     first): waterfall, findings, verdict. ``base_step_ms``/``new_step_ms``: step times measured without the
-    profiler; the verdict then states the real difference and how much of the traced one the profiler added."""
+    profiler; the verdict then states the real difference and how much of the traced one the profiler added.
+    ``top``: how many ops each run's report lists (None: all)."""
     store = store if isinstance(store, Store) else Store(store)
     base_id, new_id = store.resolve(base_ref), store.resolve(new_ref)
+    measured = _measured(base_step_ms, new_step_ms)
     with Session(store, [base_id, new_id], own_queries=True) as session:
-        return _compare(base_id, new_id, store, session, _measured(base_step_ms, new_step_ms))
+        return _compare(base_id, new_id, store, session, measured, top)
 
 
 def _measured(base_ms: float | None, new_ms: float | None) -> dict[str, float] | None:
@@ -76,9 +79,14 @@ def _measured(base_ms: float | None, new_ms: float | None) -> dict[str, float] |
 
 
 def _compare(
-    base_id: str, new_id: str, store: Store, session: Session, measured: dict[str, float] | None = None
+    base_id: str,
+    new_id: str,
+    store: Store,
+    session: Session,
+    measured: dict[str, float] | None = None,
+    top: int | None = TOP_OPS,
 ) -> Comparison:
-    base, new = run_report(base_id, store, session), run_report(new_id, store, session)
+    base, new = run_report(base_id, store, session, top), run_report(new_id, store, session, top)
     if "paddle_summary" in (base.run["source_format"], new.run["source_format"]):
         return _compare_summaries(base, new)
     assert base.split is not None and new.split is not None

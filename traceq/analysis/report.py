@@ -71,14 +71,20 @@ def run_report(
     gaps, ops = q("gpu_gap_buckets").drop("run_id"), q("op_summary")
     parts = split(session, run_id)
     windows = parts.windows
+    host = q("_windows").filter(pl.col("step").is_not_null())
+    cpu_only = busy.is_empty() and not host.is_empty()
+    if cpu_only:  # no GPU work: the steps are the host's windows
+        windows = host.select(pl.struct("rank", "step").n_unique()).item()
     steps = busy.join(bound.select("rank", "step", "device", "host_launch_gap_ns", "launch_bound_ratio",
                                    "gpu_events", "kernels"), on=["rank", "step", "device"], how="left")  # fmt: skip
     cover_row = cover.row(0, named=True) if cover.height else {}
     cast_calls = int(casts["calls"].sum()) if casts.height else 0
+    host_ms = host["win_end"] - host["win_start"]
     summary = {
         "steps": windows if run["n_steps"] else 0,
-        "step_time_ms": _ms(busy["window_ns"].median()),
-        "mean_step_time_ms": parts.window_ms if busy.height else None,
+        "step_rule": run.get("step_rule"),
+        "step_time_ms": _ms(host_ms.median()) if cpu_only else _ms(busy["window_ns"].median()),
+        "mean_step_time_ms": _ms(host_ms.mean()) if cpu_only else parts.window_ms if busy.height else None,
         "gpu_busy_ms": _ms(busy["busy_ns"].mean()),
         "gpu_kernel_busy_ms": _ms(busy["kernel_busy_ns"].mean()),
         "gpu_idle_ms": _ms(busy["idle_ns"].mean()),
@@ -135,6 +141,11 @@ def run_report(
     step_causes, outliers = _step_causes(parts)
     summary["outlier_steps"] = outliers
     notes = []
+    if cpu_only:
+        notes.append(
+            "No GPU work in this trace: step times are the host's step windows; GPU busy and idle time, the "
+            "causes of idle time and the launch-bound ratio need a trace of a GPU run."
+        )
     if (parts.idle.get("launch_overhead", 0.0) + parts.idle.get("python_overhead", 0.0)) >= 0.2 * parts.window_ms:
         notes.append(
             "Profiled step times include the profiler's own CPU cost per op, so a launch-bound run looks "

@@ -115,6 +115,8 @@ class _Run:
     results: dict[int, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     writer: RunWriter | None = None
+    #: the pattern of the ranges that are its steps, where given
+    steps_from: str | None = None
 
 
 def ingest(
@@ -125,10 +127,13 @@ def ingest(
     on_error: Callable[[TraceqError], None] | None = None,
     jobs: int | None = None,
     executor: Executor = "local",
+    steps_from: str | None = None,
 ) -> pl.DataFrame:
     """Ingest trace files (or directories of them) into ``store``.
 
-    Without ``name`` (or with one file) each file becomes one run. With ``name`` and several files or a
+    ``steps_from``: a regular expression naming the host ranges that are the steps (the runs found so are
+    other runs than the same files ingested without it). Without ``name`` (or with one file) each file
+    becomes one run. With ``name`` and several files or a
     directory, the files become one multi-rank run, ranked by :func:`traceq.ingest.ranks.assign_ranks`.
     Files are read in parallel by ``executor``: ``local`` uses ``jobs`` processes (default all cores),
     ``ray`` runs one Ray task per file; each task writes its rank partition itself and every run is
@@ -175,7 +180,8 @@ def ingest(
     todo: list[tuple[_Run, int]] = []
     stored = {row["source_hash"]: row for row in store.catalog().iter_rows(named=True)}
     for run in live:
-        existing = stored.get(_run_hash(run.digests, run.multi_rank))
+        run.steps_from = steps_from
+        existing = stored.get(_run_hash(run.digests, run.multi_rank, steps_from))
         if existing is not None:
             for path in run.files:
                 rows[path] = _duplicate_row(path, existing)
@@ -184,7 +190,7 @@ def ingest(
     try:
         for run in {id(r): r for r, _ in todo}.values():
             run.writer = store.begin_run()
-        tasks = [FileTask(str(r.files[i]), r.digests[i], str(r.writer.dir), f"part-{i}") for r, i in todo]  # type: ignore[union-attr]
+        tasks = [FileTask(str(r.files[i]), r.digests[i], str(r.writer.dir), f"part-{i}", steps_from) for r, i in todo]  # type: ignore[union-attr]
         for k, result in _run_tasks(tasks, jobs, executor, progress):
             run, i = todo[k]
             run.results[i] = result
@@ -215,11 +221,13 @@ def _hash_files(runs: list[_Run], jobs: int | None) -> None:
         run.digests = [next(digests) for _ in run.files]
 
 
-def _run_hash(digests: list[str], multi_rank: bool) -> str:
-    """The run's content hash: the file's; for a multi-rank run, over its files' hashes (in any order)."""
-    if not multi_rank:
-        return digests[0]
-    return hashlib.sha256(("ranks:" + ",".join(sorted(digests))).encode()).hexdigest()
+def _run_hash(digests: list[str], multi_rank: bool, steps_from: str | None = None) -> str:
+    """The run's content hash: the file's; for a multi-rank run, over its files' hashes (in any order);
+    with ``steps_from`` (other steps, so another run), over that too."""
+    digest = digests[0] if not multi_rank else hashlib.sha256(("ranks:" + ",".join(sorted(digests))).encode()).hexdigest()
+    if steps_from is None:
+        return digest
+    return hashlib.sha256(f"{digest}\0steps_from:{steps_from}".encode()).hexdigest()
 
 
 def _run_tasks(
@@ -257,7 +265,7 @@ def _finish(run: _Run, store: Store, rows: dict[Path, dict[str, Any]], fail: Cal
     sources = pl.DataFrame(
         [{**r["source"], "rank": rank, "rank_from": rank_from} for r, rank in zip(results, ranks, strict=True)]
     )
-    run_id = "r" + _run_hash(run.digests, run.multi_rank)[:12]
+    run_id = "r" + _run_hash(run.digests, run.multi_rank, run.steps_from)[:12]
     row = _catalog_row(run, results, ranks, warnings)
     assert run.writer is not None
     try:
@@ -301,7 +309,7 @@ def _catalog_row(run: _Run, results: list[dict[str, Any]], ranks: list[int], war
             "name": [run.name],
             "n_ranks": [len(results)],
             "source_path": [first["source_path"]],
-            "source_hash": [_run_hash(run.digests, run.multi_rank)],
+            "source_hash": [_run_hash(run.digests, run.multi_rank, run.steps_from)],
             "source_bytes": [sum(r["source"]["source_bytes"] for r in results)],
             "clock_offset_ns": [first["clock_offset_ns"]],
             "ingested_at": [datetime.now(timezone.utc)],
@@ -309,6 +317,7 @@ def _catalog_row(run: _Run, results: list[dict[str, Any]], ranks: list[int], war
             "n_events": [sum(r["source"]["n_events"] for r in results)],
             "events_by_kind": [json.dumps(dict(sorted(by_kind.items())))],
             "n_steps": [sum(r["source"]["n_steps"] for r in results)],
+            "step_rule": [first["step_rule"]],
             "start_ns": [min(starts) if starts else None],
             "end_ns": [max(ends) if ends else None],
             "warnings": [json.dumps(all_warnings)],
@@ -337,10 +346,12 @@ def latest_run(store: Store) -> str:
     return latest[0]
 
 
-def pick_runs(store: Store, base_ref: str | None = None, new_ref: str | None = None) -> tuple[str, str]:
+def pick_runs(
+    store: Store, base_ref: str | None = None, new_ref: str | None = None, steps_from: str | None = None
+) -> tuple[str, str]:
     """The run ids of BASE and NEW: as given (run ids, names or trace files, ingested first); NEW alone:
     BASE is the run ingested just before it; neither: the two runs ingested last, BASE the older (by
-    ``ingested_at``)."""
+    ``ingested_at``). ``steps_from``: both with the steps it names (:func:`run_id_of`)."""
     if new_ref is None and base_ref is not None:
         raise StoreError("a comparison with a BASE needs its NEW too")
     if new_ref is None:
@@ -349,23 +360,37 @@ def pick_runs(store: Store, base_ref: str | None = None, new_ref: str | None = N
             held = f"{len(latest)} run" if latest else "no runs"
             more = "another trace" if latest else "two traces"
             raise StoreError(f"the store holds {held}; --compare needs two (ingest {more})")
-        return latest[0], latest[1]
-    new_id = run_id_of(new_ref, store)
-    if base_ref is not None:
-        return run_id_of(base_ref, store), new_id
-    base_id = store.before(new_id)
-    if base_id is None:
-        raise StoreError(f"{new_ref}: the store's first run; no run was ingested before it (name a BASE too)")
-    return base_id, new_id
+        base_ref, new_ref = latest[0], latest[1]
+    elif base_ref is None:
+        base_ref = store.before(run_id_of(new_ref, store))
+        if base_ref is None:
+            raise StoreError(f"{new_ref}: the store's first run; no run was ingested before it (name a BASE too)")
+    return run_id_of(base_ref, store, steps_from), run_id_of(new_ref, store, steps_from)
 
 
-def run_id_of(ref: str, store: Store) -> str:
+def run_id_of(ref: str, store: Store, steps_from: str | None = None) -> str:
     """A run id from a run id, a run name, or a trace file (ingested first if it is not stored yet): what
-    the reports and comparisons of the API and the command take."""
+    the reports and comparisons of the API and the command take. With ``steps_from``, the run whose steps
+    are the ranges matching it: the file (or a stored run's file) ingested with it, once."""
     try:
-        return store.resolve(ref)
+        run_id = store.resolve(ref)
     except StoreError:
         path = Path(ref)
         if not path.exists():
             raise
-    return ingest([path], store=store)["run_id"][0]
+    else:
+        if steps_from is None:
+            return run_id
+        path = _source_of(store, run_id)
+    return ingest([path], store=store, steps_from=steps_from)["run_id"][0]
+
+
+def _source_of(store: Store, run_id: str) -> Path:
+    """The file a stored one-file run was read from (to read it again with other steps)."""
+    row = store.catalog().filter(pl.col("run_id") == run_id).row(0, named=True)
+    path = Path(row["source_path"] or "")
+    if (row["n_ranks"] or 1) > 1:
+        raise StoreError(f"{row['name']}: a run of {row['n_ranks']} ranks; ingest its files again with --steps-from")
+    if not path.is_file():
+        raise StoreError(f"{row['name']}: its file {path} is gone; ingest the trace again with --steps-from")
+    return path

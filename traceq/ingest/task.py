@@ -21,6 +21,7 @@ import polars as pl
 from traceq._utils.memory import release_free_memory
 from traceq.errors import StoreError, TraceqError
 from traceq.ingest import metrics
+from traceq.model.steps import step_rule
 from traceq.readers import ReadResult, read_trace
 from traceq.readers.source import report_stage
 from traceq.store import publish_partition, spill_folder, stage_partition
@@ -34,6 +35,8 @@ class FileTask:
     digest: str
     run_dir: str
     part: str
+    #: the pattern of the ranges that are steps, where given (``ingest --steps-from``)
+    steps_from: str | None = None
 
 
 def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -51,7 +54,7 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
     start = time.perf_counter()
     path, run_dir = Path(task.path), Path(task.run_dir)
     try:
-        result = read_trace(path, progress, spill_dir=spill)
+        result = read_trace(path, progress, spill_dir=spill, steps_from=task.steps_from)
     except StoreError as e:  # writing or reading back the spill folder
         return _store_error(task, e)
     except TraceqError as e:
@@ -82,6 +85,7 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
             "clock_offset_ns": result.clock_offset_ns,
             "n_events": ev.n_events,
             "n_steps": result.tables.steps.height,
+            "step_rule": step_rule(result.tables.steps, task.steps_from),
             "start_ns": ev.start_ns,
             "end_ns": ev.end_ns,
         },

@@ -7,7 +7,7 @@ import polars as pl
 from traceq.model.links import INHERITED, inherit_from_launch, link_launches
 from traceq.model.nesting import nest_host_events
 from traceq.model.placing import placed_at
-from traceq.model.steps import assign_steps, steps_table
+from traceq.model.steps import assign_steps, find_steps, is_step_candidate
 from traceq.schema import EVENTS, GPU_WORK_KINDS, STEPS, THREADS, RunTables
 
 #: Reader columns the model is derived from (``name`` is read on step events only).
@@ -29,15 +29,16 @@ def build_run_tables(
     """
     dtypes, names = EVENTS.schema, dict.fromkeys((*KEY_COLUMNS, *launch_keys))
     keys = events.select(pl.col(c) if c in events.columns else pl.lit(None, dtypes[c]).alias(c) for c in names)
+    keys = keys.with_columns(pl.when(is_step_candidate(pl.col("kind"), pl.col("name"))).then(pl.col("name")).alias("name"))
     derived, steps = derive(keys, tolerance_ns=tolerance_ns, launch_keys=launch_keys)
     return RunTables(attach(events, derived), steps, conform_threads(threads))
 
 
 def derive(
-    keys: pl.DataFrame, *, tolerance_ns: int = 0, launch_keys: tuple[str, ...] = ()
+    keys: pl.DataFrame, *, tolerance_ns: int = 0, launch_keys: tuple[str, ...] = (), steps_from: str | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The derived columns of each row of ``keys`` (:data:`KEY_COLUMNS` and ``launch_keys``), in the
-    rows' order, and the ``steps`` table."""
+    rows' order, and the ``steps`` table (:func:`~traceq.model.steps.find_steps`, with ``steps_from``)."""
     order = keys.select(
         pl.arg_sort_by(["ts_ns", pl.col("dur_ns").neg()], nulls_last=True, maintain_order=True)
     ).to_series()
@@ -48,7 +49,7 @@ def derive(
     # found per row.
     by_id = _placed(nest_host_events(keys, tolerance_ns), keys.height)
     by_id |= _placed(link_launches(keys, launch_keys), keys.height)
-    steps = steps_table(keys)
+    steps = find_steps(keys, steps_from)
     step = assign_steps(keys, steps)
     is_gpu = keys.get_column("kind").is_in(GPU_WORK_KINDS)
     del keys

@@ -28,7 +28,7 @@ from traceq._utils.in_order import InOrder
 from traceq.errors import spill_io
 from traceq.model.links import inherit_from_launch, link_launches
 from traceq.model.nesting import nest_with_open_ranges
-from traceq.model.steps import assign_steps, steps_table
+from traceq.model.steps import assign_steps, find_steps
 from traceq.schema import GPU_WORK_KINDS, OP_TREE_KINDS, STEPS
 
 #: Chrome traces of at least this many events have their model built on disk during ``ingest``.
@@ -113,9 +113,12 @@ class _Buckets:
 
 
 def _step_rows(events: pl.DataFrame) -> pl.DataFrame:
-    """The step events of ``events`` (the columns of :func:`steps_table`), their names in bytes of their
-    own (not a block of the whole frame's names)."""
-    steps = events.filter(pl.col("kind") == "step").select("kind", "name", "ts_ns", "dur_ns", "event_id")
+    """The events of ``events`` that may be steps (those whose names were kept: see
+    :func:`~traceq.model.steps.is_step_candidate`), with the columns :func:`find_steps` reads, their names
+    in bytes of their own (not a block of the whole frame's names)."""
+    steps = events.filter(pl.col("name").is_not_null()).select(
+        "kind", "name", "ts_ns", "dur_ns", "pid", "tid", "event_id"
+    )
     return steps.with_columns(pl.col("name").cast(pl.Categorical).cast(pl.String))
 
 
@@ -129,10 +132,19 @@ class ModelOnDisk:
     """The key columns of a trace's events (``kind``, ``name`` of steps, times, process, thread,
     correlation, device, stream), added chunk by chunk, and the model derived from them in ``folder``."""
 
-    def __init__(self, folder: Path, starts: pl.Series, events: int, launch_keys: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        starts: pl.Series,
+        events: int,
+        launch_keys: tuple[str, ...] = (),
+        steps_from: str | None = None,
+    ) -> None:
         """``starts``: a sample of the start times (every :data:`SAMPLE_EVERY`-th event's, say) of
         about ``events`` events to come; ``launch_keys``: kept columns a launch and its GPU work share
-        besides the correlation id (:func:`link_launches`)."""
+        besides the correlation id (:func:`link_launches`); ``steps_from``: the pattern of the ranges that
+        are steps, where given (:func:`find_steps`)."""
+        self.steps_from = steps_from
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.launch_keys = launch_keys
@@ -159,7 +171,7 @@ class ModelOnDisk:
         times, buckets = self._times, len(self._cuts) + 1
         links = max(1, math.ceil(self.rows / BUCKET_ROWS))  # buckets of correlation ids
         # the step windows (their events' ids come with their buckets)
-        windows = steps_table(pl.concat(self._step_rows))
+        windows = find_steps(pl.concat(self._step_rows), self.steps_from)
         by_correlation = _Buckets(self.folder, "linked")
         self._rows = _Buckets(self.folder, "rows")
         offset, stacks, step_rows = 0, None, []
@@ -193,7 +205,7 @@ class ModelOnDisk:
         by_correlation.close()
         self._rows.close()
         self._link(by_correlation, links)
-        return STEPS.conform(steps_table(pl.concat(step_rows)))
+        return STEPS.conform(find_steps(pl.concat(step_rows), self.steps_from))
 
     def _link(self, by_correlation: _Buckets, buckets: int) -> None:
         """GPU work's launch, and the launch's op, top op and step, into the row buckets (``launched``)."""

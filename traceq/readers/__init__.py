@@ -67,15 +67,18 @@ def sniff_format(path: Path) -> str:
     raise InputError(path, "not a trace (expected chrome-trace JSON, an nsys SQLite export or Paddle summary text)")
 
 
-def read_trace(path: Path, progress: Progress | None = None, *, spill_dir: Path | None = None) -> ReadResult:
+def read_trace(
+    path: Path, progress: Progress | None = None, *, spill_dir: Path | None = None, steps_from: str | None = None
+) -> ReadResult:
     """Read one trace file of any supported format into the canonical tables.
 
     With ``spill_dir``, a chrome trace's decoded chunks (and a large nsys export's events) wait in that
     folder and ``tables.events`` is a LazyFrame that produces the events chunk by chunk (write it with
     ``sink_parquet``: memory stays bounded; the folder must outlive that and is the caller's to remove).
-    Otherwise every table is in memory.
+    Otherwise every table is in memory. ``steps_from``: a regular expression; the host ranges whose names
+    match it are the steps (instead of the profiler's steps, or the ranges and patterns traceq looks for).
     """
-    result = _read(path, progress, spill_dir)
+    result = _read(path, progress, spill_dir, steps_from)
     report_stage(progress, "classifying kernels")
     classify_kernels(result.tables, result.kernel_names)
     if spill_dir is None:
@@ -83,10 +86,10 @@ def read_trace(path: Path, progress: Progress | None = None, *, spill_dir: Path 
     return result
 
 
-def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> ReadResult:
+def _read(path: Path, progress: Progress | None, spill_dir: Path | None, steps_from: str | None) -> ReadResult:
     fmt = sniff_format(path)
     if fmt == "nsys_sqlite":
-        return _read_nsys(path, progress, spill_dir)
+        return _read_nsys(path, progress, spill_dir, steps_from)
     if fmt == paddle_summary.FORMAT:
         tables, warnings = paddle_summary.read_paddle_summary(path)
         return ReadResult(
@@ -102,7 +105,7 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> Read
     params = flavour.params(trace)
     events_of = functools.partial(flavour.events, params=params)
     built = assemble(path, trace.chunks, events_of, flavour.threads(trace), tolerance_ns=params.tolerance_ns,
-                     progress=progress, spill_dir=spill_dir)  # fmt: skip
+                     progress=progress, spill_dir=spill_dir, steps_from=steps_from)  # fmt: skip
     warnings = [*trace.warnings, *built.warnings]
     unsupported = {k: v for k, v in trace.skipped.items() if k not in chrome_common.LINK_PHASES}
     if unsupported:
@@ -120,12 +123,12 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> Read
     )
 
 
-def _read_nsys(path: Path, progress: Progress | None, spill_dir: Path | None) -> ReadResult:
+def _read_nsys(path: Path, progress: Progress | None, spill_dir: Path | None, steps_from: str | None) -> ReadResult:
     export = nsys.read_nsys(path, progress, spill_dir=spill_dir)
     meta = export.meta
     report_stage(progress, "building the model")
     built = assemble(path, export.chunks, lambda raw: raw, export.threads, launch_keys=("pid",), progress=progress,
-                     spill_dir=spill_dir)  # fmt: skip
+                     spill_dir=spill_dir, steps_from=steps_from)  # fmt: skip
     one_window = nsys.as_one_window(built.tables, built.overview.start_ns, built.overview.end_ns)
     return _assembled(
         built,

@@ -21,6 +21,7 @@ from traceq._utils.memory import release_free_memory
 from traceq.errors import InputError
 from traceq.model import on_disk
 from traceq.model.build import KEY_COLUMNS, attach, conform_threads, derive
+from traceq.model.steps import is_step_candidate
 from traceq.readers.chunks import Chunks
 from traceq.readers.overview import Overview
 from traceq.readers.source import Progress, report_stage
@@ -52,23 +53,27 @@ def assemble(
     launch_keys: tuple[str, ...] = (),
     progress: Progress | None = None,
     spill_dir: Path | None = None,
+    steps_from: str | None = None,
 ) -> Assembled:
     """The tables of the events in ``chunks`` (each chunk's canonical events: ``events_of``) and the
     reader's ``threads``, their model derived in memory or, for a large trace being spilled
     (``spill_dir``), on disk (:mod:`traceq.model.on_disk`). ``tolerance_ns`` and ``launch_keys`` are the
     source's nesting tolerance and the columns that must match besides the correlation id for a launch
-    link (:func:`traceq.model.build.derive`)."""
+    link (:func:`traceq.model.build.derive`); ``steps_from``: the pattern of the ranges that are steps,
+    where given (:func:`traceq.model.steps.find_steps`)."""
     disk = None
     if spill_dir is not None and on_disk.builds_on_disk(decoded := sum(chunks.rows)):
         report_stage(progress, f"building the model on disk ({decoded:,} events)")
         starts = _sampled_starts(chunks, events_of)
-        disk = on_disk.ModelOnDisk(spill_dir / "model", starts, decoded, launch_keys=launch_keys)
-    keys = _ModelKeys.of(path, chunks, events_of, disk)
+        disk = on_disk.ModelOnDisk(spill_dir / "model", starts, decoded, launch_keys=launch_keys, steps_from=steps_from)
+    keys = _ModelKeys.of(path, chunks, events_of, disk, steps_from)
     release_free_memory()
     if disk is None:
         assert keys.frame is not None
         columns = list(dict.fromkeys((*KEY_COLUMNS, *launch_keys)))
-        derived, steps = derive(keys.frame.select(columns), tolerance_ns=tolerance_ns, launch_keys=launch_keys)
+        derived, steps = derive(
+            keys.frame.select(columns), tolerance_ns=tolerance_ns, launch_keys=launch_keys, steps_from=steps_from
+        )
         model = _model_in_memory(keys, derived)
         del derived
     else:
@@ -86,7 +91,7 @@ def assemble(
 
 
 #: Event columns kept while the model of chunked events is built (the others wait in the chunks until
-#: the events are written); ``name`` only on step events.
+#: the events are written); ``name`` only on events that may be steps (:func:`is_step_candidate`).
 _KEPT = (*KEY_COLUMNS, "device", "stream")
 
 #: The kept columns written from the kept values (``name`` is mapped again with the other columns).
@@ -106,9 +111,17 @@ class _ModelKeys:
     overview: Overview
 
     @classmethod
-    def of(cls, path: Path, chunks: Chunks, events_of: ChunkEvents, disk: on_disk.ModelOnDisk | None) -> _ModelKeys:
+    def of(
+        cls,
+        path: Path,
+        chunks: Chunks,
+        events_of: ChunkEvents,
+        disk: on_disk.ModelOnDisk | None,
+        steps_from: str | None = None,
+    ) -> _ModelKeys:
         parts, rows, names, negative, overview = [], [], [], 0, Overview()
-        is_kernel, is_step = pl.col("kind") == "kernel", pl.col("kind") == "step"
+        is_kernel = pl.col("kind") == "kernel"
+        is_step = is_step_candidate(pl.col("kind"), pl.col("name"), steps_from)
 
         def query(raw: pl.LazyFrame) -> pl.LazyFrame:
             return events_of(raw).select(_KEPT)

@@ -32,7 +32,7 @@ from traceq._utils.jobs import default_jobs
 from traceq._utils.memory import release_free_memory
 from traceq.errors import InputError
 from traceq.model import on_disk
-from traceq.model.steps import STEP_NAME
+from traceq.model.steps import STEP_NAME, WHOLE_CAPTURE
 from traceq.readers.chunks import Chunks
 from traceq.readers.source import Progress, TruncatedInput, is_gzip, iter_content, report_stage
 from traceq.schema import EVENTS, RunTables
@@ -74,7 +74,10 @@ CHUNK_PART_ROWS = 1 << 16
 #: The columns of the events of an export read into chunks (its reads' canonical columns).
 CHUNK_SCHEMA = {c: EVENTS.schema[c] for c in ("kind", "category", "name", "ts_ns", "dur_ns", "pid", "tid", "device",
                                               "stream", "correlation", "bytes", "input_shapes", "args")}  # fmt: skip
-NO_STEPS = "no profiler-step NVTX ranges: the whole capture is one window (step 0)"
+NO_STEPS = (
+    "no step ranges (no profiler-step NVTX ranges, no ranges named like steps, no optimizer steps): the whole "
+    "capture is one window (step 0); name the ranges with --steps-from REGEX"
+)
 _EXPORT_MARKERS = {"StringIds", _RUNTIME, _NVTX, "TARGET_INFO_SYSTEM_ENV", "META_DATA_EXPORT", "EXPORT_META_DATA"}
 
 
@@ -483,7 +486,7 @@ def whole_capture(start_ns: int | None, end_ns: int | None) -> pl.DataFrame:
     return pl.DataFrame(
         {
             "step": [0],
-            "name": ["(whole capture)"],
+            "name": [WHOLE_CAPTURE],
             "ts_ns": [start_ns],
             "dur_ns": [None if start_ns is None or end_ns is None else end_ns - start_ns],
             "event_id": [None],
