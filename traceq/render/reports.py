@@ -107,7 +107,7 @@ def _site(v: dict[str, Any]) -> str:
             f"(typically {number(v['typical_kernels_per_call'])})" + (f", shapes {shapes}" if shapes else "")
         )
     where = [x for x in (v.get("site"), v.get("op"), v.get("top_op")) if x]
-    chain = " < ".join(dict.fromkeys(where)) or "between ops"
+    chain = " < ".join(dict.fromkeys(where)) or "outside any call"
     frame = f" at {v['frame']}" if v.get("frame") else ""
     size = f"{number(v.get('idle_ms_per_step'))} ms per step"
     calls = f", {number(v['calls_per_step'])} calls per step" if v.get("calls_per_step") else ""
