@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import traceq
 from traceq.analysis.replay.api import Replayer
 from traceq.analysis.replay.engine import replay
 from traceq.analysis.replay.overhead import OverheadModel, overhead_scenario
@@ -62,7 +63,7 @@ def solve(f, target: float, lo: float, hi: float, iters: int = 22) -> float | No
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--planted-store", default="/work/planted_store")
+    ap.add_argument("--planted-store", default="/work/planted_store", help="a store of the planted traces")
     ap.add_argument("--planted", default="/work/planted")
     ap.add_argument("--shared", default="/work/shared")
     ap.add_argument("--conformer-store", default=None)
@@ -71,8 +72,6 @@ def main() -> None:
     runs = measured_runs(Path(a.planted), Path(a.shared))
     conf_store = a.conformer_store
     if conf_store is None and any(v["source"] == "conformer" for v in runs.values()):
-        import traceq
-
         conf_store = tempfile.mkdtemp(prefix="replay-conformer-")
         files = sorted(str(p) for p in (Path(a.shared) / "traces" / "kineto").glob("conformer_*.json.gz"))
         traceq.ingest(files, store=conf_store)

@@ -12,6 +12,7 @@
 from traceq.analysis.replay.api import Estimate, Replayer, load_timeline, replayer, reproduce, unprofiled, what_if
 from traceq.analysis.replay.compare import Verdict, compare_replayers, compare_unprofiled
 from traceq.analysis.replay.engine import Replay, replay
+from traceq.analysis.replay.explain import with_replay, with_what_if
 from traceq.analysis.replay.graph import Graph, build_graph
 from traceq.analysis.replay.overhead import OverheadModel, overhead_scenario
 from traceq.analysis.replay.scenario import Scenario
@@ -39,4 +40,6 @@ __all__ = [
     "reproduce",
     "unprofiled",
     "what_if",
+    "with_replay",
+    "with_what_if",
 ]
