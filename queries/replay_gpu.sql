@@ -20,4 +20,3 @@ SELECT e.run_id, e.rank, e.event_id, e.kind, e.name, e.device, e.stream, e.ts_ns
 FROM events e
 LEFT JOIN kernel_classes c ON c.run_id = e.run_id AND c.rank = e.rank AND c.name = e.name
 WHERE e.kind IN ('kernel', 'memcpy', 'memset')
-ORDER BY e.run_id, e.rank, e.ts_ns, e.event_id

@@ -26,4 +26,3 @@ LEFT JOIN _host_marks m ON m.run_id = e.run_id AND m.rank = e.rank AND m.event_i
 WHERE (e.kind IN ('op', 'op_inner', 'python', 'annotation', 'runtime', 'step')
        AND e.pid IS NOT NULL AND e.tid IS NOT NULL AND e.dur_ns >= 0)
    OR (e.kind = 'other' AND e.name = 'Command Buffer Full')
-ORDER BY e.run_id, e.rank, e.event_id

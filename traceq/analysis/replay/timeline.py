@@ -81,7 +81,8 @@ def timeline_from_frames(
     searches: pl.DataFrame,
 ) -> Timeline:
     """The timeline of ``run_id`` (rank ``rank``) from the rows of ``replay_host``, ``replay_gpu``,
-    ``replay_steps``, ``_windows`` and ``_search_calls`` (any runs and ranks: this one's are kept)."""
+    ``replay_steps``, ``_windows`` and ``_search_calls`` (any runs and ranks, in any order: this
+    one's are kept, in time order)."""
 
     def own(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.filter((pl.col("run_id") == run_id) & (pl.col("rank") == rank)).drop("run_id", "rank")
