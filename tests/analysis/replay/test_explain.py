@@ -8,7 +8,7 @@ import json
 import pytest
 
 import traceq
-from tests.conftest import run_cli, shared
+from tests.conftest import SAMPLES, raw_trace, run_cli, shared
 from traceq.analysis.compare import compare
 from traceq.analysis.replay.explain import with_replay
 from traceq.analysis.replay.whatif import FIXES
@@ -125,3 +125,13 @@ def test_the_flags_need_no_compare_but_measured_times_still_do(replay_store):
     store = str(replay_store.root)
     out = run_cli("report", "enc_fp16_3steps", "--unprofiled", "--base-step-ms", "10", "--store", store)
     assert out.returncode == 1 and "needs --compare" in out.stderr
+
+
+def test_a_one_file_run_replays_the_rank_its_trace_declares(tmp_path):
+    """A DDP rank's trace ingested alone keeps its rank (1): the replay takes the run's own rank."""
+    path = SAMPLES / "ddp" / "fp16" / "ddp_fp16_rank1.json.gz"
+    declared = raw_trace(path)["distributedInfo"]["rank"]
+    traceq.ingest([path], store=tmp_path / "store", jobs=1)
+    report = with_replay(run_report("ddp_fp16_rank1", tmp_path / "store"), tmp_path / "store", unprofiled=True)
+    assert declared == 1 and report.unprofiled is not None
+    assert report.unprofiled["per_step"] and report.unprofiled["traced_ms"] > report.unprofiled["unprofiled_ms"] > 0

@@ -22,14 +22,18 @@ from traceq.query.engine import Session
 QUERIES = ("replay_host", "replay_gpu", "replay_steps", "_windows", "_search_calls")
 
 
-def load_timeline(session: Session, run_id: str, rank: int = 0) -> Timeline:
-    """Load ``run_id`` (rank ``rank``) from ``session`` (whose runs must include it)."""
+def load_timeline(session: Session, run_id: str, rank: int | None = None) -> Timeline:
+    """Load ``run_id`` (rank ``rank``; by default its lowest rank) from ``session`` (whose runs must
+    include it)."""
     catalog = session.sql("select * from runs").filter(pl.col("run_id") == run_id)
     if catalog.height == 0:
         raise QueryError(f"{run_id}: no such run in this session")
     run = catalog.row(0, named=True)
     counts = json.loads(run.get("events_by_kind") or "{}")
     frames = [session.query(name) for name in QUERIES]
+    if rank is None:  # a one-file run keeps the rank its trace declares
+        rank = frames[0].filter(pl.col("run_id") == run_id)["rank"].min()  # type: ignore[assignment]
+        rank = 0 if rank is None else int(rank)  # type: ignore[arg-type]
     return timeline_from_frames(run_id, rank, run.get("flavour") or "", counts, *frames)
 
 
@@ -76,7 +80,9 @@ class Replayer:
         self._cache: dict[str, Replay] = {}
 
     @classmethod
-    def load(cls, session: Session, run_id: str, rank: int = 0, model: OverheadModel | None = None) -> Replayer:
+    def load(
+        cls, session: Session, run_id: str, rank: int | None = None, model: OverheadModel | None = None
+    ) -> Replayer:
         return cls(load_timeline(session, run_id, rank), model)
 
     def run(self, scenario: Scenario | None = None) -> Replay:
@@ -190,23 +196,27 @@ class Replayer:
         return pl.DataFrame(rows)
 
 
-def replayer(session: Session, run_id: str, rank: int = 0, model: OverheadModel | None = None) -> Replayer:
+def replayer(session: Session, run_id: str, rank: int | None = None, model: OverheadModel | None = None) -> Replayer:
     """A :class:`Replayer` for ``run_id`` (a run id of the session's store) and ``rank``."""
     return Replayer.load(session, run_id, rank, model)
 
 
-def reproduce(session: Session, run_id: str, rank: int = 0) -> pl.DataFrame:
+def reproduce(session: Session, run_id: str, rank: int | None = None) -> pl.DataFrame:
     """Per step: traced window, unchanged replay, difference (ms and %)."""
     return replayer(session, run_id, rank).reproduce()
 
 
-def unprofiled(session: Session, run_id: str, rank: int = 0, model: OverheadModel | None = None) -> Estimate:
+def unprofiled(session: Session, run_id: str, rank: int | None = None, model: OverheadModel | None = None) -> Estimate:
     """The step time without the profiler (see :meth:`Replayer.unprofiled`)."""
     return replayer(session, run_id, rank, model).unprofiled()
 
 
 def what_if(
-    session: Session, run_id: str, causes: list[str] | None = None, rank: int = 0, model: OverheadModel | None = None
+    session: Session,
+    run_id: str,
+    causes: list[str] | None = None,
+    rank: int | None = None,
+    model: OverheadModel | None = None,
 ) -> pl.DataFrame:
     """Predicted step time and saving per cause (see :meth:`Replayer.what_if`)."""
     return replayer(session, run_id, rank, model).what_if(causes)

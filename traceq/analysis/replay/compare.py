@@ -96,7 +96,7 @@ def compare_replayers(base: Replayer, new: Replayer, normalize_host: bool = True
 
 
 def compare_unprofiled(
-    session: Session, base_run: str, new_run: str, rank: int = 0, normalize_host: bool = True
+    session: Session, base_run: str, new_run: str, rank: int | None = None, normalize_host: bool = True
 ) -> Verdict:
     """The verdict of ``new_run`` against ``base_run`` without the profiler (see the module doc)."""
     return compare_replayers(
