@@ -130,9 +130,10 @@ class Replayer:
             .join(high.windows.select("step", high_ms="ms"), on="step", how="left")
         )
         tl = self.timeline
+        alphas = sorted((low_model.alpha, high_model.alpha))
         notes = [
             f"replayed {tl.n_steps} steps of {tl.n_events} events; profiler cost per host transition taken from "
-            f"the trace (alpha={self.model.alpha:g}, band {low_model.alpha:g}-{high_model.alpha:g})",
+            f"the trace (alpha={self.model.alpha:g}, band {alphas[0]:g}-{alphas[1]:g})",
         ]
         if tl.stacks:
             notes.append(
