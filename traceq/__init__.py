@@ -14,6 +14,7 @@ import polars as pl
 from traceq._version import __version__
 from traceq.analysis import compare as comparison
 from traceq.analysis import report as reporting
+from traceq.analysis.replay.explain import with_replay
 from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import InputError, QueryError, StoreError, TraceqError
 from traceq.ingest.ingest import ingest, latest_run, pick_runs, run_id_of
@@ -33,13 +34,17 @@ def run_report(
     *,
     steps_from: str | None = None,
     top: int | None = reporting.TOP_OPS,
+    what_if: bool = False,
+    unprofiled: bool = False,
 ) -> RunReport:
     """The report of one run: a run id, a run name, or a trace file (ingested first if not stored yet);
     by default the run ingested last. ``steps_from``: a regular expression naming the host ranges that are
-    the steps (the trace is read again with it). ``top``: how many ops to list (None: all)."""
+    the steps (the trace is read again with it). ``top``: how many ops to list (None: all). ``what_if``:
+    replay the run with each cause removed (``report.what_if``, each finding's ``what_if_ms``);
+    ``unprofiled``: estimate its step time without the profiler (``report.unprofiled``)."""
     store = _store(store)
     run_id = run_id_of(ref if ref is not None else latest_run(store), store, steps_from)
-    return reporting.run_report(run_id, store, top=top)
+    return with_replay(reporting.run_report(run_id, store, top=top), store, what_if, unprofiled)
 
 
 def compare(
@@ -51,14 +56,18 @@ def compare(
     new_step_ms: float | None = None,
     steps_from: str | None = None,
     top: int | None = reporting.TOP_OPS,
+    what_if: bool = False,
+    unprofiled: bool = False,
 ) -> Comparison:
     """Why NEW's step is slower or faster than BASE's: each a run id, a run name, or a trace file (ingested
     first if not stored yet). Without runs, the two runs ingested last; with NEW alone, the run ingested
     just before it is BASE. ``base_step_ms``/``new_step_ms``: step times measured without the profiler.
-    ``steps_from``: see :func:`run_report`."""
+    ``steps_from``, ``what_if``: see :func:`run_report`; ``unprofiled``: the verdict on both runs' step
+    times estimated without the profiler (``diff.unprofiled``), unless measured ones are given."""
     store = _store(store)
     base_id, new_id = pick_runs(store, base_ref, new_ref, steps_from)
-    return comparison.compare(base_id, new_id, store, base_step_ms, new_step_ms, top=top)
+    result = comparison.compare(base_id, new_id, store, base_step_ms, new_step_ms, top=top)
+    return with_replay(result, store, what_if, unprofiled)
 
 
 def _store(store: Store | str | Path | None) -> Store:

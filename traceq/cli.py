@@ -16,6 +16,7 @@ import typer.core
 
 from traceq._version import __version__
 from traceq.analysis.compare import compare as compare_runs
+from traceq.analysis.replay.explain import with_replay
 from traceq.analysis.report import TOP_OPS, run_report
 from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import TraceqError
@@ -226,6 +227,13 @@ def report(
             show_default=False,
         ),
     ] = None,
+    what_if: Annotated[
+        bool, typer.Option("--what-if", help="Replay the run with each cause removed: the step time each fix saves.")
+    ] = False,
+    unprofiled: Annotated[
+        bool, typer.Option("--unprofiled", help="Estimate the step time without the profiler (with --compare: "
+                           "the verdict on it, unless measured times are given).")
+    ] = False,
     steps_from: StepsFromOpt = None,
     all_ops: Annotated[bool, typer.Option("--all", help="List every op (default: the top 30 by CPU time).")] = False,
     store: StoreOpt = None,
@@ -259,6 +267,7 @@ def report(
             before = ", the run ingested before it," if len(runs) == 1 else ""
             _note(f"comparing BASE {_named(stored, base_id)}{before} with NEW {_named(stored, new_id)}{which}")
         result = compare_runs(base_id, new_id, stored, base_step_ms, new_step_ms, top=top)
+        result = with_replay(result, stored, what_if, unprofiled)
         render(result, fmt)
         if html is not None:
             write_html(result, html)
@@ -271,7 +280,8 @@ def report(
         run_id = latest_run(stored)
         _note(f"explaining {_named(stored, run_id)}, the latest run")
         runs = [run_id]
-    render(run_report(run_id_of(runs[0], stored, pattern), stored, top=top), fmt)
+    explained = run_report(run_id_of(runs[0], stored, pattern), stored, top=top)
+    render(with_replay(explained, stored, what_if, unprofiled), fmt)
 
 
 @app.command()

@@ -15,23 +15,30 @@ from typing import Any
 class Finding:
     """One cause, named when its evidence clears a bar: what it is (``id``, a cause id), one line saying
     it, its estimated impact in ms per step (for a comparison NEW minus BASE, positive: NEW is slower;
-    None for summary text, which has no steps), the numbers behind it and what to try next."""
+    None for summary text, which has no steps), the numbers behind it and what to try next.
+    ``what_if_ms``: where a replay was asked for (``report --what-if``) and can model the cause, the step
+    time it predicts the fix saves, ms per step without the profiler (for a comparison, in NEW)."""
 
     id: str
     title: str
     impact_ms: float | None
     evidence: dict[str, Any]
     next_step: str
+    what_if_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form: ``id``, ``title``, ``impact_ms``, ``evidence``, ``next_step``."""
-        return {
+        """The JSON form: ``id``, ``title``, ``impact_ms``, ``evidence``, ``next_step``, and ``what_if_ms``
+        where a replay predicted it."""
+        out = {
             "id": self.id,
             "title": self.title,
             "impact_ms": self.impact_ms,
             "evidence": self.evidence,
             "next_step": self.next_step,
         }
+        if self.what_if_ms is not None:
+            out["what_if_ms"] = self.what_if_ms
+        return out
 
 
 @dataclass(frozen=True)

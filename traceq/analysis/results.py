@@ -39,6 +39,11 @@ class RunReport:
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     #: per window: its split into causes (ms) and its largest cause
     step_causes: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: ``report --what-if``: per cause the replay models, the fix, the step without the profiler with the
+    #: fix and the saving with its band (:meth:`traceq.analysis.replay.api.Replayer.what_if`); empty otherwise
+    what_if: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: ``report --unprofiled``: the step time estimated without the profiler (``Estimate.to_dict()``)
+    unprofiled: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: headline keys, ``ops`` rows, ``findings``, per-step causes and, for several
@@ -55,6 +60,10 @@ class RunReport:
         if not self.ranks.is_empty():
             out["ranks"] = self.ranks.to_dicts()
             out["stragglers"] = self.stragglers.to_dicts()
+        if not self.what_if.is_empty():
+            out["what_if"] = self.what_if.to_dicts()
+        if self.unprofiled is not None:
+            out["unprofiled"] = self.unprofiled
         return out
 
 
@@ -80,9 +89,12 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     #: step times measured without the profiler, where given: base_ms, new_ms, delta_ms, traced_delta_ms
     measured: dict[str, float] | None = None
+    #: ``report --compare --unprofiled``: both runs' step times estimated without the profiler and the
+    #: verdict on them (``Verdict.to_dict()`` of :mod:`traceq.analysis.replay.compare`)
+    unprofiled: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "base": self.base.to_dict(),
             "new": self.new.to_dict(),
             "step_time_delta_ms": self.step_time_delta_ms,
@@ -97,3 +109,6 @@ class Comparison:
             "ranks": self.ranks.to_dicts(),
             "notes": self.notes,
         }
+        if self.unprofiled is not None:
+            out["unprofiled"] = self.unprofiled
+        return out

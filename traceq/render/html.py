@@ -10,6 +10,7 @@ from typing import TextIO
 import polars as pl
 
 from traceq.analysis.results import Comparison
+from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1b1b1b;max-width:1100px}
@@ -99,11 +100,20 @@ def render_html(result: Comparison) -> str:
             _bar_chart(rows, "waterfall"),
         ]
         parts += ["<h2>GPU busy and idle per step</h2>", _timeline(result.steps)]
+    if result.unprofiled is not None:
+        parts.append("<h2>Without the profiler (replay)</h2>")
+        for side in ("base", "new"):
+            lines = unprofiled_lines(result.unprofiled[side])
+            parts.append(f"<p><b>{side.upper()}</b>: " + "<br>".join(html.escape(line) for line in lines) + "</p>")
     parts.append("<h2>Findings</h2><ol>")
     for f in result.findings:
         impact = f" ({f.impact_ms:+.2f} ms/step)" if f.impact_ms is not None else ""
-        parts.append(f"<li><b>{html.escape(f.title)}</b>{impact}<br>Next: {html.escape(f.next_step)}</li>")
+        fixed = f.what_if_ms is not None and saving_text(f.what_if_ms)
+        what_if = f"<br>What if fixed in NEW (replay): {html.escape(fixed)}" if fixed else ""
+        parts.append(f"<li><b>{html.escape(f.title)}</b>{impact}{what_if}<br>Next: {html.escape(f.next_step)}</li>")
     parts.append("</ol>")
+    if not result.new.what_if.is_empty():
+        parts += [f"<h2>NEW: {html.escape(WHAT_IF_TITLE)}</h2>", _table(what_if_table(result.new.what_if))]
     if not result.op_deltas.is_empty():
         top = result.op_deltas.head(15)
         parts += ["<h2>Per-op CPU time change (ms per step)</h2>",

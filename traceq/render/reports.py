@@ -21,6 +21,7 @@ from traceq.analysis.findings import Finding
 from traceq.analysis.results import Comparison, RunReport
 from traceq.render.frames import console as make_console
 from traceq.render.frames import literal, markdown, table, visible
+from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
 
 #: Sites listed under "Where the idle time went".
 TOP_SITES = 10
@@ -125,6 +126,9 @@ def finding_lines(i: int, f: Finding, signed: bool) -> list[str]:
         if _empty(v) or (isinstance(v, list) and len(v) == 2 and all(map(_empty, v))):
             continue
         lines.append(f"   {k.replace('_', ' ')}: {evidence_text(v, paired=signed)}")
+    if f.what_if_ms is not None:
+        where = " in NEW" if signed else ""
+        lines.append(f"   what if fixed{where} (replay): {saving_text(f.what_if_ms)}")
     lines.append(f"   next: {f.next_step}")
     return lines
 
@@ -236,8 +240,12 @@ def report_blocks(report: RunReport) -> list[Block]:
     split = split_table(report)
     if not split.is_empty():
         blocks.append(Block("Where the step goes (ms per step)", frame=split))
+    if report.unprofiled is not None:
+        blocks.append(Block("Step time without the profiler (replay)", unprofiled_lines(report.unprofiled)))
     lines = [line for i, f in enumerate(report.findings, 1) for line in finding_lines(i, f, signed=False)]
     blocks.append(Block("Findings (largest first)", lines or ["No finding cleared its threshold."]))
+    if not report.what_if.is_empty():
+        blocks.append(Block(WHAT_IF_TITLE, frame=what_if_table(report.what_if)))
     sites = sites_table(report)
     if not sites.is_empty():
         blocks.append(Block("Where the GPU's idle time went (top calls)", frame=sites))
@@ -317,8 +325,14 @@ def compare_blocks(result: Comparison) -> list[Block]:
     water = waterfall_table(result)
     if not water.is_empty():
         blocks.append(Block("Waterfall (ms per step)", frame=water))
+    if result.unprofiled is not None:
+        for side in ("base", "new"):
+            title = f"{side.upper()} without the profiler (replay)"
+            blocks.append(Block(title, unprofiled_lines(result.unprofiled[side])))
     lines = [line for i, f in enumerate(result.findings, 1) for line in finding_lines(i, f, signed=True)]
     blocks.append(Block("Findings (largest change first)", lines or ["No part changed enough to matter."]))
+    if not result.new.what_if.is_empty():
+        blocks.append(Block(f"NEW: {WHAT_IF_TITLE}", frame=what_if_table(result.new.what_if)))
     blocks += [Block("Note", [note]) for note in result.notes]
     if not result.ranks.is_empty():
         blocks.append(

@@ -1,0 +1,28 @@
+-- replay_host: the host ranges a replay of the timeline issues, each with its idle cause.
+-- Requires: _host_marks
+-- Definition: every host range of a thread (kinds op, op_inner, python, annotation, runtime and step, with
+-- a process, a thread and a duration of 0 or more), with the idle cause _host_marks gives the event itself
+-- (NULL where it marks none), plus CUPTI's "Command Buffer Full" ranges (kind 'other': the host blocked on
+-- a full launch queue), which the replay reads as waits of the launches they overlap, not as ranges.
+-- Reads: events(run_id, rank, event_id, kind, name, pid, tid, ts_ns, dur_ns, step, depth, parent_id), _host_marks.
+-- Columns:
+--   run_id     VARCHAR  run id
+--   rank       BIGINT   rank
+--   event_id   BIGINT   the host event
+--   kind       VARCHAR  event kind ('other' only for "Command Buffer Full")
+--   name       VARCHAR  event name
+--   pid        BIGINT   host process
+--   tid        BIGINT   host thread
+--   ts_ns      BIGINT   start, ns
+--   end_ns     BIGINT   end, ns
+--   step       INTEGER  profiler step of the event
+--   depth      INTEGER  enclosing ops
+--   parent_id  BIGINT   innermost enclosing op
+--   cause      VARCHAR  the event's own idle cause (see _host_marks), NULL where none
+SELECT e.run_id, e.rank, e.event_id, e.kind, e.name, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
+       e.step, e.depth, e.parent_id, m.cause
+FROM events e
+LEFT JOIN _host_marks m ON m.run_id = e.run_id AND m.rank = e.rank AND m.event_id = e.event_id
+WHERE (e.kind IN ('op', 'op_inner', 'python', 'annotation', 'runtime', 'step')
+       AND e.pid IS NOT NULL AND e.tid IS NOT NULL AND e.dur_ns >= 0)
+   OR (e.kind = 'other' AND e.name = 'Command Buffer Full')

@@ -1,0 +1,60 @@
+"""The committed planted traces (three steps each, with step times measured without the profiler) and the
+Conformer samples, ingested once into a temporary store; replayers loaded once per run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import traceq
+from tests.conftest import SAMPLES
+from traceq.analysis.replay import Replayer
+from traceq.query.engine import Session
+from traceq.store import Store
+
+PLANTED = SAMPLES / "planted"
+#: The Conformer b4 samples' step times measured without the profiler (shared traces' runs.json).
+CONFORMER_MS = {"kineto_conformer_fp32_b4_2steps": 32.453, "kineto_conformer_fp16_b4_2steps": 44.519}
+
+
+@pytest.fixture(scope="session")
+def manifest() -> dict[str, dict]:
+    """Run name (file name less ``.json.gz``) -> settings and measured step times."""
+    doc = json.loads((PLANTED / "manifest.json").read_text())
+    out = {name[: -len(".json.gz")]: v for name, v in doc["traces"].items()}
+    out.update(doc.get("measured_only", {}))  # fixes measured but not committed as traces
+    out.update({name: {"step_ms": ms} for name, ms in CONFORMER_MS.items()})
+    return out
+
+
+@pytest.fixture(scope="session")
+def replay_store(tmp_path_factory: pytest.TempPathFactory, manifest: dict[str, dict]) -> Store:
+    files = [str(PLANTED / f"{name}.json.gz") for name in manifest if (PLANTED / f"{name}.json.gz").exists()]
+    files += [str(SAMPLES / f"{name}.json.gz") for name in CONFORMER_MS]
+    root = tmp_path_factory.mktemp("replay") / "store"
+    traceq.ingest(files, store=root)
+    return Store(root)
+
+
+@pytest.fixture(scope="session")
+def replayers(replay_store: Store) -> dict[str, Replayer]:
+    """A loaded replayer per run name (filled on first use)."""
+    return _Lazy(replay_store)
+
+
+class _Lazy(dict):
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.store = store
+
+    def __missing__(self, name: str) -> Replayer:
+        run_id = self.store.resolve(name)
+        with Session(self.store, [run_id], use_stored=False) as s:
+            self[name] = Replayer.load(s, run_id)
+        return self[name]
+
+
+def trace_path(name: str) -> Path:
+    return PLANTED / f"{name}.json.gz" if (PLANTED / f"{name}.json.gz").exists() else SAMPLES / f"{name}.json.gz"

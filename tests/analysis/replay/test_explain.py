@@ -1,0 +1,137 @@
+"""The replay in reports: ``what_if_ms`` on the findings it models, the step time without the profiler,
+the comparison's verdict on estimated step times (measured ones win), and the command's flags."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import traceq
+from tests.conftest import SAMPLES, raw_trace, run_cli, shared
+from traceq.analysis.compare import compare
+from traceq.analysis.replay.explain import with_replay
+from traceq.analysis.replay.whatif import FIXES
+from traceq.analysis.report import run_report
+
+CONFORMER = ("kineto_conformer_fp32_b4_2steps", "kineto_conformer_fp16_b4_2steps")
+
+
+@pytest.fixture(scope="module")
+def input_report(replay_store):
+    """The run whose input pipeline was planted (single-process DataLoader), with its what-ifs."""
+    return with_replay(run_report("input8_fp16_3steps", replay_store), replay_store, what_if=True, unprofiled=True)
+
+
+def test_findings_of_modelled_causes_carry_the_what_if_saving(input_report):
+    saving = dict(zip(input_report.what_if["cause"], input_report.what_if["saving_ms"], strict=True))
+    assert set(saving) == set(FIXES)
+    assert {f.id for f in input_report.findings} & set(FIXES), "no finding of a modelled cause"
+    for f in input_report.findings:
+        d = f.to_dict()
+        if f.id in FIXES:
+            assert f.what_if_ms == pytest.approx(saving[f.id], abs=1e-3)
+            assert d["what_if_ms"] == f.what_if_ms
+        else:
+            assert f.what_if_ms is None and "what_if_ms" not in d
+
+
+def test_the_input_pipeline_saving_is_the_measured_one(input_report, manifest):
+    """Measured without the profiler: the same run with DataLoader workers (its fixed twin) is 23.2 ms faster."""
+    measured = manifest["input8_fp16_3steps"]["step_ms"] - manifest["workers8_fp16_3steps"]["step_ms"]
+    (finding,) = [f for f in input_report.findings if f.id == "input_pipeline"]
+    assert finding.what_if_ms == pytest.approx(measured, rel=0.25)
+
+
+def test_the_estimate_is_in_the_report_and_its_json(input_report, manifest):
+    est = input_report.unprofiled
+    assert est is not None and est["low_ms"] <= est["unprofiled_ms"] <= est["high_ms"]
+    assert est["unprofiled_ms"] == pytest.approx(manifest["input8_fp16_3steps"]["step_ms"], rel=0.15)
+    doc = json.loads(json.dumps(input_report.to_dict(), default=str))
+    assert doc["unprofiled"]["unprofiled_ms"] == pytest.approx(est["unprofiled_ms"], abs=1e-3)
+    assert [r["cause"] for r in doc["what_if"]] == list(FIXES)
+
+
+def test_without_flags_the_report_is_unchanged(replay_store):
+    plain = run_report("enc_fp16_3steps", replay_store)
+    same = with_replay(plain, replay_store)
+    assert same is plain and same.what_if.is_empty() and same.unprofiled is None
+    assert all("what_if_ms" not in f.to_dict() for f in plain.findings)
+
+
+def test_the_verdict_without_the_profiler_flips_the_traced_one(replay_store, manifest):
+    """Conformer b4: the traced steps say AMP is faster, measured without the profiler it is 37% slower."""
+    base, new = CONFORMER
+    result = with_replay(compare(base, new, replay_store), replay_store, unprofiled=True)
+    measured = manifest[new]["step_ms"] - manifest[base]["step_ms"]
+    assert measured > 0 > result.step_time_delta_ms
+    assert result.unprofiled is not None and result.unprofiled["flips"] and result.unprofiled["change_pct"] > 0
+    assert result.verdict.startswith("Estimated without the profiler (replay), NEW is ")
+    assert " slower than BASE" in result.verdict.split(";")[0]
+    assert "flips the traced conclusion" in result.verdict
+    assert result.to_dict()["unprofiled"]["new"]["run_id"] == result.new.run["run_id"]
+
+
+def test_measured_step_times_win_over_the_estimate(replay_store, manifest):
+    base, new = CONFORMER
+    b, n = manifest[base]["step_ms"], manifest[new]["step_ms"]
+    result = with_replay(compare(base, new, replay_store, b, n), replay_store, unprofiled=True)
+    assert result.verdict.startswith("Measured without the profiler, NEW is")
+    assert "it agrees with the measured step times, which the verdict uses" in result.verdict
+    assert result.measured is not None and result.measured["delta_ms"] == pytest.approx(n - b)
+
+
+def test_comparison_findings_carry_news_what_if(replay_store):
+    result = with_replay(compare("input8_fp16_3steps", "workers8_fp16_3steps", replay_store), replay_store,
+                         what_if=True)  # fmt: skip
+    saving = dict(zip(result.new.what_if["cause"], result.new.what_if["saving_ms"], strict=True))
+    assert not result.base.what_if.is_empty()
+    modelled = [f for f in result.findings if f.id in FIXES]
+    assert modelled, [f.id for f in result.findings]
+    for f in modelled:
+        assert f.what_if_ms == pytest.approx(saving[f.id], abs=1e-3)
+
+
+def test_summary_text_says_it_has_no_timeline(tmp_path):
+    store = tmp_path / "store"
+    traceq.ingest([shared("paddle/issue48321_fp32_operator_summary.txt")], store=store, jobs=1)
+    report = with_replay(run_report("issue48321_fp32_operator_summary", store), store, what_if=True)
+    assert "Summary text has no timeline to replay." in report.notes
+
+
+def test_the_command_prints_the_what_ifs_and_the_estimate(replay_store):
+    store = str(replay_store.root)
+    out = run_cli("report", "input8_fp16_3steps", "--what-if", "--unprofiled", "--format", "json", "--store", store)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert any("what_if_ms" in f for f in doc["findings"]) and doc["what_if"] and doc["unprofiled"]
+    text = run_cli("report", "input8_fp16_3steps", "--what-if", "--unprofiled", "--store", store).stdout
+    assert "Step time without the profiler (replay)" in text and "What each fix would save" in text
+    for f in doc["findings"]:
+        if f.get("what_if_ms", 0) > 0.005:
+            assert f"the step would be {f['what_if_ms']:.2f} ms/step shorter" in text
+
+
+def test_the_comparison_page_shows_the_estimate(replay_store):
+    base, new = CONFORMER
+    out = run_cli("report", "--compare", base, new, "--unprofiled", "--what-if", "--format", "html",
+                  "--store", str(replay_store.root))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "Without the profiler (replay)" in out.stdout and "flips the traced conclusion" in out.stdout
+    assert "What each fix would save" in out.stdout
+
+
+def test_the_flags_need_no_compare_but_measured_times_still_do(replay_store):
+    store = str(replay_store.root)
+    out = run_cli("report", "enc_fp16_3steps", "--unprofiled", "--base-step-ms", "10", "--store", store)
+    assert out.returncode == 1 and "needs --compare" in out.stderr
+
+
+def test_a_one_file_run_replays_the_rank_its_trace_declares(tmp_path):
+    """A DDP rank's trace ingested alone keeps its rank (1): the replay takes the run's own rank."""
+    path = SAMPLES / "ddp" / "fp16" / "ddp_fp16_rank1.json.gz"
+    declared = raw_trace(path)["distributedInfo"]["rank"]
+    traceq.ingest([path], store=tmp_path / "store", jobs=1)
+    report = with_replay(run_report("ddp_fp16_rank1", tmp_path / "store"), tmp_path / "store", unprofiled=True)
+    assert declared == 1 and report.unprofiled is not None
+    assert report.unprofiled["per_step"] and report.unprofiled["traced_ms"] > report.unprofiled["unprofiled_ms"] > 0

@@ -1,0 +1,72 @@
+"""An Nsight Systems capture without profiler steps: its steps are its NVTX ``train_step N`` ranges, the
+unchanged replay reproduces them, and the estimate without nsys is close to the measured step time and
+says that nsys costs far less than torch.profiler."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import traceq
+from tests.analysis.replay.conftest import PLANTED
+from traceq.analysis.replay import Replayer
+from traceq.query.engine import Session
+from traceq.store import Store
+
+CAPTURE = "nsys_sync_fp16_3steps"
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> tuple[Replayer, dict, Path]:
+    work = tmp_path_factory.mktemp("nsys")
+    path = PLANTED / f"{CAPTURE}.sqlite.gz"
+    traceq.ingest([path], store=work / "store", jobs=1)
+    store = Store(work / "store")
+    run_id = store.resolve(CAPTURE)
+    with Session(store, [run_id], use_stored=False) as s:
+        replayer = Replayer.load(s, run_id)
+    manifest = json.loads((PLANTED / "manifest.json").read_text())["captures"][f"{CAPTURE}.sqlite.gz"]
+    db = work / "capture.sqlite"
+    with gzip.open(path) as src, db.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return replayer, manifest, db
+
+
+def _nvtx_steps(db: Path) -> list[tuple[int, int]]:
+    """(step number, duration ns) of the capture's ``train_step N`` ranges, read from the export itself."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = con.execute(
+            """SELECT coalesce(e.text, s.value), e."end" - e.start FROM NVTX_EVENTS e
+            LEFT JOIN StringIds s ON s.id = e.textId WHERE e."end" IS NOT NULL ORDER BY e.start"""
+        ).fetchall()
+    finally:
+        con.close()
+    return [(int(text.split()[1]), dur) for text, dur in rows if text and text.startswith("train_step ")]
+
+
+def test_the_steps_are_the_nvtx_step_ranges(capture):
+    replayer, _, db = capture
+    steps = replayer.timeline.steps
+    expected = _nvtx_steps(db)
+    assert len(expected) == 3
+    assert list(zip(steps["step"], steps["end"] - steps["ts"], strict=True)) == expected
+
+
+def test_the_unchanged_replay_reproduces_each_step(capture):
+    replayer, _, _ = capture
+    out = replayer.reproduce()
+    assert out.height == 3 and out["diff_ms"].abs().max() < 1e-6
+
+
+def test_the_estimate_without_nsys_is_close_to_the_measured_step(capture):
+    replayer, manifest, _ = capture
+    est = replayer.unprofiled()
+    assert est.step_ms == pytest.approx(manifest["step_ms"], rel=0.15)
+    assert est.low_ms <= est.step_ms <= est.high_ms < est.traced_ms
+    assert any("nsys adds far less host cost" in note for note in est.notes)

@@ -1,0 +1,223 @@
+"""The replay's Python API: reproduce the traced steps, estimate them without the profiler, ask what a fix
+would save. Everything returns polars frames or dataclasses with ``to_dict()`` (for JSON reports)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from traceq.analysis.replay.engine import Replay, Scenario, recorded_windows, replay
+from traceq.analysis.replay.graph import Graph, build_graph
+from traceq.analysis.replay.overhead import OverheadModel, overhead_scenario
+from traceq.analysis.replay.speed import step_spread
+from traceq.analysis.replay.timeline import Timeline, timeline_from_frames
+from traceq.analysis.replay.whatif import CHANGES, FIXES, SCENARIOS
+from traceq.errors import QueryError
+from traceq.query.engine import Session
+
+#: The query files a replay reads (made once per session, for all its runs).
+QUERIES = ("replay_host", "replay_gpu", "replay_steps", "_windows", "_search_calls")
+
+
+def load_timeline(session: Session, run_id: str, rank: int | None = None) -> Timeline:
+    """Load ``run_id`` (rank ``rank``; by default its lowest rank) from ``session`` (whose runs must
+    include it)."""
+    catalog = session.sql("select * from runs").filter(pl.col("run_id") == run_id)
+    if catalog.height == 0:
+        raise QueryError(f"{run_id}: no such run in this session")
+    run = catalog.row(0, named=True)
+    counts = json.loads(run.get("events_by_kind") or "{}")
+    frames = [session.query(name) for name in QUERIES]
+    if rank is None:  # a one-file run keeps the rank its trace declares
+        rank = frames[0].filter(pl.col("run_id") == run_id)["rank"].min()  # type: ignore[assignment]
+        rank = 0 if rank is None else int(rank)  # type: ignore[arg-type]
+    return timeline_from_frames(run_id, rank, run.get("flavour") or "", counts, *frames)
+
+
+@dataclass
+class Estimate:
+    """A run's step time without the profiler. ``step_ms`` is the estimate, ``low_ms``..``high_ms`` its
+    band (the model's constants at the ends of their calibrated spread), ``traced_ms`` the traced step
+    time (mean analysis window). ``per_step``: ``step``, ``traced_ms``, ``unprofiled_ms``, ``low_ms``,
+    ``high_ms``. ``notes``: how it was made and what to keep in mind."""
+
+    run_id: str
+    traced_ms: float
+    step_ms: float
+    low_ms: float
+    high_ms: float
+    per_step: pl.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def profiler_ms(self) -> float:
+        """The profiler's estimated cost per step, ms."""
+        return self.traced_ms - self.step_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "traced_ms": round(self.traced_ms, 3),
+            "unprofiled_ms": round(self.step_ms, 3),
+            "low_ms": round(self.low_ms, 3),
+            "high_ms": round(self.high_ms, 3),
+            "profiler_ms": round(self.profiler_ms, 3),
+            "per_step": self.per_step.to_dicts(),
+            "notes": self.notes,
+        }
+
+
+class Replayer:
+    """One rank of one run, loaded and analysed once, for several replays."""
+
+    def __init__(self, timeline: Timeline, model: OverheadModel | None = None) -> None:
+        self.timeline = timeline
+        self.graph: Graph = build_graph(timeline)
+        self.model = model or OverheadModel()
+        self._cache: dict[str, Replay] = {}
+
+    @classmethod
+    def load(
+        cls, session: Session, run_id: str, rank: int | None = None, model: OverheadModel | None = None
+    ) -> Replayer:
+        return cls(load_timeline(session, run_id, rank), model)
+
+    def run(self, scenario: Scenario | None = None) -> Replay:
+        """Replay under ``scenario`` (the trace unchanged by default)."""
+        return replay(self.graph, scenario)
+
+    def _cached(self, key: str, make: Any) -> Replay:
+        if key not in self._cache:
+            self._cache[key] = self.run(make())
+        return self._cache[key]
+
+    def traced(self) -> Replay:
+        return self._cached("traced", lambda: None)
+
+    def unprofiled_replay(self, model: OverheadModel | None = None, host_scale: float = 1.0) -> Replay:
+        model = model or self.model
+        return self._cached(
+            f"unprofiled:{model}:{host_scale}", lambda: overhead_scenario(self.graph, model, host_scale=host_scale)
+        )
+
+    def reproduce(self) -> pl.DataFrame:
+        """Per step: the traced window (``_windows``; for steps from NVTX ranges, the same rule computed on
+        the recorded times), the unchanged replay's, and their difference."""
+        if self.timeline.nvtx_steps:
+            traced = recorded_windows(self.graph).select("step", traced_ms="ms")
+        else:
+            traced = self.timeline.windows.select("step", traced_ms=(pl.col("win_end") - pl.col("win_start")) / 1e6)
+        replayed = self.traced().windows.select("step", replayed_ms="ms")
+        out = traced.join(replayed, on="step", how="full", coalesce=True, nulls_equal=True).sort("step")
+        return out.with_columns(
+            diff_ms=pl.col("replayed_ms") - pl.col("traced_ms"),
+            diff_pct=(pl.col("replayed_ms") - pl.col("traced_ms")) / pl.col("traced_ms") * 100,
+        )
+
+    def unprofiled(self, host_scale: float = 1.0) -> Estimate:
+        """The step time without the profiler's host cost, with its band; ``host_scale`` multiplies the
+        host CPU time left (a host-speed normalisation against another trace)."""
+        base = self.traced()
+        low_model, high_model = self.model.band()
+        mid, low, high = (self.unprofiled_replay(m, host_scale) for m in (self.model, low_model, high_model))
+        per_step = (
+            base.windows.select("step", traced_ms="ms")
+            .join(mid.windows.select("step", unprofiled_ms="ms"), on="step", how="left")
+            .join(low.windows.select("step", low_ms="ms"), on="step", how="left")
+            .join(high.windows.select("step", high_ms="ms"), on="step", how="left")
+        )
+        tl = self.timeline
+        alphas = sorted((low_model.alpha, high_model.alpha))
+        notes = [
+            f"replayed {tl.n_steps} steps of {tl.n_events} events; profiler cost per host transition taken from "
+            f"the trace (alpha={self.model.alpha:g}, band {alphas[0]:g}-{alphas[1]:g})",
+        ]
+        if tl.stacks:
+            notes.append(
+                "Python stacks were recorded: the tracer's cost is large and less certain "
+                f"(pure Python time less {self.model.beta:g}, band {high_model.beta:g}-{low_model.beta:g})"
+            )
+        if tl.flavour == "nsys":
+            notes.append(
+                "Nsight Systems capture: nsys adds far less host cost than torch.profiler; the estimate "
+                "removes the cost of its recorded ranges and calls the same way"
+            )
+        if host_scale != 1.0:
+            notes.append(f"host CPU time scaled by {host_scale:.3f} to the speed of the trace it is compared with")
+        if tl.steps.height and tl.steps["row"].is_null().all():
+            notes.append("no steps on the host: the one window is the capture's span, which a replay cannot shorten")
+        if tl.nvtx_steps:
+            notes.append("steps taken from NVTX ranges named like 'train_step N'")
+        spread = step_spread(tl)
+        if spread is not None and spread > 0.15:
+            notes.append(
+                f"host speed varied {spread:.0%} between steps (the same trivial ops took that much longer in the "
+                "slowest step than in the fastest): compare runs traced under the same load"
+            )
+        return Estimate(
+            run_id=tl.run_id,
+            traced_ms=base.step_ms,
+            step_ms=mid.step_ms,
+            low_ms=min(low.step_ms, high.step_ms),
+            high_ms=max(low.step_ms, high.step_ms),
+            per_step=per_step,
+            notes=notes,
+        )
+
+    def what_if(self, causes: list[str] | None = None) -> pl.DataFrame:
+        """Per cause: the unprofiled step time with that cause removed or changed (``FIXES``), and the saving
+        against the unprofiled step time, with its band (the same scenario over the band's models)."""
+        causes = list(SCENARIOS) if causes is None else causes
+        unknown = [c for c in causes if c not in SCENARIOS]
+        if unknown:
+            raise ValueError(f"unknown causes {unknown}; known: {sorted(SCENARIOS)}")
+        models = (self.model, *self.model.band())
+        bases = [overhead_scenario(self.graph, m) for m in models]
+        base_ms = [self.unprofiled_replay(m).step_ms for m in models]
+        rows = []
+        for cause in causes:
+            change = CHANGES[cause](self.graph)
+            outs = [self.run(change.apply(self.graph, b, cause)) for b in bases]
+            savings = [b - o.step_ms for b, o in zip(base_ms, outs, strict=True)]
+            rows.append(
+                {
+                    "cause": cause,
+                    "fix": FIXES[cause],
+                    "step_ms": outs[0].step_ms,
+                    "saving_ms": savings[0],
+                    "saving_low": min(savings),
+                    "saving_high": max(savings),
+                    "saving_pct": savings[0] / base_ms[0] * 100 if base_ms[0] else None,
+                    "notes": change.note,
+                }
+            )
+        return pl.DataFrame(rows)
+
+
+def replayer(session: Session, run_id: str, rank: int | None = None, model: OverheadModel | None = None) -> Replayer:
+    """A :class:`Replayer` for ``run_id`` (a run id of the session's store) and ``rank``."""
+    return Replayer.load(session, run_id, rank, model)
+
+
+def reproduce(session: Session, run_id: str, rank: int | None = None) -> pl.DataFrame:
+    """Per step: traced window, unchanged replay, difference (ms and %)."""
+    return replayer(session, run_id, rank).reproduce()
+
+
+def unprofiled(session: Session, run_id: str, rank: int | None = None, model: OverheadModel | None = None) -> Estimate:
+    """The step time without the profiler (see :meth:`Replayer.unprofiled`)."""
+    return replayer(session, run_id, rank, model).unprofiled()
+
+
+def what_if(
+    session: Session,
+    run_id: str,
+    causes: list[str] | None = None,
+    rank: int | None = None,
+    model: OverheadModel | None = None,
+) -> pl.DataFrame:
+    """Predicted step time and saving per cause (see :meth:`Replayer.what_if`)."""
+    return replayer(session, run_id, rank, model).what_if(causes)

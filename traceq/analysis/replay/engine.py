@@ -1,0 +1,241 @@
+"""The replay: host threads issue their calls in recorded order, GPU work runs when its constraints allow.
+
+A :class:`Scenario` says how long each host slice's CPU time is (``W``), which waits still wait, which GPU
+work is left out and how launch latencies change. The replay then computes, for every host node and GPU
+event, its time under the scenario:
+
+- on a thread, a node comes ``W`` of the slice before it after the previous node, or later where the
+  thread waits (a barrier): at the awaited GPU event's end (or start) or the other thread's node, plus
+  the recorded latency after it. Between barriers a thread's times are a cumulative sum, so each thread
+  keeps one offset per barrier and only barriers and GPU events are visited one by one;
+- GPU work starts at the latest of its launch node plus its latency, its stream predecessor's end plus
+  its gap, and the end of the work it waited for on another stream (plus the recorded gap).
+
+Barriers and GPU events are visited in recorded time order, which is an order the constraints respect
+(everything a barrier or a GPU event depends on was recorded before it). The windows of the result are
+``_windows``'s: a step ends when its host range has ended and the GPU work it launched is done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceq.analysis.replay.graph import Graph
+from traceq.analysis.replay.scenario import Scenario
+
+_NEG = float("-inf")
+
+
+@dataclass
+class Replay:
+    """A replay's times (rebased ns like the timeline): ``node_t`` per host node, ``start``/``end`` per GPU
+    event (a dropped event has zero length at its predecessor's end), and ``windows`` (``step``,
+    ``win_start``, ``win_end``, ``ms``, ``host_start``, ``host_end``, ``device_end``)."""
+
+    scenario: Scenario
+    node_t: pl.Series
+    start: list[float]
+    end: list[float]
+    windows: pl.DataFrame
+
+    @property
+    def step_ms(self) -> float:
+        """Mean window length, ms: the step time."""
+        return float(self.windows["ms"].mean()) if self.windows.height else float("nan")
+
+
+def replay(graph: Graph, scenario: Scenario | None = None) -> Replay:
+    """Replay ``graph`` under ``scenario`` (the trace unchanged by default)."""
+    sc = scenario or Scenario()
+    nodes, items, barriers = graph.nodes, graph.items, graph.barriers
+    W = (sc.W if sc.W is not None else nodes["W0"]).cast(pl.Float64)
+    thread = nodes["thread"]
+    first_T = nodes["T"].gather(pl.Series(graph.first_node[:-1])).cast(pl.Float64)
+    # a thread that waits before its first node starts when that wait says (its own clock from far back)
+    floating = set(barriers.filter(pl.col("node").is_in(graph.first_node[:-1]))["thread"].to_list())
+    if floating:
+        early = float(nodes["T"].min()) - 1e12
+        first_T = pl.Series([early if t in floating else v for t, v in enumerate(first_T.to_list())])
+    # C: a node's time from its thread's first node plus the CPU time of the slices before it
+    C = (
+        pl.DataFrame({"W": W, "thread": thread, "T0": first_T.gather(thread)})
+        .select(pl.col("W").cum_sum().over("thread") - pl.col("W") + pl.col("T0"))
+        .to_series()
+    )
+    on = sc.barrier_on if sc.barrier_on is not None else [True] * barriers.height
+    active = barriers.with_row_index("b").filter(pl.Series(on, dtype=pl.Boolean)) if barriers.height else barriers
+    # enabled barriers in node order: their positions, and the first position of each thread's
+    b_node = active["node"] if active.height else pl.Series("node", [], pl.Int64)
+    b_thread = active["thread"].to_list() if active.height else []
+    n_threads = len(graph.first_node) - 1
+    base = [0] * (n_threads + 1)
+    for t in b_thread:
+        base[t + 1] += 1
+    for t in range(n_threads):
+        base[t + 1] += base[t]
+
+    def epochs(node_idx: pl.Series) -> pl.Series:
+        """For each node, the position after the last enabled barrier of its thread at or before it (or the
+        thread's first position: no barrier yet)."""
+        return b_node.search_sorted(node_idx, side="right").cast(pl.Int64)
+
+    # GPU events: launch time bases and epochs of their launch nodes
+    has_launch = items["launch_node"].is_not_null()
+    ln = items["launch_node"].fill_null(0)
+    lat = items["lat"].fill_null(0.0)
+    if sc.lat_shift is not None:
+        lat = lat + pl.Series(sc.lat_shift, dtype=pl.Float64)
+    launch_base = (C.gather(ln) + lat).to_list()
+    launch_ep = epochs(ln).to_list()
+    launch_th = thread.gather(ln).to_list()
+    has_launch_l = has_launch.to_list()
+    fixed = items["fixed"].to_list()
+    lane = items["lane"].to_list()
+    d = items["d"].to_list()
+    gap = items["gap"].fill_null(_NEG).to_list()
+    dep = items["dep"].to_list()
+    dep_gap = items["dep_gap"].to_list()
+    dropped = sc.dropped if sc.dropped is not None else [False] * items.height
+    # barriers: their position among the enabled ones, what they wait for
+    b_pos = [-1] * barriers.height
+    for pos, b in enumerate(active["b"].to_list() if active.height else []):
+        b_pos[b] = pos
+    bt = barriers["type"].to_list()
+    b_target = barriers["target"].to_list()
+    b_post = barriers["post"].to_list()
+    b_th = barriers["thread"].to_list()
+    b_C = C.gather(barriers["node"]).to_list() if barriers.height else []
+    tgt_is_node = [t == "thread" for t in bt]
+    tgt_nodes = pl.Series([tn if isn else 0 for tn, isn in zip(b_target, tgt_is_node, strict=True)], dtype=pl.Int64)
+    tgt_C = C.gather(tgt_nodes).to_list() if barriers.height else []
+    tgt_th = thread.gather(tgt_nodes).to_list() if barriers.height else []
+    tgt_ep = epochs(tgt_nodes).to_list() if barriers.height else []
+
+    n_items = items.height
+    start = [0.0] * n_items
+    end = [0.0] * n_items
+    lane_end = [_NEG] * (int(items["lane"].max()) + 1 if n_items else 0)
+    off = [0.0] * len(b_thread)  # each enabled barrier's thread offset after it
+    done = [0] * (n_threads + 1)  # how many of each thread's barriers have been visited
+
+    def off_at(t: int, ep: int) -> float:
+        k = min(ep, base[t] + done[t]) - 1
+        return off[k] if k >= base[t] else 0.0
+
+    for code in graph.order:
+        if code >= 0:
+            i = code
+            if dropped[i]:
+                le = lane_end[lane[i]]
+                start[i] = end[i] = le if le != _NEG else (fixed[i] if fixed[i] is not None else 0.0)
+                continue
+            if has_launch_l[i]:
+                t = launch_th[i]
+                a = launch_base[i] + off_at(t, launch_ep[i])
+            else:
+                a = fixed[i]
+            m = dep[i]
+            if m is not None and end[m] + dep_gap[i] > a:
+                a = end[m] + dep_gap[i]
+            le = lane_end[lane[i]] + gap[i]
+            s = a if a > le else le
+            start[i] = s
+            end[i] = e = s + d[i]
+            lane_end[lane[i]] = e
+            continue
+        b = -code - 1
+        pos = b_pos[b]
+        if pos < 0:
+            continue
+        t = b_th[b]
+        if tgt_is_node[b]:
+            B = tgt_C[b] + off_at(tgt_th[b], tgt_ep[b]) + b_post[b]
+        elif bt[b] == "gpu_end":
+            B = end[b_target[b]] + b_post[b]
+        else:
+            B = start[b_target[b]] + b_post[b]
+        prev = off[pos - 1] if pos > base[t] else 0.0
+        cand = B - b_C[b]
+        off[pos] = cand if cand > prev else prev
+        done[t] += 1
+
+    # every node's time: C plus its thread's offset at its epoch
+    ep_all = epochs(nodes["node"])
+    pos_all = ep_all - 1
+    own_first = pl.Series(base[:-1], dtype=pl.Int64).gather(thread)
+    offs = pl.Series(off if off else [0.0], dtype=pl.Float64)
+    node_off = pl.when(pos_all >= own_first).then(offs.gather(pos_all.clip(lower_bound=0))).otherwise(0.0)
+    node_t = pl.select(C + node_off).to_series()
+    windows = _windows(graph, node_t, start, end, dropped)
+    return Replay(sc, node_t, start, end, windows)
+
+
+def recorded_windows(graph: Graph) -> pl.DataFrame:
+    """The analysis windows of the recorded times themselves (``_windows``'s rule, computed here: for
+    steps that only the timeline knows, such as NVTX ranges)."""
+    n = graph.items.height
+    return _windows(graph, graph.nodes["T"].cast(pl.Float64), graph.items["S"].to_list(),
+                    graph.items["E"].to_list(), [False] * n)  # fmt: skip
+
+
+def _windows(
+    graph: Graph, node_t: pl.Series, start: list[float], end: list[float], dropped: list[bool]
+) -> pl.DataFrame:
+    """``_windows`` on replayed times: each step ends when its host range and the GPU work it launched are
+    done; the first starts at its host start or when the work queued before the profile is done."""
+    steps = graph.step_nodes
+    items = graph.items
+    if steps.height == 0:
+        live = [i for i in range(items.height) if not dropped[i]]
+        if not live:
+            return pl.DataFrame(
+                schema={"step": pl.Int32, "win_start": pl.Float64, "win_end": pl.Float64, "ms": pl.Float64}
+            )
+        ws, we = min(start[i] for i in live), max(end[i] for i in live)
+        return pl.DataFrame(
+            {"step": [None], "win_start": [ws], "win_end": [we], "ms": [(we - ws) / 1e6]},
+            schema_overrides={"step": pl.Int32},
+        )
+    g = items.select("step", "launch_node").with_columns(
+        s=pl.Series(start, dtype=pl.Float64),
+        e=pl.Series(end, dtype=pl.Float64),
+        live=~pl.Series(dropped, dtype=pl.Boolean),
+    )
+    launched = g.filter(pl.col("launch_node").is_not_null() & pl.col("live") & pl.col("step").is_not_null())
+    dev = launched.group_by("step").agg(device_end=pl.col("e").max(), device_start=pl.col("s").min())
+    w = (
+        steps.select(
+            "step",
+            host_start=pl.when(steps["start_node"].is_null())
+            .then(steps["ts"].cast(pl.Float64))
+            .otherwise(node_t.gather(steps["start_node"].fill_null(0))),
+            host_end=pl.when(steps["end_node"].is_null())
+            .then(steps["end"].cast(pl.Float64))
+            .otherwise(node_t.gather(steps["end_node"].fill_null(0))),
+        )
+        .join(dev, on="step", how="left")
+        .sort("host_start")
+    )
+    w = w.with_columns(
+        complete=pl.max_horizontal("host_end", pl.col("device_end").fill_null(pl.col("host_end"))).cum_max()
+    )
+    first = w.row(0, named=True)
+    limit = first["device_start"] if first["device_start"] is not None else first["host_end"]
+    backlog = g.filter(pl.col("launch_node").is_null() & pl.col("live"))
+    backlog = backlog.filter((pl.col("e") > first["host_start"]) & (pl.col("s") < limit))
+    first_start = first["host_start"]
+    if backlog.height:
+        b_end = backlog.select(pl.min_horizontal("e", pl.lit(limit)).max()).item()
+        first_start = max(first["host_start"], min(b_end, first["complete"]))
+    w = w.with_columns(win_start=pl.col("complete").shift(1).fill_null(first_start), win_end=pl.col("complete"))
+    return w.select(
+        "step",
+        "win_start",
+        "win_end",
+        ms=(pl.col("win_end") - pl.col("win_start")) / 1e6,
+        host_start="host_start",
+        host_end="host_end",
+        device_end="device_end",
+    )

@@ -1,0 +1,140 @@
+"""The replay in reports: each finding's ``what_if_ms``, the step time without the profiler, and the
+comparison's verdict on estimated step times.
+
+``report --what-if`` replays the run with each cause the replay models removed or changed
+(:data:`~traceq.analysis.replay.whatif.FIXES`) and gives every finding of such a cause the predicted saving
+(ms per step, against the step estimated without the profiler). ``report --unprofiled`` adds that
+estimate with its band; on a comparison it states the verdict on the estimated step times and says when
+it flips the traced one. Step times measured without the profiler (``--base-step-ms``/``--new-step-ms``)
+win: the verdict keeps them and the estimate is shown beside them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import overload
+
+import polars as pl
+
+from traceq.analysis.findings import Finding
+from traceq.analysis.replay.api import Replayer
+from traceq.analysis.replay.compare import Verdict, compare_replayers
+from traceq.analysis.results import Comparison, RunReport
+from traceq.query.engine import Session
+from traceq.store import Store
+
+#: What a replay needs that summary text (op tables, no timeline) does not have.
+_NO_TIMELINE = "paddle_summary"
+
+
+def with_what_if(findings: list[Finding], what_if: pl.DataFrame) -> list[Finding]:
+    """``findings`` with ``what_if_ms`` set from ``what_if`` (a :meth:`Replayer.what_if` frame) for each
+    finding whose id is a cause the replay models (the others unchanged)."""
+    saving = dict(zip(what_if["cause"].to_list(), what_if["saving_ms"].to_list(), strict=True))
+    return [
+        dataclasses.replace(f, what_if_ms=round(saving[f.id], 3)) if f.id in saving else f for f in findings
+    ]
+
+
+def replay_report(report: RunReport, replayer: Replayer, what_if: bool, unprofiled: bool) -> RunReport:
+    """``report`` with the replay's what-ifs on its findings and the step without the profiler, as asked."""
+    notes = list(report.notes)
+    if report.run.get("n_ranks", 1) > 1:
+        notes.append(f"The replay is of rank {replayer.timeline.rank}; the other ranks are not replayed.")
+    frame, estimate = pl.DataFrame(), None
+    if what_if:
+        frame = replayer.what_if()
+        notes.append(
+            "What-ifs replay the run without the profiler with one cause removed at a time: their savings do "
+            "not add up, and launch_overhead and python_overhead share one (CUDA graphs take the host's time "
+            "in the step away)."
+        )
+    if unprofiled:
+        estimate = replayer.unprofiled().to_dict()
+    findings = with_what_if(report.findings, frame) if what_if else report.findings
+    return dataclasses.replace(report, findings=findings, what_if=frame, unprofiled=estimate, notes=notes)
+
+
+@overload
+def with_replay(
+    result: RunReport, store: Store | str | Path | None = ..., what_if: bool = ..., unprofiled: bool = ...
+) -> RunReport: ...
+@overload
+def with_replay(
+    result: Comparison, store: Store | str | Path | None = ..., what_if: bool = ..., unprofiled: bool = ...
+) -> Comparison: ...
+def with_replay(
+    result: RunReport | Comparison,
+    store: Store | str | Path | None = None,
+    what_if: bool = False,
+    unprofiled: bool = False,
+) -> RunReport | Comparison:
+    """A run's report or a comparison (of runs in ``store``) with the replay's what-ifs and step times
+    without the profiler, as asked. A comparison's verdict then rests on the estimated step times unless
+    measured ones were given (they win); each of its findings gets the saving of its fix in NEW, and both
+    runs' reports their own what-ifs. Summary text, which has no timeline, gets a note instead."""
+    if not (what_if or unprofiled):
+        return result
+    reports = [result] if isinstance(result, RunReport) else [result.base, result.new]
+    if any(r.run["source_format"] == _NO_TIMELINE for r in reports):
+        return dataclasses.replace(result, notes=[*result.notes, "Summary text has no timeline to replay."])
+    store = store if isinstance(store, Store) else Store(store)
+    run_ids = [r.run["run_id"] for r in reports]
+    with Session(store, run_ids, own_queries=True) as session:
+        replayers = [Replayer.load(session, run_id) for run_id in run_ids]
+    if isinstance(result, RunReport):
+        return replay_report(result, replayers[0], what_if, unprofiled)
+    base, new = replayers
+    changes: dict[str, object] = {}
+    if what_if:
+        new_report = replay_report(result.new, new, True, False)
+        changes |= {
+            "base": replay_report(result.base, base, True, False),
+            "new": new_report,
+            "findings": with_what_if(result.findings, new_report.what_if),
+        }
+    if unprofiled:
+        verdict = compare_replayers(base, new)
+        changes["unprofiled"] = verdict.to_dict()
+        changes["verdict"] = unprofiled_verdict(verdict, result)
+        changes["notes"] = [*result.notes, *verdict.notes]
+    return dataclasses.replace(result, **changes)  # type: ignore[arg-type]
+
+
+def unprofiled_verdict(verdict: Verdict, result: Comparison) -> str:
+    """The comparison's verdict with the estimate without the profiler: first where no step times were
+    measured (saying when it flips the traced conclusion), after the measured ones where they were."""
+    b, n = verdict.base, verdict.new
+    word = "slower" if verdict.change_pct > 0 else "faster"
+    band = f"{verdict.change_low:+.1f}% to {verdict.change_high:+.1f}%"
+    head = (
+        f"Estimated without the profiler (replay), NEW is {abs(verdict.change_pct):.1f}% {word} than BASE "
+        f"({b.step_ms:.1f} -> {n.step_ms:.1f} ms per step; band {band}"
+        + (", which includes no change" if verdict.uncertain else "")
+        + ")"
+    )
+    nsys = "nsys" in (result.base.run.get("flavour"), result.new.run.get("flavour"))
+    cost = (
+        " Nsight Systems adds far less host cost per event than torch.profiler, so its traced steps are "
+        "closer to the unprofiled ones."
+        if nsys
+        else ""
+    )
+    if result.measured is not None:
+        real = result.measured["delta_ms"]
+        agrees = (real > 0) == (verdict.change_pct > 0)
+        return (
+            f"{result.verdict} {head}: {'it agrees with' if agrees else 'it disagrees with'} the measured "
+            f"step times, which the verdict uses.{cost}"
+        )
+    traced = verdict.traced_change_pct
+    if verdict.flips:
+        moved = "slower" if traced > 0 else "faster"
+        head += (
+            f"; the traced steps say NEW is {abs(traced):.1f}% {moved}: the profiler's own cost flips the traced "
+            "conclusion, so weigh the causes below against the estimate."
+        )
+    else:
+        head += f"; the traced steps point the same way ({traced:+.1f}%)."
+    return f"{head}{cost} Traced: {result.verdict}"

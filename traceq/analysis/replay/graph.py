@@ -1,0 +1,470 @@
+"""The recorded dependencies of a timeline: what each host thread and GPU stream waited for.
+
+A host thread is cut into *slices* at every start and end of its ranges (its *nodes*); a slice's recorded
+length is CPU time, except where the thread waited:
+
+- a **GPU wait**: a runtime call that blocks the host until GPU work is done (stream, device or event
+  synchronise, a synchronous memcpy, ``cudaFree``, a copy of pageable memory that waits for its own
+  copy) or until the launch queue has room (a launch overlapping CUPTI's "Command Buffer Full"). The
+  call ends when the awaited GPU work ends (for a full queue: when the latest GPU event before it starts
+  or ends), plus the wake-up latency recorded; its own CPU time is the call's typical non-waiting length.
+- a **thread wait**: an idle gap of a thread (no op or runtime call open for at least
+  ``GAP_NS``) that ends after another thread's activity inside the gap: the autograd thread starting the
+  backward after the main thread called it, the main thread resuming when the backward is done. The main
+  thread's gaps count only where the other thread's activity spans at least ``COVER`` of the gap (else
+  they are its own Python time); the other threads' gaps are always waits on the latest activity inside.
+
+GPU work starts no earlier than its launch call's start plus a latency, its stream predecessor's end
+plus a gap, and (where neither explains its recorded start) the end of the work on another stream of the
+device that ended just before it (an event wait). Of the launch and the predecessor, the constraint that
+bound in the trace keeps its recorded value and the other one is capped at its typical value, so that
+the unchanged replay reproduces the recorded start exactly and a changed one moves work as the trace's
+constraints say. GPU work without a captured launch (queued before the profile) keeps its recorded start.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceq.analysis.replay.timeline import Timeline
+
+#: Idle time of a host thread counted as a possible wait on another thread, ns.
+GAP_NS = 50_000
+#: The main thread's gap is a wait on another thread where that thread's activity spans this share of it.
+COVER = 0.5
+#: Clock tolerance between host and GPU timestamps, ns.
+TOL_NS = 2_000
+#: Launch latencies (and, over 10, stream gaps) above this are waits, not typical values, ns.
+LATENCY_CAP_NS = 100_000
+#: Runtime calls that block the host until the device (or a stream, or an event) is done.
+SYNC_RE = (
+    r"^(cuda|cu|hip)(Stream|Device|Ctx|Event)Synchroni[sz]e|^cudaMemcpy(2D|3D)?(ToSymbol|FromSymbol)?$"
+    r"|^cuMemcpy[DH]to[DH]$|^hipMemcpy$"
+)
+#: Runtime calls that synchronise the device implicitly (freeing device memory).
+FREE_RE = r"^(cuda|hip)Free$|^cuMemFree"
+
+
+@dataclass
+class Graph:
+    """A timeline's host slices, waits and GPU constraints (see the module doc).
+
+    ``nodes``: one row per host node, threads in blocks, in time order within each: ``thread``, ``T``
+    (recorded time), ``row`` (host event), ``start``, ``L`` (length of the slice to the thread's next
+    node), ``W0`` (its CPU time: ``L`` less any wait), and the slice's open counts (``act``, ``rt``,
+    ``op``, ``py``), its innermost runtime call ``rt_row``, its innermost op ``op_row``.
+    ``barriers``: one row per wait: ``node`` (where the thread resumes), ``type`` (``gpu_end``,
+    ``gpu_start`` or ``thread``), ``target`` (GPU item or node), ``post`` (recorded latency after the
+    target), ``call_row`` (the waiting call; null for thread waits), ``reason``, ``slice`` and ``wait_ns``
+    (the slice whose recorded length includes the wait, and how much of it was waiting).
+    ``items``: one row per GPU event: ``lane``, ``S``/``E``/``d``, ``launch_node``, ``lat``, ``gap``,
+    ``fixed`` (recorded start of unlaunched work), ``dep``/``dep_gap`` (event wait), ``step``.
+    ``order``: the loop order of items (``i >= 0``) and barriers (``-b - 1``) by recorded time.
+    """
+
+    timeline: Timeline
+    nodes: pl.DataFrame
+    first_node: list[int]
+    barriers: pl.DataFrame
+    items: pl.DataFrame
+    order: list[int]
+    step_nodes: pl.DataFrame
+    lat_typ: float
+    gap_typ: float
+
+
+def build_graph(tl: Timeline) -> Graph:
+    """The graph of ``tl`` (see the module doc)."""
+    nodes = _nodes(tl.host)
+    first = nodes.group_by("thread").agg(pl.col("node").min()).sort("thread")
+    first_node = [0] * (len(tl.threads) + 1)
+    for t, n in first.iter_rows():
+        first_node[t] = n
+    first_node[-1] = nodes.height
+    start_node = nodes.filter(pl.col("start")).select("row", pl.col("node").alias("start_node"))
+    end_node = nodes.filter(~pl.col("start")).select("row", pl.col("node").alias("end_node"))
+    items, lat_typ, gap_typ = _items(tl, start_node, nodes)
+    barriers = _barriers(tl, nodes, start_node, end_node, items)
+    nodes = _cpu_time(nodes, barriers)
+    order = _order(items, barriers, nodes)
+    step_nodes = tl.steps.join(start_node, on="row", how="left").join(end_node, on="row", how="left").sort("ts")
+    return Graph(tl, nodes, first_node, barriers, items, order, step_nodes, lat_typ, gap_typ)
+
+
+def _nodes(host: pl.DataFrame) -> pl.DataFrame:
+    """Every start and end of the host ranges, in order within each thread, with each slice's state."""
+    base = host.select(
+        "row",
+        "thread",
+        "kind",
+        "cause",
+        "search",
+        "ts",
+        "end",
+        "event_id",
+        act=pl.col("kind").is_in(["op", "op_inner", "runtime"]).cast(pl.Int32),
+        rt=(pl.col("kind") == "runtime").cast(pl.Int32),
+        op=pl.col("kind").is_in(["op", "op_inner"]).cast(pl.Int32),
+        py=(pl.col("kind") == "python").cast(pl.Int32),
+    )
+    starts = base.with_columns(T=pl.col("ts"), start=pl.lit(True), phase=pl.lit(1), key=pl.col("event_id"))
+    ends = base.with_columns(
+        T=pl.col("end"),
+        start=pl.lit(False),
+        phase=pl.when(pl.col("end") > pl.col("ts")).then(0).otherwise(2),
+        key=-pl.col("event_id"),
+    )
+    sign = pl.when(pl.col("start")).then(1).otherwise(-1)
+    nodes = (
+        pl.concat([starts, ends])
+        .sort("thread", "T", "phase", "key")
+        .with_row_index("node")
+        .with_columns(pl.col("node").cast(pl.Int64))
+        .with_columns(
+            *((pl.col(c) * sign).cum_sum().over("thread").alias(c) for c in ("act", "rt", "op", "py")),
+            L=(pl.col("T").shift(-1).over("thread") - pl.col("T")).fill_null(0).cast(pl.Float64),
+            # the innermost runtime call and op open over the slice after each node
+            rt_row=pl.when(pl.col("kind") == "runtime")
+            .then(pl.when(pl.col("start")).then(pl.col("row")).otherwise(-1))
+            .forward_fill()
+            .over("thread"),
+            op_row=_innermost_op(),
+        )
+    )
+    return nodes.with_columns(
+        rt_row=pl.when(pl.col("rt") > 0).then(pl.col("rt_row").fill_null(-1)).otherwise(-1),
+    ).drop("phase", "key", "ts", "end")
+
+
+def _innermost_op() -> pl.Expr:
+    """The op open over the slice after each node (its parent after an op's end is not tracked: -1)."""
+    is_op = pl.col("kind").is_in(["op", "op_inner"])
+    return (
+        pl.when(is_op).then(pl.when(pl.col("start")).then(pl.col("row")).otherwise(-1)).forward_fill().over("thread")
+    ).fill_null(-1)
+
+
+def _items(tl: Timeline, start_node: pl.DataFrame, nodes: pl.DataFrame) -> tuple[pl.DataFrame, float, float]:
+    """GPU events with their launch node, latency, gap after their stream predecessor and event waits."""
+    g = (
+        tl.gpu.join(start_node.rename({"row": "launch_row", "start_node": "launch_node"}), on="launch_row", how="left")
+        .with_columns(S=pl.col("ts").cast(pl.Float64), E=pl.col("end").cast(pl.Float64))
+        .with_columns(d=pl.col("E") - pl.col("S"), P=pl.col("E").shift(1).over("lane", order_by="item"))
+    )
+    launch_T = nodes.select(pl.col("node").alias("launch_node"), pl.col("T").alias("LT"))
+    g = g.join(launch_T, on="launch_node", how="left").sort("item")
+    g = g.with_columns(xL=pl.col("S") - pl.col("LT"), xP=pl.col("S") - pl.col("P"))
+    # typical latency where the launch bound the start, typical gap where the predecessor did (each under
+    # LATENCY_CAP_NS: longer ones are waits for something else)
+    launch_bound = g.filter(
+        pl.col("xL").is_not_null()
+        & (pl.col("P").is_null() | (pl.col("xL") <= pl.col("xP")))
+        & (pl.col("xL") < LATENCY_CAP_NS)
+    )
+    lat_typ = float(launch_bound["xL"].median()) if launch_bound.height else 5_000.0
+    pred_bound = g.filter(
+        pl.col("xP").is_not_null()
+        & (pl.col("xL").is_null() | (pl.col("xP") < pl.col("xL")))
+        & (pl.col("xP") < LATENCY_CAP_NS / 10)
+    )
+    gap_typ = float(pred_bound["xP"].clip(lower_bound=0).median()) if pred_bound.height else 1_000.0
+    lat_cap, gap_cap = lat_typ, max(gap_typ, 0.0)
+    # the later of launch and predecessor bound the start: it keeps its recorded latency, the other is capped
+    launch_binds = pl.col("P").is_null() | (pl.col("xL").is_not_null() & (pl.col("xL") <= pl.col("xP")))
+    g = g.with_columns(
+        lat=pl.when(launch_binds).then(pl.col("xL")).otherwise(pl.min_horizontal("xL", pl.lit(lat_cap))),
+        gap=pl.when(launch_binds).then(pl.min_horizontal("xP", pl.lit(gap_cap))).otherwise(pl.col("xP")),
+        fixed=pl.when(pl.col("launch_node").is_null()).then(pl.col("S")),
+    )
+    g = _event_waits(g, lat_cap, gap_cap)
+    cols = [
+        "item",
+        "event_id",
+        "kind",
+        "name",
+        "lane",
+        "device",
+        "S",
+        "E",
+        "d",
+        "launch_node",
+        "launch_row",
+        "launch_thread",
+        "lat",
+        "gap",
+        "fixed",
+        "dep",
+        "dep_gap",
+        "step",
+        "kernel_class",
+    ]
+    return g.select(cols).sort("item"), lat_typ, gap_typ
+
+
+def _event_waits(g: pl.DataFrame, lat_cap: float, gap_cap: float) -> pl.DataFrame:
+    """Work whose recorded start neither its launch nor its predecessor explains, and that started within
+    ``TOL_NS`` * 5 of the end of work on another stream of its device: a wait on that work (an event)."""
+    slow = g.filter(
+        (pl.col("xL").is_null() | (pl.col("xL") > lat_cap + 5_000))
+        & (pl.col("xP").is_null() | (pl.col("xP") > gap_cap + 5_000))
+        & pl.col("launch_node").is_not_null()
+    ).select("item", "lane", "device", "S")
+    empty = g.with_columns(dep=pl.lit(None, pl.Int64), dep_gap=pl.lit(None, pl.Float64))
+    if slow.height == 0 or g["lane"].n_unique() < 2:
+        return empty
+    ends = g.select(pl.col("item").alias("dep"), pl.col("lane").alias("dep_lane"), "device", pl.col("E").alias("dE"))
+    found = slow.sort("S").join_asof(
+        ends.sort("dE"), left_on="S", right_on="dE", by="device", strategy="backward", check_sortedness=False
+    )
+    found = found.filter((pl.col("dep_lane") != pl.col("lane")) & (pl.col("S") - pl.col("dE") <= 5 * TOL_NS)).select(
+        "item", "dep", dep_gap=pl.col("S") - pl.col("dE")
+    )
+    g = g.join(found, on="item", how="left")
+    has = pl.col("dep").is_not_null()
+    return g.with_columns(
+        lat=pl.when(has).then(pl.min_horizontal("xL", pl.lit(lat_cap))).otherwise(pl.col("lat")),
+        gap=pl.when(has).then(pl.min_horizontal("xP", pl.lit(gap_cap))).otherwise(pl.col("gap")),
+    )
+
+
+def _barriers(
+    tl: Timeline, nodes: pl.DataFrame, start_node: pl.DataFrame, end_node: pl.DataFrame, items: pl.DataFrame
+) -> pl.DataFrame:
+    cols = {
+        "node": pl.Int64,
+        "thread": pl.Int64,
+        "type": pl.String,
+        "target": pl.Int64,
+        "post": pl.Float64,
+        "call_row": pl.Int64,
+        "reason": pl.String,
+        "slice": pl.Int64,
+        "last_slice": pl.Int64,
+        "wait_ns": pl.Float64,
+        "w0": pl.Float64,
+        "w1": pl.Float64,
+    }
+    parts = [_gpu_waits(tl, start_node, end_node, items), _thread_waits(tl, nodes)]
+    parts = [p.select([pl.col(c).cast(t) for c, t in cols.items()]) for p in parts if p.height]
+    if not parts:
+        return pl.DataFrame(schema=cols)
+    return pl.concat(parts).sort("node").unique("node", keep="first", maintain_order=True)
+
+
+def _gpu_waits(tl: Timeline, start_node: pl.DataFrame, end_node: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
+    """Runtime calls that waited for GPU work, each with the GPU event it waited for (module doc)."""
+    rt = tl.host.filter(pl.col("kind") == "runtime").select("row", "thread", "name", "ts", "end")
+    own = (
+        items.filter(pl.col("launch_row").is_not_null())
+        .group_by("launch_row")
+        .agg(own_item=pl.col("item").first(), own_pageable=pl.col("name").first().str.contains("(?i)pageable"))
+    )
+    rt = rt.join(own.rename({"launch_row": "row"}), on="row", how="left")
+    reason = (
+        pl.when(pl.col("name").str.contains(SYNC_RE))
+        .then(pl.lit("sync"))
+        .when(pl.col("name").str.contains(FREE_RE))
+        .then(pl.lit("free"))
+        .when(pl.col("own_pageable").fill_null(False))
+        .then(pl.lit("pageable"))
+    )
+    rt = rt.with_columns(reason=reason)
+    if tl.waits.height:  # launches overlapping a "Command Buffer Full" range waited for room in the queue
+        full = tl.waits.sort("ts")
+        hit = (
+            rt.filter(pl.col("own_item").is_not_null() & pl.col("reason").is_null())
+            .sort("end")
+            .join_asof(
+                full.rename({"ts": "w_ts", "end": "w_end"}), left_on="end", right_on="w_end", strategy="backward"
+            )
+        )
+        hit = hit.filter(pl.col("w_end") >= pl.col("ts")).select("row", queue=pl.lit(True))
+        rt = rt.join(hit, on="row", how="left").with_columns(
+            reason=pl.when(pl.col("queue").fill_null(False)).then(pl.lit("queue_full")).otherwise(pl.col("reason"))
+        )
+    calls = rt.filter(pl.col("reason").is_not_null())
+    if calls.height == 0:
+        return pl.DataFrame()
+    # GPU events by end (and by start) with the start of their launch call (-inf: queued before the profile)
+    launch_ts = tl.host.select(pl.col("row").alias("launch_row"), pl.col("ts").alias("lts"))
+    it = items.join(launch_ts, on="launch_row", how="left").with_columns(pl.col("lts").fill_null(float("-inf")))
+    by_end = it.sort("E")
+    ends, end_items, end_lts, end_rows = (by_end[c].to_list() for c in ("E", "item", "lts", "launch_row"))
+    by_start = it.sort("S")
+    starts, start_items, start_lts = (by_start[c].to_list() for c in ("S", "item", "lts"))
+    out = []
+    for row, thread, ts, end, reason, own_item in calls.select(
+        "row", "thread", "ts", "end", "reason", "own_item"
+    ).iter_rows():
+        kind, target, t_target = "gpu_end", None, None
+        if reason == "pageable" and own_item is not None and it["E"][own_item] <= end + TOL_NS:
+            target, t_target = own_item, it["E"][own_item]
+        else:
+            j = bisect.bisect_right(ends, end + TOL_NS) - 1
+            for _ in range(256):  # the latest-ending work launched before the call (or by it)
+                if j < 0 or end_lts[j] < ts or end_rows[j] == row:
+                    break
+                j -= 1
+            if j >= 0:
+                target, t_target = end_items[j], ends[j]
+            if reason == "queue_full":
+                k = bisect.bisect_right(starts, end + TOL_NS) - 1
+                while k >= 0 and start_lts[k] >= ts:
+                    k -= 1
+                if k >= 0 and (t_target is None or starts[k] > t_target):
+                    kind, target, t_target = "gpu_start", start_items[k], starts[k]
+        if target is None:
+            continue
+        out.append((row, thread, kind, target, t_target, ts, end, reason))
+    if not out:
+        return pl.DataFrame()
+    w = pl.DataFrame(
+        out, schema=["call_row", "thread", "type", "target", "t_target", "ts", "end", "reason"], orient="row"
+    )
+    w = w.with_columns(waited=pl.col("t_target") > pl.col("ts"), dur=(pl.col("end") - pl.col("ts")).cast(pl.Float64))
+    names = tl.host.select(pl.col("row").alias("call_row"), "name")
+    w = w.join(names, on="call_row", how="left")
+    # a call's own CPU time: the typical length of the same call where it did not wait
+    typical = w.filter(~pl.col("waited")).group_by("name").agg(own=pl.col("dur").quantile(0.1))
+    w = w.join(typical, on="name", how="left").with_columns(
+        own=pl.min_horizontal(pl.col("own").fill_null(pl.col("dur").min().over("name")), pl.col("dur"))
+    )
+    post_typ = w.filter(pl.col("waited")).select((pl.col("end") - pl.col("t_target")).median()).item()
+    post_typ = float(post_typ) if post_typ is not None else 5_000.0
+    w = w.with_columns(
+        post=pl.when(pl.col("waited"))
+        .then(pl.col("end") - pl.col("t_target"))
+        .otherwise(pl.min_horizontal(pl.col("end") - pl.col("t_target"), pl.lit(post_typ))),
+        wait_ns=pl.when(pl.col("waited")).then(pl.col("dur") - pl.col("own")).otherwise(0.0),
+    )
+    w = w.join(end_node.rename({"row": "call_row", "end_node": "node"}), on="call_row")
+    return w.with_columns(
+        slice=pl.col("node") - 1,
+        last_slice=pl.col("node") - 1,
+        w0=pl.lit(None, pl.Float64),
+        w1=pl.lit(None, pl.Float64),
+    )
+
+
+def _thread_waits(tl: Timeline, nodes: pl.DataFrame) -> pl.DataFrame:
+    """Idle gaps of host threads that ended after another thread's activity inside them (module doc); a
+    thread other than the main one also waits, before its first node, on the latest activity before it.
+
+    A wait's ``w0``/``w1`` bound the time of the gap that was waiting: for the main thread, from the other
+    thread's first activity in the gap to its last (before it, the main thread was still working, e.g.
+    in Python calling the backward); the thread resumes at its first node after ``w1``."""
+    if len(tl.threads) < 2:
+        return pl.DataFrame()
+    act_nodes = nodes.filter(pl.col("kind").is_in(["op", "op_inner", "runtime", "python"])).select(
+        pl.col("node").alias("target"), pl.col("thread").alias("t_thread"), pl.col("T").cast(pl.Float64).alias("tT")
+    )
+    last = pl.col("node") == pl.col("node").max().over("thread")
+    idle = nodes.with_columns(idle=(pl.col("act") == 0) & ~last)
+    # a run of idle slices ends where the thread's activity changes or at a range of its own (a step, an
+    # annotation): only Python functions may come and go inside a wait
+    boundary = (pl.col("idle") != pl.col("idle").shift(1).over("thread")).fill_null(True) | pl.col("kind").is_in(
+        ["annotation", "step"]
+    )
+    idle = idle.with_columns(run=boundary.cum_sum())
+    gaps = (
+        idle.filter(pl.col("idle"))
+        .group_by("run")
+        .agg(
+            pl.col("thread").first(),
+            slice=pl.col("node").min(),
+            last_slice=pl.col("node").max(),
+            g0=pl.col("T").min().cast(pl.Float64),
+            T=(pl.col("T") + pl.col("L")).max(),
+        )
+        .filter(pl.col("T") - pl.col("g0") >= GAP_NS)
+        .select("slice", "last_slice", "thread", "g0", "T")
+    )
+    firsts = nodes.group_by("thread").agg(pl.col("T").min().cast(pl.Float64))
+    firsts = firsts.filter(pl.col("thread") != tl.main_thread).select(
+        slice=pl.lit(-1, pl.Int64), last_slice=pl.lit(-1, pl.Int64), thread="thread", g0=pl.lit(float("-inf")), T="T"
+    )
+    gaps = pl.concat([gaps, firsts], how="vertical_relaxed")
+    # a node's index by thread and time: where a thread resumes after a wait
+    by_time = nodes.select("thread", pl.col("T").cast(pl.Float64).alias("rT"), pl.col("node").alias("node")).sort("rT")
+    out = []
+    for thread in gaps["thread"].unique().to_list():
+        mine = gaps.filter(pl.col("thread") == thread).sort("T")
+        other = act_nodes.filter(pl.col("t_thread") != thread).sort("tT")
+        if other.height == 0:
+            continue
+        found = mine.join_asof(other, left_on="T", right_on="tT", strategy="backward")
+        first_in = other.select(pl.col("tT").alias("t_first"))
+        found = found.sort("g0").join_asof(first_in, left_on="g0", right_on="t_first", strategy="forward")
+        ok = (pl.col("tT") > pl.col("g0")) & pl.col("target").is_not_null()
+        if thread == tl.main_thread:  # the other thread was busy over most of the gap (a handoff)
+            ok = ok & (pl.col("tT") - pl.col("t_first") >= COVER * (pl.col("T") - pl.col("g0")))
+            found = found.with_columns(w0=pl.col("t_first"))
+        else:  # an idle worker thread waits all through its gap
+            found = found.with_columns(w0=pl.col("g0"))
+        found = (
+            found.filter(ok)
+            .sort("tT")
+            .join_asof(
+                by_time.filter(pl.col("thread") == thread).drop("thread"),
+                left_on="tT",
+                right_on="rT",
+                strategy="forward",
+            )
+        )
+        out.append(found)
+    if not out:
+        return pl.DataFrame()
+    w = pl.concat(out)
+    return w.select(
+        "node",
+        "thread",
+        "target",
+        "slice",
+        "last_slice",
+        "w0",
+        w1="tT",
+        type=pl.lit("thread"),
+        post=pl.col("rT") - pl.col("tT"),
+        call_row=pl.lit(None, pl.Int64),
+        reason=pl.lit("handoff"),
+        wait_ns=pl.lit(None, pl.Float64),
+    )
+
+
+def _cpu_time(nodes: pl.DataFrame, barriers: pl.DataFrame) -> pl.DataFrame:
+    """``W0``: each slice's CPU time, its recorded length less the waiting in it (a GPU wait's ``wait_ns`` in
+    its call's last slice; the part of each slice of a thread wait inside ``w0``..``w1``)."""
+    gpu = barriers.filter(pl.col("type") != "thread").select(pl.col("slice").alias("node"), "wait_ns")
+    spans = (
+        barriers.filter((pl.col("type") == "thread") & (pl.col("slice") >= 0))
+        .select(node=pl.int_ranges("slice", pl.col("last_slice") + 1), w0="w0", w1="w1")
+        .explode("node")
+    )
+    spans = spans.join(nodes.select("node", "T", "L"), on="node").select(
+        "node",
+        wait_ns=(pl.min_horizontal(pl.col("T") + pl.col("L"), "w1") - pl.max_horizontal(pl.col("T"), "w0")).clip(
+            lower_bound=0.0
+        ),
+    )
+    waits = pl.concat([gpu, spans], how="vertical_relaxed").group_by("node").agg(pl.col("wait_ns").sum())
+    nodes = nodes.join(waits, on="node", how="left").sort("node")
+    return nodes.with_columns(W0=(pl.col("L") - pl.col("wait_ns").fill_null(0.0)).clip(lower_bound=0.0)).drop("wait_ns")
+
+
+def _order(items: pl.DataFrame, barriers: pl.DataFrame, nodes: pl.DataFrame) -> list[int]:
+    """Items (by recorded start) and barriers (by recorded resume time + tolerance), merged: the loop order."""
+    T = nodes["T"]
+    keyed = [
+        items.select(key=pl.col("S"), phase=pl.lit(0), k=pl.col("item"), code=pl.col("item")),
+        barriers.with_row_index("b").select(
+            key=T.gather(barriers["node"]).cast(pl.Float64) + TOL_NS if barriers.height else pl.lit(0.0),
+            phase=pl.lit(1),
+            k=pl.col("b").cast(pl.Int64),
+            code=-pl.col("b").cast(pl.Int64) - 1,
+        ),
+    ]
+    # ties: items first, then each kind in its own order (a thread's barriers in node order)
+    return pl.concat(keyed, how="vertical_relaxed").sort("key", "phase", "k")["code"].to_list()

@@ -1,0 +1,136 @@
+"""The profiler's own cost on the host, estimated from the trace itself, and the scenario without it.
+
+The profiler spends host time at every recorded event: before an op's start (recording its inputs),
+after its end, inside and around each CUDA runtime call (CUPTI's callbacks), at each Python call and
+return when stacks are recorded. That time lies in the *transitions* between consecutive nodes of a
+thread (an op's start to its first child's start, a child's end to the next sibling's start, a launch
+call's start to its end, ...). The model:
+
+- each slice of a host thread is typed by the nodes around it (``op<op<``: an op's start to another
+  op's start; ``L<L>``: inside a launch call; ``py>op<``: a Python function's end to an op's start; ...;
+  annotations count as ops, runtime calls that launched GPU work as ``L``, others as ``rt``);
+- the profiler's cost in a slice is ``alpha`` times the typical length of slices of its type *in this
+  trace* (their median): what one transition costs on this host with this profiler configuration, so
+  a slower host, recorded shapes or recorded stacks raise it by themselves. A slice never loses more
+  than its CPU time;
+- where Python stacks were recorded, the interpreter itself runs slower under the tracer: pure Python
+  time (inside Python functions, outside ops and runtime calls) loses a further share ``beta``.
+
+``alpha`` and ``beta`` are the same for every trace: they were fitted on 42 PyTorch traces with step
+times measured without the profiler (four H200 leases with different host CPUs, nine models), and each
+run was predicted with the values fitted on the other machines' runs only (``scripts/calibrate_replay.py``;
+REPLAY_NOTES.md gives the table). The spread of the per-run values gives the uncertainty band.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceq.analysis.replay.graph import Graph
+from traceq.analysis.replay.scenario import Scenario
+
+#: Share of each transition's typical length that is profiler cost: the median of the per-run values over
+#: 21 clean runs (0.61-0.65 leaving each machine out), and their 20th and 80th percentiles (the band).
+ALPHA, ALPHA_LOW, ALPHA_HIGH = 0.645, 0.49, 0.80
+#: Share of pure Python time that the Python tracer adds when stacks are recorded: the median over the
+#: three clean runs with stacks (0.34, 0.34, 0.46), and a band around it.
+BETA, BETA_LOW, BETA_HIGH = 0.34, 0.20, 0.46
+#: The quantile of a transition type's slice lengths taken as its typical length.
+QUANTILE = 0.5
+#: Transition types with fewer slices than this take no cost (too few to say what is typical).
+MIN_SLICES = 30
+
+
+@dataclass(frozen=True)
+class OverheadModel:
+    """The profiler-cost model's constants (see the module doc)."""
+
+    alpha: float = ALPHA
+    beta: float = BETA
+    quantile: float = QUANTILE
+    min_slices: int = MIN_SLICES
+
+    def band(self) -> tuple[OverheadModel, OverheadModel]:
+        """The models at the low and high ends of the uncertainty band (more and less cost removed)."""
+        return (
+            OverheadModel(ALPHA_HIGH, BETA_HIGH, self.quantile, self.min_slices),
+            OverheadModel(ALPHA_LOW, BETA_LOW, self.quantile, self.min_slices),
+        )
+
+
+def slice_types(graph: Graph) -> pl.Series:
+    """Each slice's transition type (``op<op<``, ``L<L>``, ``py>op<``, ...; empty for a thread's last node,
+    ``x`` in it where a step range bounds the slice)."""
+    launch_rows = graph.items["launch_row"].drop_nulls().unique().implode()
+    kind = pl.col("kind")
+    typ = pl.when(kind.is_in(["op", "op_inner", "annotation"])).then(pl.lit("op")).when(
+        (kind == "runtime") & pl.col("row").is_in(launch_rows)
+    ).then(pl.lit("L")).when(kind == "runtime").then(pl.lit("rt")).when(kind == "python").then(pl.lit("py")).otherwise(
+        pl.lit("x")
+    ) + pl.when(pl.col("start")).then(pl.lit("<")).otherwise(pl.lit(">"))
+    nxt = typ.shift(-1).over("thread")
+    return graph.nodes.select(pl.when(nxt.is_null()).then(pl.lit("")).otherwise(typ + nxt).alias("type")).to_series()
+
+
+def typical_lengths(graph: Graph, types: pl.Series, model: OverheadModel) -> dict[str, float]:
+    """The typical length of each transition type's slices (those that did not wait), ns."""
+    frame = graph.nodes.select("L", "W0").with_columns(type=types)
+    usable = frame.filter((pl.col("type") != "") & ~pl.col("type").str.contains("x") & (pl.col("W0") >= pl.col("L")))
+    typical = usable.group_by("type").agg(pl.len().alias("n"), pl.col("L").quantile(model.quantile).alias("t"))
+    return dict(typical.filter(pl.col("n") >= model.min_slices).select("type", "t").iter_rows())
+
+
+def profiler_cost(graph: Graph, model: OverheadModel | None = None, W: pl.Series | None = None) -> pl.Series:
+    """The profiler's cost in each slice under ``model``, ns (never more than the slice's CPU time ``W``,
+    by default the recorded ``W0``)."""
+    model = model or OverheadModel()
+    types = slice_types(graph)
+    typical = typical_lengths(graph, types, model)
+    W = graph.nodes["W0"] if W is None else W
+    per_type = types.replace_strict(typical, default=0.0, return_dtype=pl.Float64) * model.alpha
+    cost = pl.select(pl.min_horizontal(per_type, W)).to_series()
+    if graph.timeline.stacks and model.beta:
+        n = graph.nodes
+        pure_python = (n["py"] > 0) & (n["op"] == 0) & (n["rt"] == 0)
+        rest = W - cost
+        cost = pl.select(pl.when(pure_python).then(cost + rest * model.beta).otherwise(cost)).to_series()
+    return cost.alias("cost")
+
+
+def overhead_scenario(
+    graph: Graph,
+    model: OverheadModel | None = None,
+    base: Scenario | None = None,
+    name: str = "unprofiled",
+    host_scale: float = 1.0,
+) -> Scenario:
+    """``base`` (the trace by default) with the profiler's cost taken out of every slice; launch latencies
+    shrink by what their launch call lost (the GPU work can start as much earlier). ``host_scale``
+    multiplies the CPU time left (a host-speed normalisation, see :mod:`traceq.analysis.replay.compare`)."""
+    model = model or OverheadModel()
+    W = base.W if base is not None and base.W is not None else graph.nodes["W0"]
+    cost = profiler_cost(graph, model, W)
+    items = graph.items
+    lost = cost.gather(items["launch_node"].fill_null(0))
+    shift = pl.select(
+        pl.when(items["launch_node"].is_not_null())
+        .then(-pl.min_horizontal(lost, items["lat"].fill_null(0.0).clip(lower_bound=0.0)))
+        .otherwise(0.0)
+    ).to_series()
+    if base is not None and base.lat_shift is not None:
+        shift = shift + pl.Series(base.lat_shift, dtype=pl.Float64)
+    return Scenario(
+        name=name,
+        W=(W - cost).clip(lower_bound=0.0) * host_scale,
+        barrier_on=base.barrier_on if base is not None else None,
+        dropped=base.dropped if base is not None else None,
+        lat_shift=shift.to_list(),
+        notes=[
+            *(base.notes if base is not None else []),
+            f"profiler cost removed: alpha={model.alpha:g} of each transition's typical length"
+            + (f", beta={model.beta:g} of pure Python time (stacks recorded)" if graph.timeline.stacks else "")
+            + (f"; host CPU time scaled by {host_scale:.3f}" if host_scale != 1.0 else ""),
+        ],
+    )

@@ -1,0 +1,208 @@
+"""One rank of one run: the compact frames the replay reads (loaded by :mod:`traceq.analysis.replay.api` from
+the query files ``replay_host``, ``replay_gpu``, ``replay_steps``, ``_windows`` and ``_search_calls``).
+
+Times are rebased on the rank's first host range or GPU work (``t0_ns``) so that they fit a float exactly.
+Host events are the ranges of host threads (ops, stages, Python functions, annotations, runtime calls,
+steps); GPU work is kernels, copies and sets, each with its launch call where it was captured. Each host
+event carries the idle cause ``_host_marks`` gives it (its own, before nesting), and calls that searched
+for an algorithm carry their typical call from ``_search_calls``: the what-if scenarios are built from these.
+
+Steps are the profiler steps; a run without them (an Nsight Systems capture) takes its steps from NVTX
+ranges named like ``train_step 3`` where there are some, else is one window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from traceq.errors import QueryError
+
+#: NVTX ranges that mark training steps in captures without profiler steps (``train_step 3``, ``step#3``).
+NVTX_STEP = r"(?i)^(?:train[_ ]?)?step[ _#:]*(\d+)$"
+
+
+@dataclass
+class Timeline:
+    """The events of one rank of one run that a replay needs.
+
+    ``host``: one row per host range (``row`` 0..n-1, ``thread`` index, ``ts``/``end`` rebased ns, kind,
+    name, step, depth, ``cause`` from ``_host_marks``, ``search`` for algorithm-search calls).
+    ``gpu``: one row per GPU event (``lane`` = device and stream index, ``ts``/``end``, ``launch_row`` =
+    the host row of its launch call or null, ``step`` of its launch, ``kernel_class``).
+    ``steps``: ``step``, ``row`` (the step's host range; null where the step is no host range, as the one
+    window of an nsys capture: its recorded ``ts``..``end`` then stays as it is), ``thread``, ``ts``, ``end``.
+    ``windows``: the traced analysis windows of ``_windows`` (rebased). ``waits``: CUPTI "Command Buffer
+    Full" ranges (the host blocked on a full launch queue). ``counts``: events per kind (instants
+    included) for the profiler-overhead model.
+    """
+
+    run_id: str
+    rank: int
+    flavour: str
+    t0_ns: int
+    host: pl.DataFrame
+    gpu: pl.DataFrame
+    steps: pl.DataFrame
+    windows: pl.DataFrame
+    waits: pl.DataFrame
+    counts: dict[str, int]
+    searches: pl.DataFrame
+    threads: list[tuple[int, int]] = field(default_factory=list)
+    #: the thread that holds the steps (the training loop's thread)
+    main_thread: int = 0
+    #: whether the steps came from NVTX ranges rather than profiler steps
+    nvtx_steps: bool = False
+
+    @property
+    def n_steps(self) -> int:
+        return self.steps.height
+
+    @property
+    def n_events(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def stacks(self) -> bool:
+        """Whether Python stacks were recorded (``python`` events)."""
+        return self.counts.get("python", 0) > 0
+
+
+def timeline_from_frames(
+    run_id: str,
+    rank: int,
+    flavour: str,
+    counts: dict[str, int],
+    host: pl.DataFrame,
+    gpu: pl.DataFrame,
+    steps: pl.DataFrame,
+    windows: pl.DataFrame,
+    searches: pl.DataFrame,
+) -> Timeline:
+    """The timeline of ``run_id`` (rank ``rank``) from the rows of ``replay_host``, ``replay_gpu``,
+    ``replay_steps``, ``_windows`` and ``_search_calls`` (any runs and ranks, in any order: this
+    one's are kept, in time order)."""
+
+    def own(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.filter((pl.col("run_id") == run_id) & (pl.col("rank") == rank)).drop("run_id", "rank")
+
+    host, gpu, steps, windows, searches = (own(f) for f in (host, gpu, steps, windows, searches))
+    t0 = min((v for v in (host["ts_ns"].min(), gpu["ts_ns"].min()) if v is not None), default=None)
+    if t0 is None:
+        raise QueryError(f"{run_id}: no events to replay")
+    t0 = int(t0)  # type: ignore[arg-type]
+
+    def rebased(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.with_columns(ts=pl.col("ts_ns") - t0, end=pl.col("end_ns") - t0).drop("ts_ns", "end_ns")
+
+    queue_full = (pl.col("kind") == "other") & (pl.col("name") == "Command Buffer Full")
+    waits = rebased(host.filter(queue_full)).select("ts", "end").sort("ts")
+    host = rebased(host.filter(~queue_full)).sort("event_id")
+    gpu = rebased(gpu).sort("ts", "event_id")
+    steps = rebased(steps).select("step", "event_id", "ts", "end").sort("ts")
+    windows = windows.select(
+        "step", win_start=pl.col("win_start") - t0, win_end=pl.col("win_end") - t0
+    ).sort("win_start")
+    searches = searches.select("event_id", "typical_ns", "kernels", "typical_kernels")
+    return _assemble(run_id, rank, flavour, t0, host, gpu, steps, windows, waits, counts, searches)
+
+
+def _assemble(
+    run_id: str,
+    rank: int,
+    flavour: str,
+    t0: int,
+    host: pl.DataFrame,
+    gpu: pl.DataFrame,
+    steps: pl.DataFrame,
+    windows: pl.DataFrame,
+    waits: pl.DataFrame,
+    counts: dict[str, int],
+    searches: pl.DataFrame,
+) -> Timeline:
+    """Index threads, lanes and rows; link launches to host rows; find the steps."""
+    host = host.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
+    threads = host.select("pid", "tid").unique(maintain_order=True).sort("pid", "tid")
+    threads = threads.with_row_index("thread").with_columns(pl.col("thread").cast(pl.Int64))
+    host = host.join(threads, on=["pid", "tid"], how="left")
+    marked = searches.select("event_id", search=pl.lit(True))
+    host = host.join(marked, on="event_id", how="left").with_columns(pl.col("search").fill_null(False)).sort("row")
+    rows = host.select("event_id", "row", "thread")
+    gpu = (
+        gpu.join(
+            rows.rename({"event_id": "launch_id", "row": "launch_row", "thread": "launch_thread"}),
+            on="launch_id",
+            how="left",
+        )
+        .with_columns(pl.col("device").fill_null(0), pl.col("stream").fill_null(0))
+        .sort("ts", "event_id")
+    )
+    lanes = gpu.select("device", "stream").unique().sort("device", "stream").with_row_index("lane")
+    gpu = gpu.join(lanes.with_columns(pl.col("lane").cast(pl.Int64)), on=["device", "stream"], how="left")
+    gpu = gpu.sort("ts", "event_id").with_row_index("item").with_columns(pl.col("item").cast(pl.Int64))
+    nvtx = False
+    on_host = steps.join(rows, on="event_id", how="inner").select("step", "row", "thread", "ts", "end")
+    if on_host.height == 0:  # no profiler steps among the host ranges (an nsys capture is one window)
+        named = _nvtx_steps(host)
+        if named.height:
+            on_host, nvtx = named, True
+        else:  # the steps table's own windows (an nsys capture's one window), fixed in time
+            on_host = steps.select(
+                "step", row=pl.lit(None, pl.Int64), thread=pl.lit(None, pl.Int64), ts="ts", end="end"
+            )
+    steps = on_host
+    if steps.height and steps["thread"].drop_nulls().len():
+        main = int(steps["thread"].mode().sort()[0])
+        if nvtx:  # profiler steps: GPU work already has the step of its launch
+            gpu = _step_of_launch(gpu, host, steps)
+    else:
+        busiest = host.filter(pl.col("kind") == "op").group_by("thread").len().sort("len", descending=True)
+        main = int(busiest["thread"][0]) if busiest.height else 0
+        if steps.height == 0:
+            gpu = gpu.with_columns(step=pl.lit(None, pl.Int32))
+    return Timeline(
+        run_id=run_id,
+        rank=rank,
+        flavour=flavour,
+        t0_ns=t0,
+        host=host,
+        gpu=gpu,
+        steps=steps,
+        windows=windows,
+        waits=waits,
+        counts=counts,
+        searches=searches,
+        threads=[(int(p), int(t)) for p, t in threads.select("pid", "tid").iter_rows()],
+        main_thread=main,
+        nvtx_steps=nvtx and steps.height > 0,
+    )
+
+
+def _nvtx_steps(host: pl.DataFrame) -> pl.DataFrame:
+    """Steps from NVTX ranges named like ``train_step 3`` (outermost of each number), in time order."""
+    named = host.filter(pl.col("name").str.contains(NVTX_STEP) & pl.col("kind").is_in(["op", "annotation"]))
+    if named.height == 0:
+        return pl.DataFrame(schema={"step": pl.Int32, "row": pl.Int64, "thread": pl.Int64, "ts": pl.Int64,
+                                    "end": pl.Int64})  # fmt: skip
+    named = named.with_columns(step=pl.col("name").str.extract(NVTX_STEP, 1).cast(pl.Int32))
+    named = named.sort("ts", pl.col("end") - pl.col("ts"), descending=[False, True]).unique("step", keep="first")
+    return named.sort("ts").select("step", "row", "thread", "ts", "end")
+
+
+def _step_of_launch(gpu: pl.DataFrame, host: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """Each GPU event's step: that of the host step window its launch call starts in (null unlaunched)."""
+    bounds = (
+        steps.join(host.select("row", "ts", "end"), on="row")
+        .select(pl.col("step").alias("launch_step"), pl.col("ts").alias("step_ts"), pl.col("end").alias("step_end"))
+        .sort("step_ts")
+    )
+    starts = host.select(pl.col("row").alias("launch_row"), pl.col("ts").alias("launch_ts"))
+    linked = gpu.join(starts, on="launch_row", how="left").sort("launch_ts", nulls_last=True)
+    found = (
+        linked.filter(pl.col("launch_ts").is_not_null())
+        .join_asof(bounds, left_on="launch_ts", right_on="step_ts", strategy="backward")
+        .with_columns(pl.when(pl.col("launch_ts") < pl.col("step_end")).then(pl.col("launch_step")).alias("step2"))
+    )
+    out = gpu.join(found.select("item", "step2"), on="item", how="left")
+    return out.with_columns(step=pl.col("step2").cast(pl.Int32)).drop("step2").sort("item")
