@@ -49,7 +49,10 @@ def default_store_path(cwd: str | Path | None = None) -> Path:
 def find_store(start: str | Path | None = None) -> Path | None:
     """The nearest ``.traceq`` folder holding a store (its marker file) in ``start`` (the working
     directory) or a folder above it, as git finds its repository; None if there is none."""
-    here = Path(start if start is not None else Path.cwd()).resolve()
+    try:
+        here = Path(start if start is not None else Path.cwd()).resolve()
+    except OSError:  # the working directory was removed
+        return None
     for folder in (here, *here.parents):
         if (folder / DEFAULT_STORE / _MARKER).is_file():
             return folder / DEFAULT_STORE
