@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import traceq
-from tests.conftest import ROOT, SAMPLES, raw_trace, run_cli, run_process, tree_state
+from tests.conftest import ROOT, SAMPLES, SHARED, raw_trace, run_cli, run_process, tree_state
 
 TRITON = SAMPLES / "hta_triton_example.json.gz"
 FP32 = SAMPLES / "kineto_conformer_fp32_b4_2steps.json.gz"
@@ -234,7 +234,7 @@ def test_the_api_takes_str_paths(tmp_path: Path) -> None:
     raw = raw_trace(TRITON)["traceEvents"]
     read = traceq.read_trace(str(TRITON))
     assert read.tables.events.height == sum(1 for e in raw if e.get("ph") in ("X", "i", "I"))
-    summary = ROOT.parent / "shared" / "traces" / "paddle" / "issue48321_fp32_operator_summary.txt"
+    summary = SHARED / "paddle" / "issue48321_fp32_operator_summary.txt"
     if summary.exists():
         assert traceq.read_trace(str(summary)).tables.op_stats.height > 0
     store = str(tmp_path / "store")
@@ -257,8 +257,12 @@ def test_reports_print_no_python_reprs(two_runs: Path, tmp_path: Path) -> None:
     Markdown forms."""
     store = tmp_path / "store"
     assert run_cli("ingest", str(DDP32), "--name", "ddp", "-j", "1", "--store", str(store)).returncode == 0
-    cases = [
-        (store, ["report", "ddp"]),
+    cases = [(store, ["report", "ddp"])]
+    summary = SHARED / "paddle" / "issue48321_fp32_operator_summary.txt"
+    if summary.exists():  # Paddle summary text: an op-level report
+        assert run_cli("ingest", str(summary), "--store", str(store)).returncode == 0
+        cases.append((store, ["report", "issue48321_fp32_operator_summary"]))
+    cases += [
         (two_runs, ["report", "kineto_conformer_fp16_b4_2steps"]),
         (two_runs, ["report", "--compare"]),
     ]
