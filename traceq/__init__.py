@@ -21,11 +21,30 @@ from traceq.ingest.ingest import ingest, latest_run, pick_runs, run_id_of
 from traceq.query.engine import query, sql
 from traceq.readers import read_trace
 from traceq.store import Store
+from traceq.store import remove_run as _remove_run
+from traceq.store import rename_run as _rename_run
 
 
 def runs(store: Store | str | Path | None = None) -> pl.DataFrame:
     """The run catalog (the ``runs`` table) of ``store``."""
     return _store(store).catalog()
+
+
+def remove_run(ref: str, store: Store | str | Path | None = None) -> str:
+    """Remove a stored run (a run id, a unique run id prefix or a run name) from ``store``; returns its id."""
+    store = _store(store)
+    run_id = store.resolve(ref)
+    _remove_run(store, run_id)
+    return run_id
+
+
+def rename_run(ref: str, new_name: str, store: Store | str | Path | None = None) -> str:
+    """Give a stored run (a run id, a unique run id prefix or a run name) the name ``new_name``; returns its
+    id. A name another run has is refused."""
+    store = _store(store)
+    run_id = store.resolve(ref)
+    _rename_run(store, run_id, new_name)
+    return run_id
 
 
 def run_report(
@@ -85,6 +104,8 @@ __all__ = [
     "ingest",
     "query",
     "read_trace",
+    "remove_run",
+    "rename_run",
     "run_report",
     "runs",
     "sql",

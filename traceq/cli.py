@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import polars as pl
 import typer
 import typer.core
@@ -25,21 +24,22 @@ from traceq.ingest.ingest import ingest as ingest_files
 from traceq.ingest.ingest import latest_run, pick_runs, run_id_of
 from traceq.model.nesting import native_available as nesting_native
 from traceq.query.engine import DEFAULT_TIMEOUT_S
+from traceq.query.engine import query as run_query
 from traceq.query.engine import sql as run_sql
 from traceq.query.files import list_queries, source_dir
 from traceq.readers.chrome.decoder import native_available as decoder_native
-from traceq.render import Format, check_format, render
+from traceq.render import Format, FrameFormat, ReportFormat, check_format, render
 from traceq.render.frames import literal, visible
 from traceq.render.html import write_html
 from traceq.schema import markdown_reference
-from traceq.store import STORE_ENV, Store
+from traceq.store import STORE_ENV, Store, remove_run, rename_run
 
 
 class _Commands(typer.core.TyperGroup):
     """The commands: a :class:`TraceqError` from the library is one line on stderr and exit code 1 (in
     :func:`main` and wherever the app runs, such as typer's test runner)."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
         except TraceqError as e:
@@ -51,16 +51,20 @@ app = typer.Typer(
     name="traceq",
     help="Why did mixed precision (AMP) make training slower? Evidence from profiler traces.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
     cls=_Commands,
 )
 
 StoreOpt = Annotated[
     Path | None,
-    typer.Option("--store", envvar=STORE_ENV, help="Store directory (default: ./.traceq, or $TRACEQ_STORE)."),
+    typer.Option(
+        "--store",
+        help=f"Store directory (default: ${STORE_ENV}, else the nearest .traceq store here or in a folder above, "
+        "else traceq/store in the user's data folder).",
+        show_default=False,
+    ),
 ]
-FormatOpt = Annotated[Format, typer.Option("--format", help="Output format.")]
+FrameFormatOpt = Annotated[FrameFormat, typer.Option("--format", help="Output format.")]
 StepsFromOpt = Annotated[
     str | None,
     typer.Option(
@@ -71,7 +75,35 @@ StepsFromOpt = Annotated[
         show_default=False,
     ),
 ]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", min=0, metavar="SECONDS", help="Stop the query after SECONDS (0: never).")
+]
+MemoryLimitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--memory-limit",
+        metavar="SIZE",
+        help="DuckDB's memory bound, e.g. 2GB or 500MB (default: half of the available memory, at most 4GB).",
+        show_default=False,
+    ),
+]
 _PROGRESS_MIN_BYTES = 4 << 20
+
+
+def _print_version(given: bool) -> None:
+    if given:
+        typer.echo(f"traceq {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_print_version, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Why did mixed precision (AMP) make training slower? Evidence from profiler traces."""
 
 
 @app.command()
@@ -98,7 +130,7 @@ def ingest(
         ),
     ] = "local",
     steps_from: StepsFromOpt = None,
-    fmt: FormatOpt = Format.table,
+    fmt: FrameFormatOpt = FrameFormat.table,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Read trace files into the store (one run per file; with --name, one run of many ranks).
@@ -108,6 +140,8 @@ def ingest(
     """  # fmt: skip
     if executor not in EXECUTORS:
         raise typer.BadParameter(f"{executor!r}; choose one of {', '.join(EXECUTORS)}", param_hint="--executor")
+    if jobs is not None and executor != "local":
+        raise TraceqError(f"--jobs is for --executor local (--executor {executor} runs one task per file)")
     failed: list[str] = []
 
     def on_error(e: TraceqError) -> None:
@@ -116,10 +150,10 @@ def ingest(
 
     with _progress(quiet) as progress:
         result = ingest_files(
-            paths, store=_store(store), name=name, progress=progress, on_error=on_error, jobs=jobs,
+            paths, store=_store(store, existing=False), name=name, progress=progress, on_error=on_error, jobs=jobs,
             executor=executor, steps_from=_pattern(steps_from),  # type: ignore[arg-type]
         )  # fmt: skip
-    if fmt is Format.table:
+    if fmt is FrameFormat.table:
         multi = result["run_id"].drop_nulls().n_unique() < result["run_id"].drop_nulls().len()
         for row in result.filter(pl.col("status") == "skipped").iter_rows(named=True):
             typer.echo(visible(f"skipped {row['path']}: {row['summary']}"), err=True)
@@ -135,37 +169,69 @@ def ingest(
         raise typer.Exit(1)
 
 
-@app.command()
-def runs(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
-    """List the runs in the store.
+runs_app = typer.Typer(cls=_Commands, no_args_is_help=False)
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.callback(invoke_without_command=True)
+def runs(ctx: typer.Context, store: StoreOpt = None, fmt: FrameFormatOpt = FrameFormat.table) -> None:
+    """List the runs in the store (`traceq runs rm RUN` removes one, `traceq runs rename RUN NAME` renames it).
 
     Example: traceq runs --format json
     """
+    if ctx.invoked_subcommand is not None:
+        given = [o for o, v in (("--store", store), ("--format", fmt is not FrameFormat.table or None)) if v]
+        if given:
+            raise TraceqError(f"{given[0]} goes after `runs {ctx.invoked_subcommand}`, not before it")
+        return
     cat = _store(store).catalog()
-    if fmt is Format.table:
+    if fmt is FrameFormat.table:
         shown = ("run_id", "name", "n_ranks", "flavour", "profiler_version", "n_events", "n_steps", "ingested_at")
         cat = cat.select(shown)
-    render(cat, fmt)
+    render(cat, fmt.value)
+
+
+RunArg = Annotated[str, typer.Argument(help="Run id, unique run id prefix, or run name.", show_default=False)]
+
+
+@runs_app.command("rm")
+def runs_rm(run: RunArg, store: StoreOpt = None) -> None:
+    """Remove a run from the store.
+
+    Example: traceq runs rm kineto_conformer_fp16_b4_2steps
+    """
+    stored = _store(store)
+    run_id = stored.resolve(run)
+    label = _named(stored, run_id)
+    remove_run(stored, run_id)
+    typer.echo(f"removed {visible(label)}")
+
+
+@runs_app.command("rename")
+def runs_rename(
+    run: RunArg,
+    new_name: Annotated[str, typer.Argument(help="The run's new name.", show_default=False)],
+    store: StoreOpt = None,
+) -> None:
+    """Give a run another name.
+
+    Example: traceq runs rename kineto_conformer_fp16_b4_2steps amp_b4
+    """
+    stored = _store(store)
+    run_id = stored.resolve(run)
+    label = _named(stored, run_id)
+    rename_run(stored, run_id, new_name)
+    typer.echo(f"renamed {visible(label)} to {visible(new_name)}")
 
 
 @app.command()
 def sql(
     query: Annotated[str | None, typer.Argument(help="A SELECT statement.", show_default=False)] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the query from a .sql file.")] = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", min=0, metavar="SECONDS", help="Stop the query after SECONDS (0: never).")
-    ] = DEFAULT_TIMEOUT_S,
-    memory_limit: Annotated[
-        str | None,
-        typer.Option(
-            "--memory-limit",
-            metavar="SIZE",
-            help="DuckDB's memory bound, e.g. 2GB or 500MB (default: half of the available memory, at most 4GB).",
-            show_default=False,
-        ),
-    ] = None,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
+    memory_limit: MemoryLimitOpt = None,
     store: StoreOpt = None,
-    fmt: FormatOpt = Format.table,
+    fmt: FrameFormatOpt = FrameFormat.table,
 ) -> None:
     """Run a read-only SQL query (DuckDB dialect) over every stored run.
 
@@ -237,7 +303,9 @@ def report(
     steps_from: StepsFromOpt = None,
     all_ops: Annotated[bool, typer.Option("--all", help="List every op (default: the top 30 by CPU time).")] = False,
     store: StoreOpt = None,
-    fmt: FormatOpt = Format.table,
+    fmt: Annotated[
+        ReportFormat, typer.Option("--format", help="Output format (html: with --compare only).")
+    ] = ReportFormat.table,
 ) -> None:
     """Explain one run, or with --compare why NEW's step is slower or faster than BASE's.
 
@@ -248,7 +316,7 @@ def report(
     runs = runs or []
     if len(runs) > (2 if compare else 1):
         raise TraceqError("give one RUN, or --compare [[BASE] NEW]" if not compare else "--compare takes BASE NEW")
-    check_format(Comparison if compare else RunReport, fmt)
+    check_format(Comparison if compare else RunReport, Format(fmt.value))
     only_compare = {"--html": html, "--fail-if-slower": fail_if_slower, "--base-step-ms": base_step_ms,
                     "--new-step-ms": new_step_ms}  # fmt: skip
     given = [option for option, value in only_compare.items() if value is not None]
@@ -256,7 +324,7 @@ def report(
         raise TraceqError(f"{given[0]} needs --compare")
     if (base_step_ms is None) != (new_step_ms is None):
         raise TraceqError("--base-step-ms and --new-step-ms go together")
-    stored = _store(store)
+    stored = _store(store, existing=not any(Path(ref).exists() for ref in runs))  # a file may start a store
     pattern = _pattern(steps_from)
     top = None if all_ops else TOP_OPS
     if compare:
@@ -285,13 +353,33 @@ def report(
 
 
 @app.command()
-def queries(fmt: FormatOpt = Format.table) -> None:
-    """List the metric queries in queries/ (run one with `traceq sql -f`).
+def query(
+    name: Annotated[str, typer.Argument(help="A metric query's name (see `traceq queries`).", show_default=False)],
+    run: Annotated[
+        str | None,
+        typer.Option("--run", help="Only this run (run id, unique prefix or name; default: every run).",
+                     show_default=False),
+    ] = None,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
+    memory_limit: MemoryLimitOpt = None,
+    store: StoreOpt = None,
+    fmt: FrameFormatOpt = FrameFormat.table,
+) -> None:
+    """Run a metric query by name: the SQL files installed with traceq (`traceq queries` lists them).
 
-    Example: traceq sql -f queries/gpu_busy.sql --format json
+    Example: traceq query gpu_busy --run kineto_conformer_fp16_b4_2steps --format json
+    """
+    render(run_query(name, _store(store), run, timeout=timeout, memory_limit=memory_limit), fmt)
+
+
+@app.command()
+def queries(fmt: FrameFormatOpt = FrameFormat.table) -> None:
+    """List the metric queries (run one with `traceq query NAME`).
+
+    Example: traceq query gpu_busy --format json
     """
     render(list_queries(), fmt)
-    if fmt is Format.table:
+    if fmt is FrameFormat.table:
         typer.echo(f"files: {source_dir()}")
 
 
@@ -312,29 +400,36 @@ def version() -> None:
     typer.echo(f"chrome decoder: {built(decoder_native())}; nesting: {built(nesting_native())}")
 
 
-def _store(path: Path | None) -> Store:
-    return Store(path)
+def _store(path: Path | None, *, existing: bool = True) -> Store:
+    """The store ``--store`` names, else the default one (:func:`~traceq.store.default_store_path`). One
+    named by ``--store`` or ``$TRACEQ_STORE`` must hold a store, unless the command may create it."""
+    named = path if path is not None else os.environ.get(STORE_ENV) or None
+    return Store.open(named) if named is not None and existing else Store(named)
 
 
 class _progress:
-    """A byte-level progress bar on stderr for large inputs (only on a terminal)."""
+    """A byte-level progress bar on stderr for large inputs (only on a terminal; or on ``console``). Each
+    file's bar is one line as wide as the terminal: a long file name is cut short with an ellipsis."""
 
-    def __init__(self, quiet: bool) -> None:
-        self.enabled = not quiet and sys.stderr.isatty()
-        self.bar = None
+    def __init__(self, quiet: bool, console: Any = None) -> None:
+        self.enabled = not quiet and (console is not None or sys.stderr.isatty())
+        self.console = console
+        self.bar: Any = None
 
     def __enter__(self) -> Callable[[str, int], Callable[[int], None] | None]:
         if self.enabled:
             from rich.console import Console
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+            from rich.table import Column
 
             self.bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                DownloadColumn(),
-                TransferSpeedColumn(),
-                console=Console(stderr=True, emoji=False),
+                TextColumn("{task.description}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
+                BarColumn(bar_width=16),
+                DownloadColumn(table_column=Column(no_wrap=True)),
+                TransferSpeedColumn(table_column=Column(no_wrap=True)),
+                console=self.console or Console(stderr=True, emoji=False),
                 transient=True,
+                expand=True,
             )
             self.bar.start()
         return self.factory
@@ -350,7 +445,8 @@ class _progress:
 
 
 class _Bar:
-    """One file's bar: advanced by bytes read, then relabelled with each later stage of its ingest."""
+    """One file's bar: advanced by bytes read, then relabelled with each later stage of its ingest (the stage
+    first, so that a long file name cut short at the end of a narrow terminal never hides it)."""
 
     def __init__(self, bar: Any, label: str, size: int) -> None:
         self.bar, self.label = bar, literal(label.removeprefix("reading "))  # a file name, inside rich markup
@@ -360,7 +456,7 @@ class _Bar:
         self.bar.advance(self.task, n)
 
     def stage(self, text: str) -> None:
-        self.bar.update(self.task, description=f"{self.label}: {text}")
+        self.bar.update(self.task, description=f"{literal(text)}: {self.label}")  # what it does first: names get cut
 
 
 def _pattern(regex: str | None) -> str | None:
@@ -393,7 +489,7 @@ def _error(message: str) -> None:
 def main() -> None:
     """Entry point: library errors become one line on stderr and exit code 1, never a traceback."""
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="traceq")  # also under `python -m traceq` (completion)
         sys.exit(code if isinstance(code, int) else 0)
     except TraceqError as e:
         _error(str(e))

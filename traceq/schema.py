@@ -43,6 +43,8 @@ class Column:
     name: str
     dtype: pl.DataType
     doc: str
+    #: Whether the column holds JSON text (written as JSON values, not strings, in JSON output).
+    json: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,8 +119,8 @@ EVENTS = Table(
         Column("launch_id", _I64, "GPU work: the runtime/driver call that launched it"),
         Column("bytes", _I64, "bytes copied or set (memcpy, memset)"),
         Column("input_dtypes", pl.List(_STR), "input dtypes of an op, where the profiler recorded them"),
-        Column("input_shapes", _STR, "input shapes of an op as JSON, where the profiler recorded them"),
-        Column("args", _STR, "all of the event's original args, as JSON"),
+        Column("input_shapes", _STR, "input shapes of an op as JSON, where the profiler recorded them", json=True),
+        Column("args", _STR, "all of the event's original args, as JSON", json=True),
     ),
 )
 
@@ -223,8 +225,8 @@ _SOURCE_BYTES = Column("source_bytes", _I64, "size of the file(s), bytes")
 _SOURCE_FORMAT = Column("source_format", _STR, "input format: `chrome_json`, `nsys_sqlite`, `paddle_summary`")
 _FLAVOUR = Column("flavour", _STR, "producer: `kineto` (torch.profiler), `paddle` (paddle.profiler), `nsys`")
 _PROFILER_VERSION = Column("profiler_version", _STR, "version the file declares (schemaVersion etc.)")
-_DEVICES = Column("devices", _STR, "device properties as JSON (list of objects), where recorded")
-_DISTRIBUTED = Column("distributed", _STR, "distributed info as JSON (rank, world size), where recorded")
+_DEVICES = Column("devices", _STR, "device properties as JSON (list of objects), where recorded", json=True)
+_DISTRIBUTED = Column("distributed", _STR, "distributed info as JSON (rank, world size), where recorded", json=True)
 _CLOCK_OFFSET = Column(
     "clock_offset_ns",
     _I64,
@@ -241,7 +243,7 @@ _STEP_RULE = Column(
 )
 _START = Column("start_ns", _I64, "first event start, ns")
 _END = Column("end_ns", _I64, "last event end, ns")
-_WARNINGS = Column("warnings", _STR, "what the reader could not read or had to repair, JSON list of strings")
+_WARNINGS = Column("warnings", _STR, "what the reader could not read or had to repair, JSON list of strings", json=True)
 
 #: Where a rank's data came from, and its size: in ``runs`` for the whole run, in ``sources`` per rank.
 _SOURCE_COLUMNS = (
@@ -259,7 +261,7 @@ RUNS = Table(
         *_SOURCE_COLUMNS,
         Column("ingested_at", pl.Datetime("us", "UTC"), "when the run was ingested"),
         Column("traceq_version", _STR, "traceq version that wrote the run"),
-        Column("events_by_kind", _STR, "rows per kind, JSON object"),
+        Column("events_by_kind", _STR, "rows per kind, JSON object", json=True),
         *_COUNT_COLUMNS,
     ),
 )
@@ -284,6 +286,8 @@ RANK_TABLES: tuple[Table, ...] = (
     EVENTS, STEPS, THREADS, KERNEL_CLASS_TABLE, OP_STATS, KERNEL_STATS, SUMMARY_CELLS, SOURCES,
 )  # fmt: skip
 TABLES: dict[str, Table] = {t.name: t for t in (RUNS, *RANK_TABLES)}
+#: The columns, of any table, that hold JSON text.
+JSON_COLUMNS: frozenset[str] = frozenset(c.name for t in TABLES.values() for c in t.columns if c.json)
 
 
 @dataclass

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Collection, Mapping
@@ -31,15 +32,44 @@ import polars as pl
 from traceq.errors import StoreError
 from traceq.schema import RANK_TABLES, RUNS, SOURCES, RunTables
 
+#: The folder name a store is found by, walking up from the working directory (as git finds ``.git``).
 DEFAULT_STORE = ".traceq"
 STORE_ENV = "TRACEQ_STORE"
 FORMAT_VERSION = 1
 _MARKER = "traceq-store.json"
 
 
-def default_store_path() -> Path:
-    """``$TRACEQ_STORE`` if set, else ``./.traceq``."""
-    return Path(os.environ.get(STORE_ENV) or DEFAULT_STORE)
+def default_store_path(cwd: str | Path | None = None) -> Path:
+    """The store used when none is named: ``$TRACEQ_STORE`` if set, else the nearest ``.traceq`` store in
+    the working directory or a folder above it (:func:`find_store`), else the user's data folder
+    (:func:`user_store_path`)."""
+    return Path(os.environ.get(STORE_ENV) or find_store(cwd) or user_store_path())
+
+
+def find_store(start: str | Path | None = None) -> Path | None:
+    """The nearest ``.traceq`` folder holding a store (its marker file) in ``start`` (the working
+    directory) or a folder above it, as git finds its repository; None if there is none."""
+    try:
+        here = Path(start if start is not None else Path.cwd()).resolve()
+    except OSError:  # the working directory was removed
+        return None
+    for folder in (here, *here.parents):
+        if (folder / DEFAULT_STORE / _MARKER).is_file():
+            return folder / DEFAULT_STORE
+    return None
+
+
+def user_store_path() -> Path:
+    """The store in the user's data folder: ``traceq/store`` in ``$XDG_DATA_HOME`` (``~/.local/share``) on
+    Linux, in ``~/Library/Application Support`` on macOS, in ``%LOCALAPPDATA%`` on Windows."""
+    home = Path.home()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or home / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = home / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share")
+    return base / "traceq" / "store"
 
 
 class Store:
@@ -59,6 +89,15 @@ class Store:
 
     def exists(self) -> bool:
         return (self.root / _MARKER).exists()
+
+    @classmethod
+    def open(cls, root: str | Path) -> Store:
+        """An existing store at ``root``: a path that holds none (a typo) is an error naming it, not an
+        empty store."""
+        store = cls(root)
+        if not store.exists():
+            raise StoreError(f"{store.root}: no such store (nothing was ingested there; check --store or ${STORE_ENV})")
+        return store
 
     # -- reading -------------------------------------------------------------------------------------
     def run_dirs(self) -> list[Path]:
@@ -214,6 +253,55 @@ class RunWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.discard()
+
+
+def remove_run(store: Store, run_id: str) -> None:
+    """Remove the stored run ``run_id``: its folder leaves ``runs/`` in one rename (into ``tmp/``, so
+    readers see the run whole or not at all), then its files are deleted (by the next write if this
+    process dies first)."""
+    folder = _run_folder(store, run_id)
+    (store.root / "tmp").mkdir(exist_ok=True)
+    doomed = store.root / "tmp" / f"rm.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
+    try:
+        os.rename(folder, doomed)
+    except FileNotFoundError:
+        raise StoreError(f"{run_id}: no such run in {store.root} (removed meanwhile)") from None
+    except OSError as e:
+        raise StoreError(f"{store.root}: cannot remove run {run_id}: {e.strerror or e}") from None
+    _fsync_dir(store.runs_dir)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def rename_run(store: Store, run_id: str, new_name: str) -> None:
+    """Give the stored run ``run_id`` the name ``new_name``: its catalog row is written beside the old one
+    and replaces it in one rename, so readers see the old name or the new one. A name another run has,
+    or an empty one, is refused (run names select runs)."""
+    folder = _run_folder(store, run_id)
+    name = new_name.strip()
+    if not name or name != new_name:
+        raise StoreError(f"{new_name!r}: not a run name (empty, or spaces at either end)")
+    cat = store.catalog()
+    taken = cat.filter((pl.col("name") == name) & (pl.col("run_id") != run_id))["run_id"].to_list()
+    if taken:
+        raise StoreError(f"{name}: already the name of run {taken[0]} in {store.root}")
+    row = pl.read_parquet(folder / "runs.parquet", glob=False).with_columns(name=pl.lit(name, pl.String))
+    staged = folder / f".runs.{os.getpid()}.{uuid.uuid4().hex[:8]}.parquet"
+    try:
+        write_parquet(row, staged)
+        os.replace(staged, folder / "runs.parquet")
+    except OSError as e:
+        raise StoreError(f"{store.root}: cannot rename run {run_id}: {e.strerror or e}") from None
+    finally:
+        staged.unlink(missing_ok=True)
+    _fsync_dir(folder)
+
+
+def _run_folder(store: Store, run_id: str) -> Path:
+    """The folder of the stored run ``run_id`` (an id, not a name or prefix: see :meth:`Store.resolve`)."""
+    folder = store.runs_dir / f"run_id={run_id}"
+    if not run_id or any(c in run_id for c in "/\\") or run_id in (".", "..") or not folder.is_dir():
+        raise StoreError(f"{run_id}: no such run in {store.root} (see `traceq runs`)")
+    return folder
 
 
 def spill_folder(run_dir: Path) -> Path:

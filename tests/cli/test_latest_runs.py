@@ -108,6 +108,7 @@ def test_the_library_picks_the_same_runs(quick_start: tuple[Path, dict[str, str]
 @pytest.mark.parametrize(
     ("ingested", "args", "message"),
     [
+        (None, ["report"], "no such store (nothing was ingested there"),
         ([], ["report"], "holds no runs; ingest a trace first (traceq ingest FILE)"),
         ([], ["report", "--compare"], "the store holds no runs; --compare needs two (ingest two traces)"),
         ([FP32], ["report", "--compare"], "the store holds 1 run; --compare needs two (ingest another trace)"),
@@ -118,11 +119,13 @@ def test_the_library_picks_the_same_runs(quick_start: tuple[Path, dict[str, str]
     ],
 )
 def test_too_few_runs_and_wrong_counts_are_refused_in_one_line(
-    tmp_path: Path, ingested: list[Path], args: list[str], message: str
+    tmp_path: Path, ingested: list[Path] | None, args: list[str], message: str
 ) -> None:
     store = tmp_path / "store"
-    if ingested:
-        traceq.ingest(ingested, store=store, jobs=1)
+    if ingested is not None:  # [] : a store whose only run was removed
+        traceq.ingest(ingested or [SAMPLES / "hta_triton_example.json.gz"], store=store, jobs=1)
+    if ingested == []:
+        traceq.remove_run("hta_triton_example", store)
     done = run_cli(*args, "--store", str(store), cwd=tmp_path)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith("traceq: error: ") and done.stderr.count("\n") == 1

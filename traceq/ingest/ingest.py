@@ -121,7 +121,7 @@ class _Run:
 
 
 def ingest(
-    paths: Iterable[str | Path],
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     store: Store | str | Path | None = None,
     name: str | None = None,
     progress: ProgressFactory | None = None,
@@ -130,7 +130,8 @@ def ingest(
     executor: Executor = "local",
     steps_from: str | None = None,
 ) -> pl.DataFrame:
-    """Ingest trace files (or directories of them) into ``store``.
+    """Ingest trace files (or directories of them) into ``store``: one path (a ``str`` or a ``Path``) or a
+    list of them.
 
     ``steps_from``: a regular expression naming the host ranges that are the steps (the runs found so are
     other runs than the same files ingested without it). Without ``name`` (or with one file) each file
@@ -153,7 +154,7 @@ def ingest(
         and ``peak_rss_bytes`` (that process's peak memory so far).
     """
     store = store if isinstance(store, Store) else Store(store)
-    listed = list(map(Path, paths))
+    listed = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else list(map(Path, paths))
     skipped: list[tuple[Path, str]] = []
     files = expand_inputs(listed, skipped)
     runs = _plan(files, name, multi_rank=bool(name) and (len(files) > 1 or any(p.is_dir() for p in listed)))
@@ -225,9 +226,8 @@ def _hash_files(runs: list[_Run], jobs: int | None) -> None:
 def _run_hash(digests: list[str], multi_rank: bool, steps_from: str | None = None) -> str:
     """The run's content hash: the file's; for a multi-rank run, over its files' hashes (in any order);
     with ``steps_from`` (other steps, so another run), over that too."""
-    digest = (
-        digests[0] if not multi_rank else hashlib.sha256(("ranks:" + ",".join(sorted(digests))).encode()).hexdigest()
-    )
+    joined = ("ranks:" + ",".join(sorted(digests))).encode()
+    digest = digests[0] if not multi_rank else hashlib.sha256(joined).hexdigest()
     if steps_from is None:
         return digest
     return hashlib.sha256(f"{digest}\0steps_from:{steps_from}".encode()).hexdigest()
@@ -381,12 +381,23 @@ def run_id_of(ref: str | os.PathLike[str], store: Store, steps_from: str | None 
     except StoreError:
         path = Path(ref)
         if not path.exists():
+            if _looks_like_a_file(ref):
+                raise InputError(ref, "no such file") from None
             raise
     else:
         if steps_from is None:
             return run_id
         path = _source_of(store, run_id)
     return ingest([path], store=store, steps_from=steps_from)["run_id"][0]
+
+
+#: Endings of trace files: a reference ending so that is neither stored nor on disk is a missing file.
+_TRACE_ENDINGS = (".json", ".gz", ".sqlite", ".txt")
+
+
+def _looks_like_a_file(ref: str) -> bool:
+    """Whether a run reference is written like a file path (a folder in it, or a trace file's ending)."""
+    return "/" in ref or os.sep in ref or ref.lower().endswith(_TRACE_ENDINGS)
 
 
 def _source_of(store: Store, run_id: str) -> Path:

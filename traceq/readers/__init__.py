@@ -9,6 +9,7 @@ traces (``chrome/``) and nsys exports (``nsys.py``) give their events in chunks,
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,8 +52,9 @@ class ReadResult:
             self.overview = Overview.of(self.tables.collect().events)
 
 
-def sniff_format(path: Path) -> str:
+def sniff_format(path: str | os.PathLike[str]) -> str:
     """The input format of ``path`` judged by its content: ``chrome_json``, ``nsys_sqlite`` or ``paddle_summary``."""
+    path = Path(path)
     check_readable(path)
     head = head_bytes(path, 4096)
     if nsys.is_sqlite(head):
@@ -68,7 +70,11 @@ def sniff_format(path: Path) -> str:
 
 
 def read_trace(
-    path: Path, progress: Progress | None = None, *, spill_dir: Path | None = None, steps_from: str | None = None
+    path: str | os.PathLike[str],
+    progress: Progress | None = None,
+    *,
+    spill_dir: str | os.PathLike[str] | None = None,
+    steps_from: str | None = None,
 ) -> ReadResult:
     """Read one trace file of any supported format into the canonical tables.
 
@@ -78,6 +84,7 @@ def read_trace(
     Otherwise every table is in memory. ``steps_from``: a regular expression; the host ranges whose names
     match it are the steps (instead of the profiler's steps, or the ranges and patterns traceq looks for).
     """
+    path, spill_dir = Path(path), Path(spill_dir) if spill_dir is not None else None
     result = _read(path, progress, spill_dir, steps_from)
     report_stage(progress, "classifying kernels")
     classify_kernels(result.tables, result.kernel_names)

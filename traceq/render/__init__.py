@@ -8,6 +8,7 @@ as a self-contained HTML page (:mod:`traceq.render.reports`, :mod:`traceq.render
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import Enum
 from typing import Any, TextIO
 
 import polars as pl
@@ -17,7 +18,7 @@ from traceq.errors import TraceqError
 from traceq.render import frames, html, reports
 from traceq.render.frames import Format
 
-__all__ = ["Format", "Result", "check_format", "render"]
+__all__ = ["Format", "FrameFormat", "ReportFormat", "Result", "check_format", "render"]
 
 #: What the library returns for the commands to print.
 Result = pl.DataFrame | RunReport | Comparison
@@ -34,6 +35,10 @@ _WRITERS: dict[type, dict[Format, Callable[[Any, TextIO | None], None]]] = {
 }
 #: The formats of frames (rows of a table): every format but HTML.
 _FRAME_FORMATS = tuple(f for f in Format if f is not Format.html)
+#: The formats a command that prints rows offers (its ``--help`` lists these alone).
+FrameFormat = Enum("FrameFormat", {f.name: f.value for f in _FRAME_FORMATS}, type=str)  # type: ignore[misc]
+#: The formats ``report`` offers: a run's report in all but HTML, a comparison in all of them.
+ReportFormat = Enum("ReportFormat", {f.name: f.value for f in _WRITERS[Comparison]}, type=str)  # type: ignore[misc]
 #: What each kind of result is called in the message for a format it is not written in.
 _NAMES = {pl.DataFrame: "this command", RunReport: "report", Comparison: "report --compare"}
 
@@ -48,7 +53,7 @@ def check_format(kind: type, fmt: Format) -> None:
 
 def render(result: Result, fmt: Format | str, out: TextIO | None = None, title: str | None = None) -> None:
     """Write ``result`` to ``out`` (stdout) in ``fmt``; a frame's table gets ``title``."""
-    fmt = Format(fmt)
+    fmt = Format(fmt.value if isinstance(fmt, Enum) else fmt)
     kind = pl.DataFrame if isinstance(result, pl.DataFrame) else type(result)
     check_format(kind, fmt)
     if isinstance(result, pl.DataFrame):

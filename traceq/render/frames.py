@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+import json
+import math
 import re
 import sys
 from enum import Enum
 from typing import Any, BinaryIO, TextIO
 
 import polars as pl
+
+from traceq.schema import JSON_COLUMNS
 
 
 class Format(str, Enum):
@@ -36,11 +41,28 @@ def render(frame: pl.DataFrame, fmt: Format | str, out: TextIO | None = None, ti
     if fmt is Format.csv:
         out.write(_flatten(frame).write_csv())
     elif fmt is Format.json:
-        out.write(frame.write_json() + "\n")
+        out.write(to_json(frame) + "\n")
     elif fmt is Format.markdown:
         out.write(markdown(frame))
     else:
         table(frame, out, title)
+
+
+def to_json(frame: pl.DataFrame) -> str:
+    """``frame`` as one JSON array of row objects; the model's columns that hold JSON text
+    (:data:`~traceq.schema.JSON_COLUMNS`: ``warnings``, ``devices``, ``args``, ...) as the lists and objects
+    they hold, not as strings (a value that is not JSON stays a string)."""
+    text = frame.write_json()
+    held = [c for c, t in frame.schema.items() if c in JSON_COLUMNS and t == pl.String]
+    if not held:
+        return text
+    rows = json.loads(text)
+    for row in rows:
+        for c in held:
+            if row[c] is not None:
+                with contextlib.suppress(ValueError):
+                    row[c] = json.loads(row[c])
+    return json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
 
 
 def _flatten(frame: pl.DataFrame) -> pl.DataFrame:
@@ -52,8 +74,6 @@ def _flatten(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _to_json(v: object) -> str:
-    import json
-
     return json.dumps(v.to_list() if isinstance(v, pl.Series) else v)
 
 
@@ -92,12 +112,26 @@ def cell(v: object) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     if isinstance(v, float):
-        return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+        return readable(v)
     if isinstance(v, pl.Series):
         return ", ".join(map(cell, v.to_list()))
     if isinstance(v, list):
         return ", ".join(map(cell, v))
     return str(v)
+
+
+def readable(v: float, digits: int = 4) -> str:
+    """A float for people: ``digits`` significant digits without an exponent (``1,160``, ``0.2150`` as
+    ``0.215``, ``0.00001234``), whole numbers from 10,000 up, ``n/a`` for NaN and ``inf`` as such."""
+    if v != v:
+        return "n/a"
+    if v == 0 or math.isinf(v):
+        return "0" if v == 0 else f"{v}"
+    magnitude = math.floor(math.log10(abs(v)))
+    if magnitude >= digits:
+        return f"{v:,.0f}"
+    text = f"{v:,.{max(0, digits - 1 - magnitude)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def markdown(frame: pl.DataFrame) -> str:
