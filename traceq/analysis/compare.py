@@ -18,9 +18,11 @@ import polars as pl
 from traceq.analysis import ranks as rank_views
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.findings import Finding, Part, Waterfall
-from traceq.analysis.report import TOP_OPS, run_report, top_ops
+from traceq.analysis.ops_table import top_ops
+from traceq.analysis.report import TOP_OPS, run_report
 from traceq.analysis.results import Comparison, RunReport
 from traceq.analysis.split import Split
+from traceq.analysis.summary_compare import compare_summaries
 from traceq.errors import TraceqError
 from traceq.query.engine import Session
 from traceq.store import Store
@@ -89,8 +91,6 @@ def _compare(
 ) -> Comparison:
     base, new = run_report(base_id, store, session, None), run_report(new_id, store, session, None)
     if "paddle_summary" in (base.run["source_format"], new.run["source_format"]):
-        from traceq.analysis.summary_compare import compare_summaries  # summary text only: imported when used
-
         return compare_summaries(base, new, top)
     op_deltas = _op_deltas(base.ops, new.ops, absent_is_zero=True)
     base, new = _with_top_ops(base, top), _with_top_ops(new, top)

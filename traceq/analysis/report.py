@@ -19,6 +19,7 @@ from traceq.analysis import ranks as rank_views
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.evidence import evidence as evidence_of
 from traceq.analysis.findings import Finding
+from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import RunReport
 from traceq.analysis.split import BUSY_PARTS, Split, split
 from traceq.query.engine import Session
@@ -337,16 +338,6 @@ def _json_list(text: str | None) -> list[dict[str, Any]]:
 
 def _largest_first(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: -(f.impact_ms or 0.0))
-
-
-def top_ops(ops: pl.DataFrame, top: int | None) -> pl.DataFrame:
-    """The ``top`` ops of a report's op table (trace ops by inclusive CPU time; summary rows in table
-    order); None: all."""
-    if top is None or ops.is_empty():
-        return ops
-    if "cpu_incl_ns" in ops.columns:
-        ops = ops.sort("cpu_incl_ns", descending=True, nulls_last=True)
-    return ops.head(top)
 
 
 def _ranks_combined(ops: pl.DataFrame) -> pl.DataFrame:

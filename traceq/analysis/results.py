@@ -7,8 +7,45 @@ from typing import Any
 
 import polars as pl
 
+from traceq.analysis.causes import IDLE_CAUSES
 from traceq.analysis.findings import Finding, Waterfall
-from traceq.analysis.split import Split
+
+#: Parts of GPU busy time, in waterfall order (gpu_compute is what is left of busy time after the others).
+BUSY_PARTS: tuple[str, ...] = (
+    "gpu_compute",
+    "cast_overhead",
+    "layout_transforms",
+    "optimizer",
+    "memory_copies",
+    "communication",
+    "algorithm_search",
+)
+
+
+@dataclass
+class Split:
+    """One run's mean step (ms per step, over its windows): ``busy`` and ``idle`` parts add up to ``window_ms``."""
+
+    run_id: str
+    windows: int
+    window_ms: float
+    busy_ms: float
+    busy: dict[str, float]
+    idle: dict[str, float]
+    #: per window: step, rank, window_ms, busy_ms and one column per cause (busy + idle parts), ms
+    per_step: pl.DataFrame = field(default_factory=pl.DataFrame, repr=False)
+
+    @property
+    def idle_ms(self) -> float:
+        return self.window_ms - self.busy_ms
+
+    def part(self, cause: str) -> float:
+        """ms per step of ``cause``, busy and idle sides together."""
+        return self.busy.get(cause, 0.0) + self.idle.get(cause, 0.0)
+
+    def parts(self) -> dict[str, float]:
+        """Every cause's ms per step (busy and idle sides together), in waterfall order."""
+        return {c: self.part(c) for c in dict.fromkeys((*BUSY_PARTS, *IDLE_CAUSES))}
 
 
 @dataclass

@@ -14,7 +14,7 @@ import polars as pl
 
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.findings import Finding
-from traceq.analysis.report import top_ops
+from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import Comparison, RunReport
 
 #: A longest call this many times its op's average call, where the other run's ratio is far lower, is the

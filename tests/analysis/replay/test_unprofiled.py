@@ -14,7 +14,7 @@ from traceq.analysis.replay.overhead import OverheadModel
 CONSISTENT = [
     "enc_fp32_3steps", "enc_fp16_3steps", "control_fp32_3steps", "control_fp16_3steps", "resnet18_b4_fp32_3steps",
     "resnet18_b4_fp16_3steps", "input8_fp16_3steps", "workers8_fp16_3steps", "sync128_fp32_3steps",
-    "base128_fp32_3steps",
+    "base128_fp32_3steps", "base128_fp32_c5_3steps", "alloc128_fp32_c5_3steps",
 ]  # fmt: skip
 
 
