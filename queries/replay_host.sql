@@ -4,7 +4,8 @@
 -- a process, a thread and a duration of 0 or more), with the idle cause _host_marks gives the event itself
 -- (NULL where it marks none), plus CUPTI's "Command Buffer Full" ranges (kind 'other': the host blocked on
 -- a full launch queue), which the replay reads as waits of the launches they overlap, not as ranges.
--- Reads: events(run_id, rank, event_id, kind, name, pid, tid, ts_ns, dur_ns, step, depth, parent_id), _host_marks.
+-- A user's range chosen as a step (`train_step 7`) is replayed as the op it was recorded as.
+-- Reads: events(run_id, rank, event_id, kind, name, pid, tid, ts_ns, dur_ns, step, depth, parent_id), steps(run_id, rank, name, event_id), _host_marks.
 -- Columns:
 --   run_id     VARCHAR  run id
 --   rank       BIGINT   rank
@@ -19,7 +20,11 @@
 --   depth      INTEGER  enclosing ops
 --   parent_id  BIGINT   innermost enclosing op
 --   cause      VARCHAR  the event's own idle cause (see _host_marks), NULL where none
-SELECT e.run_id, e.rank, e.event_id, e.kind, e.name, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
+SELECT e.run_id, e.rank, e.event_id,
+       CASE WHEN e.kind = 'step' AND e.event_id IN (SELECT event_id FROM steps s WHERE s.run_id = e.run_id
+                                                    AND s.rank = e.rank AND NOT regexp_matches(s.name, '^Profile(r)?Step#'))
+            THEN 'op' ELSE e.kind END AS kind,
+       e.name, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
        e.step, e.depth, e.parent_id, m.cause
 FROM events e
 LEFT JOIN _host_marks m ON m.run_id = e.run_id AND m.rank = e.rank AND m.event_id = e.event_id
