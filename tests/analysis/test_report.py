@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -69,3 +71,19 @@ def test_report_terminal_and_markdown(tmp_path: Path) -> None:
 def test_report_of_an_unknown_run_is_a_one_line_error(tmp_path: Path) -> None:
     done = run_cli("report", "no_such_run", "--store", str(tmp_path / "s"))
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1 and "no such run" in done.stderr
+
+
+def test_a_cpu_only_trace_gets_its_host_step_times(tmp_path: Path) -> None:
+    """A Paddle CPU run has no GPU work: its steps are the host's ProfileStep ranges, whose median the
+    report gives as the step time (from the raw file: 31.20 ms of 29.73, 30.56, 31.20, 57.81, 61.74)."""
+    path = SHARED / "paddle" / "cpu_paddle_3.3.1" / "paddle_fp32.paddle_trace.json.gz"
+    events = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"] if e.get("cat") == "ProfileStep"]
+    durations = sorted(e["dur"] / 1e3 for e in events)
+    report = run_report(str(path), tmp_path / "s")
+    assert report.summary["steps"] == len(durations) == 5
+    assert report.summary["step_time_ms"] == pytest.approx(statistics.median(durations), abs=1e-3)
+    # the windows tile the run (each starts where the step before ended): their mean spans first to last
+    span_ms = (max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)) / 1e3
+    assert report.summary["mean_step_time_ms"] == pytest.approx(span_ms / len(events), abs=1e-3)
+    assert report.summary["gpu_busy_ms"] is None
+    assert any("No GPU work" in n for n in report.notes)

@@ -58,7 +58,9 @@ def split(session: Session, run_id: str) -> Split:
         .agg(pl.col("ms").sum().alias("work_ms"))
     )
     wide = (
-        classes.pivot("part", index=keys, values="ms") if classes.height else pl.DataFrame(schema=dict.fromkeys(keys))
+        classes.pivot("part", index=keys, values="ms")
+        if classes.height
+        else pl.DataFrame(schema={k: per_window.schema[k] for k in keys})
     )
     table = (
         per_window.join(summed, on=keys, how="left").join(wide, on=keys, how="left").join(search, on=keys, how="left")
@@ -79,7 +81,7 @@ def split(session: Session, run_id: str) -> Split:
         .agg((pl.col("idle_ns").sum() / _MS).alias("ms"))
         .pivot("cause", index=keys, values="ms")
         if idle.height
-        else pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int32})
+        else pl.DataFrame(schema={k: per_window.schema[k] for k in keys})
     )
     table = table.join(idle_wide, on=keys, how="left", suffix="_idle")
     both = [c for c in IDLE_CAUSES if c in BUSY_PARTS]

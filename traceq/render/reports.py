@@ -155,7 +155,10 @@ def headline(report: RunReport) -> list[tuple[str, str]]:
         ("launch-bound ratio", _fmt(s["launch_bound_ratio"], "%")),
         ("FP16/BF16 coverage", _fmt(s["fp16_coverage"], "%")),
         ("tensor-core coverage", _fmt(s["tensor_core_coverage"], "%")),
-        ("casts / step", f"{cast['calls']:,.0f} calls, CPU {cast['cpu_ms']:.2f} ms, GPU {cast['gpu_ms']:.2f} ms"),
+        (
+            "casts / step",
+            f"{cast['calls']:,.0f} call{'' if round(cast['calls']) == 1 else 's'}, CPU {cast['cpu_ms']:.2f} ms, GPU {cast['gpu_ms']:.2f} ms",
+        ),
     ]
 
 
