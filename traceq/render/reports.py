@@ -143,6 +143,7 @@ def headline(report: RunReport) -> list[tuple[str, str]]:
     steps = str(s["steps"]) if s["steps"] else "(whole GPU span)" if s["steps"] == 0 else "n/a"
     if s.get("step_rule"):
         steps += f" ({s['step_rule']})"
+    calls = f"{cast['calls']:,.0f} call{'' if round(cast['calls']) == 1 else 's'}"
     return [
         *(_rank_headline(s["rank_spread"]) if "rank_spread" in s else []),
         ("steps", steps),
@@ -155,10 +156,7 @@ def headline(report: RunReport) -> list[tuple[str, str]]:
         ("launch-bound ratio", _fmt(s["launch_bound_ratio"], "%")),
         ("FP16/BF16 coverage", _fmt(s["fp16_coverage"], "%")),
         ("tensor-core coverage", _fmt(s["tensor_core_coverage"], "%")),
-        (
-            "casts / step",
-            f"{cast['calls']:,.0f} call{'' if round(cast['calls']) == 1 else 's'}, CPU {cast['cpu_ms']:.2f} ms, GPU {cast['gpu_ms']:.2f} ms",
-        ),
+        ("casts / step", f"{calls}, CPU {cast['cpu_ms']:.2f} ms, GPU {cast['gpu_ms']:.2f} ms"),
     ]
 
 
