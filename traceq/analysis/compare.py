@@ -58,14 +58,18 @@ def compare(
     base_step_ms: float | None = None,
     new_step_ms: float | None = None,
     top: int | None = TOP_OPS,
+    session: Session | None = None,
 ) -> Comparison:
     """Compare two stored runs (run ids or names; :func:`traceq.compare` also takes trace files, ingested
     first): waterfall, findings, verdict. ``base_step_ms``/``new_step_ms``: step times measured without the
     profiler; the verdict then states the real difference and how much of the traced one the profiler added.
-    ``top``: how many ops each run's report lists (None: all)."""
+    ``top``: how many ops each run's report lists (None: all). ``session``: one over both runs (and maybe
+    others) whose metric results are shared; by default one is opened for the two."""
     store = store if isinstance(store, Store) else Store(store)
     base_id, new_id = store.resolve(base_ref), store.resolve(new_ref)
     measured = _measured(base_step_ms, new_step_ms)
+    if session is not None:
+        return _compare(base_id, new_id, store, session, measured, top)
     with Session(store, [base_id, new_id], own_queries=True) as session:
         return _compare(base_id, new_id, store, session, measured, top)
 

@@ -89,7 +89,7 @@ def _user_steps(ranges: pl.DataFrame) -> pl.DataFrame:
         pl.col("name").map_elements(_family, return_dtype=pl.String).alias("_family")
     ).filter(pl.col("_family").is_not_null())
     best, best_ns = _EMPTY, 0
-    for (_family,), group in families.group_by("_family"):
+    for _, group in families.group_by("_family"):
         steps = _one_thread(group)
         if steps.height >= 2 and _disjoint(steps) and (total := int(steps["dur_ns"].sum())) > best_ns:
             best, best_ns = steps, total
