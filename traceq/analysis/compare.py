@@ -282,10 +282,11 @@ def _per_rank(report: RunReport, session: Session) -> pl.DataFrame:
 
 
 def _op_deltas(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
-    """Per op name: CPU and GPU time per step in each run, and NEW minus BASE."""
+    """Per op name: CPU time and the GPU time it caused (launched by it or beneath it) per step in each run,
+    and NEW minus BASE (summary text: its totals)."""
     if base.is_empty() and new.is_empty():
         return pl.DataFrame()
-    cpu, gpu = ("cpu_incl_ns_per_step", "gpu_ns_per_step") if "cpu_incl_ns_per_step" in new.columns else (
+    cpu, gpu = ("cpu_incl_ns_per_step", "gpu_incl_ns_per_step") if "cpu_incl_ns_per_step" in new.columns else (
         "cpu_incl_ns", "gpu_ns")  # fmt: skip
     cols = ["name", cpu, gpu]
     joined = new.select(cols).join(base.select(cols), on="name", how="full", coalesce=True, suffix="_base").fill_null(0)

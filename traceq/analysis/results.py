@@ -9,6 +9,7 @@ import polars as pl
 
 from traceq.analysis.findings import Finding, Waterfall
 from traceq.analysis.split import Split
+from traceq.analysis.timeline import Timeline
 
 
 @dataclass
@@ -39,6 +40,8 @@ class RunReport:
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     #: per window: its split into causes (ms) and its largest cause
     step_causes: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: the representative (median) step as lanes to draw (None for summary text)
+    timeline: Timeline | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: headline keys, ``ops`` rows, ``findings``, per-step causes and, for several

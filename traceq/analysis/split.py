@@ -95,7 +95,7 @@ def split(session: Session, run_id: str) -> Split:
         .agg(pl.col("ms").sum().alias("work_ms"))
     )
     wide = (
-        classes.pivot("part", index=keys, values="ms") if classes.height else pl.DataFrame(schema=dict.fromkeys(keys))
+        classes.pivot("part", index=keys, values="ms") if classes.height else classes.select(keys)
     )
     table = (
         per_window.join(summed, on=keys, how="left").join(wide, on=keys, how="left").join(search, on=keys, how="left")
