@@ -55,7 +55,7 @@ def test_a_metric_and_the_events_equal_the_stores(exported: SqliteExport, export
     busy = pl.DataFrame(list(db.query("select run_id, rank, step, device, busy_ns, idle_ns from gpu_busy")))
     # the metric as the command computes it
     query = "-- Requires: gpu_busy\nselect * from gpu_busy"
-    done = run_cli("sql", query, "--store", str(export_store), "--format", "json")
+    done = run_cli("sql", "--store", str(export_store), "--format", "json", "--", query)
     assert done.returncode == 0, done.stderr
     expected = pl.DataFrame(json.loads(done.stdout)).select(*key, "busy_ns", "idle_ns")
     assert busy.height == expected.height > 0
