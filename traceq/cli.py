@@ -19,6 +19,8 @@ from traceq.analysis.compare import compare as compare_runs
 from traceq.analysis.report import TOP_OPS, run_report
 from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import TraceqError
+from traceq.export import Target
+from traceq.export import export as export_runs
 from traceq.ingest.executors import EXECUTORS
 from traceq.ingest.ingest import ingest as ingest_files
 from traceq.ingest.ingest import latest_run, pick_runs, run_id_of
@@ -28,8 +30,6 @@ from traceq.query.engine import sql as run_sql
 from traceq.query.files import list_queries, source_dir
 from traceq.readers.chrome.decoder import native_available as decoder_native
 from traceq.render import Format, check_format, render
-from traceq.render.export import Target
-from traceq.render.export import export as export_runs
 from traceq.render.frames import literal, visible
 from traceq.render.html import write_html
 from traceq.schema import markdown_reference

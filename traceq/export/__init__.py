@@ -13,9 +13,9 @@ from pathlib import Path
 from traceq.analysis.compare import compare
 from traceq.analysis.report import run_report
 from traceq.errors import TraceqError
+from traceq.export.perfetto import PerfettoExport, write_perfetto
+from traceq.export.sqlite import SqliteExport, write_sqlite
 from traceq.query.engine import Session
-from traceq.render.perfetto import PerfettoExport, write_perfetto
-from traceq.render.sqlite_export import SqliteExport, write_sqlite
 from traceq.store import Store
 
 

@@ -13,10 +13,10 @@ import sqlite_utils
 
 import traceq
 from tests.conftest import run_cli
-from tests.render.conftest import TRACES, run_id
+from tests.export.conftest import TRACES, run_id
+from traceq.export.sqlite import SqliteExport, write_sqlite
 from traceq.query.engine import Session
 from traceq.query.files import doc, list_queries, query_text
-from traceq.render.sqlite_export import SqliteExport, write_sqlite
 from traceq.schema import EVENTS, RANK_TABLES
 
 

@@ -13,8 +13,8 @@ import sqlite_utils
 
 import traceq
 from tests.conftest import run_cli
-from tests.render.conftest import REPORT_FAILS, TIMELINES, TRACES, run_id
-from tests.render.trace_format import check_trace
+from tests.export.conftest import REPORT_FAILS, TIMELINES, TRACES, run_id
+from tests.export.trace_format import check_trace
 
 pytestmark = pytest.mark.slow
 PAIR = ("kineto_conformer_fp32_b4_2steps", "kineto_conformer_fp16_b4_2steps")
