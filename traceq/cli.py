@@ -336,9 +336,8 @@ def export(
         ids = [run_id_of(refs[0], stored) if refs else latest_run(stored)]
     else:
         ids = [run_id_of(ref, stored) for ref in refs]
-    written = export_runs(stored, ids, target, path, compare_runs=compare)
-    named_runs = ", ".join(_named(stored, r) for r in ids) if ids else "every run"
-    _note(f"wrote {path} ({named_runs}) in {written.seconds:.1f} s")
+    export_runs(stored, ids, target, path, compare_runs=compare)
+    _note(f"wrote {path} ({', '.join(_named(stored, r) for r in ids) if ids else 'every run'})")
 
 
 def _store(path: Path | None) -> Store:
