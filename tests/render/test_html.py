@@ -22,10 +22,10 @@ import polars as pl
 import pytest
 
 import traceq
-from tests.conftest import ROOT, SAMPLES, run_cli
+from tests.conftest import ROOT, SAMPLES, run_cli, shared
 from traceq.analysis.timeline import timeline
 from traceq.query.engine import Session
-from traceq.render.html import CAUSE_COLOURS, CLASS_COLOURS
+from traceq.render.html import CAUSE_COLOURS, CLASS_COLOURS, render_html
 
 PAIR = ("kineto_conformer_fp32_b4_2steps", "kineto_conformer_fp16_b4_2steps")
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
@@ -189,3 +189,37 @@ def test_the_pages_draw_offline_in_headless_chromium(pair_store: Path, tmp_path:
     assert text.count("host thread") == 2 and "BASE" not in text
     dom = _chromium(single, tmp_path, "--dump-dom")
     assert dom.stdout.count("<rect") == text.count("<rect") > 1000
+
+
+#: Other formats: a Paddle CPU trace (no GPU work), a Paddle GPU-layout trace, an nsys export, summary text.
+OTHER_FORMATS = {
+    "paddle331_cpu_fp32_noshapes": SAMPLES / "paddle331_cpu_fp32_noshapes.paddle_trace.json.gz",
+    "paddlefmt_conformer_fp16_b64_2steps": SAMPLES / "paddlefmt_conformer_fp16_b64_2steps.json.gz",
+    "nvfuser_report1__nsys2024.6.2": "nsys/nvfuser_report1__nsys2024.6.2.sqlite.gz",
+    "paddle_fp32.summary_default": "paddle/cpu_paddle_3.3.1/paddle_fp32.summary_default.txt",
+}
+
+
+@pytest.fixture(scope="module")
+def formats_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    store = tmp_path_factory.mktemp("html_formats") / "store"
+    traceq.ingest([p if isinstance(p, Path) else shared(p) for p in OTHER_FORMATS.values()], store=store, jobs=1)
+    return store
+
+
+@pytest.mark.parametrize("name", list(OTHER_FORMATS))
+def test_each_formats_page_draws_what_its_run_has(name: str, formats_store: Path) -> None:
+    report = traceq.run_report(name, formats_store)
+    page = render_html(report)
+    assert page.startswith("<!doctype html>") and "<script" not in page
+    timed = report.timeline is not None
+    assert ("Timeline of a representative step" in page) == timed == (not name.endswith("summary_default"))
+    if timed:  # one rect per GPU event, idle interval and host op of the step
+        t = report.timeline
+        lanes = page.split('aria-label="timeline"')[1].split("</svg>")[0]
+        assert lanes.count("<rect") == t.gpu.height + t.idle.height + t.host.height > 0
+    rid = report.run["run_id"]
+    query = f"select count(*) from events where run_id = '{rid}' and kind in ('kernel', 'memcpy', 'memset')"
+    gpu = traceq.sql(query, formats_store).item()
+    # the chart of the GPU time ops caused is drawn only where ops caused some (never a chart of zeros)
+    assert ("GPU time each op caused" in page) == (gpu > 0 and timed)

@@ -65,6 +65,7 @@ CAUSE_COLOURS = {
     "unexplained": "#c8c8c8",
 }
 _HOST_COLOURS = ("#5b7fa6", "#8aa6c4")
+_OTHER = "#9e9e9e"
 _UP, _DOWN, _TOTAL = "#c0504d", "#4f8f4f", "#3b6ea5"
 
 
@@ -131,11 +132,13 @@ def _comparison(result: Comparison) -> list[str]:
     parts += _findings(result.findings, signed=True)
     deltas = result.op_deltas
     if not deltas.is_empty():
-        by_gpu = deltas.sort(pl.max_horizontal("base_gpu_ms", "new_gpu_ms"), descending=True).head(15)
-        parts += [
-            "<h2>GPU time each op caused (launched by it or beneath it), ms per step</h2>",
-            _paired_bars(by_gpu["name"].to_list(), by_gpu["base_gpu_ms"].to_list(), by_gpu["new_gpu_ms"].to_list()),
-        ]
+        larger = pl.max_horizontal("base_gpu_ms", "new_gpu_ms")
+        by_gpu = deltas.filter(larger > 0).sort(larger, descending=True).head(15)
+        if by_gpu.height:
+            parts += [
+                "<h2>GPU time each op caused (launched by it or beneath it), ms per step</h2>",
+                _paired_bars(by_gpu["name"].to_list(), by_gpu["base_gpu_ms"].to_list(), by_gpu["new_gpu_ms"].to_list()),
+            ]
         by_cpu = deltas.sort(pl.max_horizontal("base_cpu_ms", "new_cpu_ms"), descending=True).head(15)
         parts += [
             "<h2>CPU time of each op (inclusive), ms per step</h2>",
@@ -179,11 +182,12 @@ def _run(report: RunReport) -> list[str]:
     parts += _findings(report.findings, signed=False)
     ops = report.ops
     if not ops.is_empty() and "gpu_incl_ns_per_step" in ops.columns:
-        top = ops.sort("gpu_incl_ns_per_step", descending=True).head(15)
-        parts += [
-            "<h2>GPU time each op caused (launched by it or beneath it), ms per step</h2>",
-            _bars(list(zip(top["name"], (top["gpu_incl_ns_per_step"] / 1e6).to_list(), strict=True))),
-        ]
+        top = ops.filter(pl.col("gpu_incl_ns_per_step") > 0).sort("gpu_incl_ns_per_step", descending=True).head(15)
+        if top.height:
+            parts += [
+                "<h2>GPU time each op caused (launched by it or beneath it), ms per step</h2>",
+                _bars(list(zip(top["name"], (top["gpu_incl_ns_per_step"] / 1e6).to_list(), strict=True))),
+            ]
         top = ops.sort("cpu_incl_ns_per_step", descending=True).head(15)
         parts += [
             "<h2>CPU time of each op (inclusive), ms per step</h2>",
@@ -213,11 +217,19 @@ def _timeline_section(runs: list[tuple[str, Timeline]]) -> list[str]:
     )
     return [
         "<h2>Timeline of a representative step (median)</h2>",
-        f"<p>{explained}. GPU lanes show kernels by class and idle time by cause; host lanes the top-level "
-        "ops of the threads that launched the GPU work. One scale for all runs; hover for names.</p>",
+        f"<p>{explained}. {_lanes_meaning(runs)} One scale for all runs; hover for names.</p>",
         _timeline_svg(runs),
         _legend(runs),
     ]
+
+
+def _lanes_meaning(runs: list[tuple[str, Timeline]]) -> str:
+    if all(t.gpu.is_empty() for _, t in runs):
+        return "No GPU work in this trace: the lanes are the top-level ops of the busiest host threads."
+    return (
+        "GPU lanes show kernels by class and idle time by cause; host lanes the top-level ops of the threads "
+        "that launched the GPU work."
+    )
 
 
 def _timeline_svg(runs: list[tuple[str, Timeline]]) -> str:
@@ -233,7 +245,7 @@ def _timeline_svg(runs: list[tuple[str, Timeline]]) -> str:
             work = t.gpu.filter((pl.col("device") == device) & (pl.col("stream").eq_missing(stream)))
             out.append(_lane_label(y, f"GPU {device} stream {stream if stream is not None else '?'}"))
             for name, cls, s, e in work.select("name", "kernel_class", "start_ms", "end_ms").iter_rows():
-                out.append(_rect(s, e, y, scale, CLASS_COLOURS.get(cls, "#9e9e9e"), f"{name} ({cls}, {e - s:.3f} ms)"))
+                out.append(_rect(s, e, y, scale, CLASS_COLOURS.get(cls, _OTHER), f"{name} ({cls}, {e - s:.3f} ms)"))
             y += _ROW
         for (device,), idle in t.idle.group_by("device", maintain_order=True):
             out.append(_lane_label(y, f"GPU {device} idle"))
@@ -268,9 +280,11 @@ def _rect(start: float, end: float, y: int, scale: float, colour: str, title: st
 
 
 def _legend(runs: list[tuple[str, Timeline]]) -> str:
-    classes = sorted({c for _, t in runs for c in t.gpu["kernel_class"].to_list()}, key=list(CLASS_COLOURS).index)
+    order = list(CLASS_COLOURS)
+    present = {c for _, t in runs for c in t.gpu["kernel_class"].to_list()}
+    classes = sorted(present, key=lambda c: (order.index(c) if c in order else len(order), c))
     causes = [c for c in CAUSE_COLOURS if any(c in t.idle["cause"].to_list() for _, t in runs)]
-    items = [f"<span><i style='background:{CLASS_COLOURS[c]}'></i>{_e(c)}</span>" for c in classes]
+    items = [f"<span><i style='background:{CLASS_COLOURS.get(c, _OTHER)}'></i>{_e(c)}</span>" for c in classes]
     items += [f"<span><i style='background:{CAUSE_COLOURS[c]}'></i>idle: {_e(CAUSES[c].label)}</span>" for c in causes]
     return f"<p class='legend'>{''.join(items)}</p>"
 
