@@ -1,20 +1,20 @@
 -- _idle_pieces: every idle interval of each device in each window, cut into pieces by cause.
--- Requires: _windows, _gpu_work, gpu_gaps, _host_marks
+-- Requires: _windows, gpu_gaps, _host_marks
 -- Definition: each gap of gpu_gaps is explained by what the host thread that launched the GPU work
 -- after it (for the gap at a window's end, the work before it) was doing meanwhile. That thread's time
 -- is cut into segments by its marked calls (_host_marks; where marks nest the higher priority wins);
 -- a gap takes the cause of each segment it overlaps, for the overlap. A gap that began while the host
 -- was held (host_sync, allocator, algorithm_search, input_pipeline) takes that cause for all of its
 -- length: the GPU ran out of work because of it, and the refill after it is its cost too. Where the
--- host had been at least 50 us ahead of the device when it was held, the host-launch gaps that follow,
--- until some GPU work waits 50 us in the queue again (the host is ahead once more), are that cause's
--- too: a GPU-bound run pays for a drained queue until it is rebuilt. Time in no marked call is
+-- host had been at least 50 us ahead of the device when it was held, it lost that lead: the host-launch
+-- gaps that follow in the window, up to as much idle time as the lead (the gap that crosses it where
+-- its middle is within), are that cause's too, since the lead would have covered them. Time in no marked call is
 -- 'input_pipeline' at the step boundary (before the step's first op on that thread, or after its last)
 -- and 'python_overhead' between ops (and on threads without ops). A gap where the GPU had its next work
 -- queued but waited (dependency) takes the cause of the call that queued it where that call was held (a
 -- pageable copy, a search), else 'unexplained', as does a gap whose next work has no captured launch.
 -- The pieces of a window add up to its idle time (gpu_busy.idle_ns).
--- Reads: gpu_gaps, _gpu_work, _host_marks, steps, events(kind, pid, tid, ts_ns, dur_ns, event_id, launch_id).
+-- Reads: gpu_gaps, _host_marks, steps, events(kind, pid, tid, ts_ns, dur_ns, event_id, launch_id).
 -- Columns:
 --   run_id       VARCHAR  run id
 --   rank         BIGINT   rank
@@ -82,26 +82,25 @@ spans AS (
   ASOF LEFT JOIN segments s
     ON s.run_id = g.run_id AND s.rank = g.rank AND s.pid = g.pid AND s.tid = g.tid AND g.gap_end_ns > s.seg_start
 ),
-queued AS (  -- GPU work that waited in the queue at least 50 us: the host was ahead of the device again
-  SELECT g.run_id, g.rank, g.device, g.start_ns
-  FROM _gpu_work g JOIN events l ON l.run_id = g.run_id AND l.rank = g.rank AND l.event_id = g.launch_id
-  WHERE g.ts_ns - l.ts_ns >= 50000
-),
-drains AS (  -- gaps that began while the host was held, having been at least 50 us ahead of the device
+drains AS (  -- gaps that began while the host was held, having been at least 50 us ahead of the device:
+             -- the lead it lost is the time it was held while the device still had work
   SELECT d.run_id, d.rank, d.step, d.device, d.gap_end_ns AS drain_end, d.start_cause AS drain_cause,
-         d.gap_start_ns AS held_at, q.start_ns AS rebuilt_at
+         d.gap_start_ns AS held_at, d.gap_start_ns - d.start_seg_start AS lead_ns
   FROM spans d
-  ASOF LEFT JOIN queued q ON q.run_id = d.run_id AND q.rank = d.rank AND q.device = d.device
-   AND q.start_ns > d.gap_end_ns
   WHERE d.kind = 'host_launch' AND d.gap_start_ns - d.start_seg_start >= 50000
     AND list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], d.start_cause)
 ),
-recovering AS (  -- host-launch gaps after such a drain, before the host got ahead again: its cost too
-  SELECT g.gap_id, d.drain_cause, d.held_at
+after_drain AS (  -- host-launch gaps after such a drain (before the next), with the gap time before each
+  SELECT g.gap_id, g.gap_ns, d.drain_cause, d.held_at, d.lead_ns,
+         coalesce(sum(g.gap_ns) OVER (PARTITION BY d.run_id, d.rank, d.device, d.held_at ORDER BY g.gap_start_ns
+                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before_ns
   FROM spans g
   ASOF JOIN drains d ON d.run_id = g.run_id AND d.rank = g.rank AND d.step IS NOT DISTINCT FROM g.step
    AND d.device = g.device AND g.gap_start_ns >= d.drain_end
-  WHERE g.kind = 'host_launch' AND (d.rebuilt_at IS NULL OR g.gap_start_ns < d.rebuilt_at)
+  WHERE g.kind = 'host_launch'
+),
+recovering AS (  -- those the lost lead would have covered (up to the lead, the gap nearest it by its middle)
+  SELECT gap_id, drain_cause, held_at FROM after_drain WHERE before_ns + gap_ns / 2 <= lead_ns
 ),
 whole AS (  -- gaps explained whole
   SELECT run_id, rank, step, device, gap_id, gap_ns AS ns, gap_start_ns AS seg_start, gap_end_ns AS seg_end,

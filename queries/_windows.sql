@@ -44,6 +44,7 @@ backlog AS (  -- GPU work queued before the profile (no captured launch) still r
   JOIN work w ON w.run_id = d.run_id AND w.rank = d.rank AND NOT w.launched
    AND w.end_ns > d.host_start AND w.ts_ns < coalesce(d.device_start, d.host_end)
   WHERE d.k = 1
+    AND EXISTS (SELECT 1 FROM work x WHERE x.run_id = d.run_id AND x.rank = d.rank AND x.launched)
   GROUP BY ALL
 )
 SELECT d.run_id, d.rank, d.step,

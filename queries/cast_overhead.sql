@@ -1,6 +1,7 @@
 -- cast_overhead: dtype conversions, what they cost, and fp32 -> fp16 -> fp32 round trips.
 -- Requires: _windows, _cast_ops
--- Definition: conversions and the cast family are defined in _cast_ops, plus an `aten::copy_` whose
+-- Definition: conversions and the cast family are defined in _cast_ops (ops and inner ops: Paddle records nested
+-- operators as inner ops), plus an `aten::copy_` whose
 -- recorded input dtypes differ (unless it is the body of another conversion); calls counts conversions
 -- starting in the window. Their cost is measured on the outermost cast-family op around them (e.g.
 -- `evaluate_function: ToCopyBackward0` > `aten::to` > `aten::_to_copy` > `aten::copy_`): cpu_ns sums those
@@ -22,7 +23,7 @@
 --   round_trips  BIGINT   float -> half -> float round trips on one shape (NULL without shapes)
 WITH op_names AS (  -- the patterns are columns, so match each distinct op name once, not every call
   SELECT n.name, regexp_matches(n.name, c.family) AS in_family, regexp_matches(n.name, c.conversion) AS is_conversion
-  FROM (SELECT DISTINCT name FROM events WHERE kind = 'op') n
+  FROM (SELECT DISTINCT name FROM events WHERE kind IN ('op', 'op_inner')) n
   CROSS JOIN _cast_ops c
 ),
 family AS (
@@ -35,7 +36,7 @@ family AS (
   JOIN _windows w  -- an op's step is the window its start falls in: match on it, then check the range
     ON e.run_id = w.run_id AND e.rank = w.rank AND e.step IS NOT DISTINCT FROM w.step
    AND (w.step IS NOT NULL OR (e.ts_ns >= w.win_start AND e.ts_ns < w.win_end))
-  WHERE e.kind = 'op' AND (n.in_family OR e.name = 'aten::copy_')
+  WHERE e.kind IN ('op', 'op_inner') AND (n.in_family OR e.name = 'aten::copy_')
 ),
 conversions AS (
   SELECT * FROM family f

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -98,6 +99,21 @@ def tree_state(root: Path) -> dict[str, tuple[int, int]]:
     if not root.exists():
         return {}
     return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+
+
+def window_offsets(store: Path, run: str | None = None, rank: int | None = None) -> dict[int, tuple[int, int]]:
+    """traceq's analysis window of each step (``_windows``: a window ends when its step is done on the host
+    and on the GPU) as ns offsets from the step's own start, so that a test computing from the raw file
+    can place each window on the file's clock by the step event both read."""
+    from traceq.query.engine import query
+
+    windows = query("_windows", store, run).filter(pl.col("step").is_not_null())
+    if rank is not None:
+        windows = windows.filter(pl.col("rank") == rank)
+    return {
+        r["step"]: (r["win_start"] - r["host_start"], r["win_end"] - r["host_start"])
+        for r in windows.iter_rows(named=True)
+    }
 
 
 @pytest.fixture

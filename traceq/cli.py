@@ -209,13 +209,24 @@ def report(
     ] = None,
     base_step_ms: Annotated[
         float | None,
-        typer.Option("--base-step-ms", min=0, metavar="MS", help="With --compare: BASE's step time measured "
-                     "without the profiler (the verdict states the real difference).", show_default=False),
+        typer.Option(
+            "--base-step-ms",
+            min=0,
+            metavar="MS",
+            help="With --compare: BASE's step time measured "
+            "without the profiler (the verdict states the real difference).",
+            show_default=False,
+        ),
     ] = None,
     new_step_ms: Annotated[
         float | None,
-        typer.Option("--new-step-ms", min=0, metavar="MS", help="With --compare: NEW's step time measured "
-                     "without the profiler.", show_default=False),
+        typer.Option(
+            "--new-step-ms",
+            min=0,
+            metavar="MS",
+            help="With --compare: NEW's step time measured without the profiler.",
+            show_default=False,
+        ),
     ] = None,
     steps_from: StepsFromOpt = None,
     all_ops: Annotated[bool, typer.Option("--all", help="List every op (default: the top 30 by CPU time).")] = False,
@@ -288,6 +299,7 @@ def schema() -> None:
 @app.command()
 def version() -> None:
     """Print traceq's version and whether its optional C parts were built."""
+
     def built(yes: bool) -> str:
         return "built" if yes else "not in use (Python path)"
 

@@ -1,7 +1,8 @@
 """Cross-rank metrics on real 2-rank DDP traces (H200, rank 1 sleeps 15 ms before each step).
 
-The reference numbers are computed here from the raw JSON with the standard library: step windows from
-the CPU ``ProfilerStep#N`` ranges, GPU work from the kernel/memcpy/memset events, communication kernels
+The reference numbers are computed here from the raw JSON with the standard library: each step's window
+placed from its CPU ``ProfilerStep#N`` range by traceq's window offsets (a window ends when the step is
+done on the host and on the GPU), GPU work from the kernel/memcpy/memset events, communication kernels
 by their NCCL names.
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import traceq
-from tests.conftest import SAMPLES, raw_trace
+from tests.conftest import SAMPLES, raw_trace, window_offsets
 from traceq.analysis.compare import compare
 from traceq.analysis.report import run_report
 from traceq.query.engine import query
@@ -32,8 +33,9 @@ def _union(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def _reference(path: Path) -> dict[int, dict[str, float]]:
+def _reference(path: Path, store: Path, run: str, rank: int) -> dict[int, dict[str, float]]:
     """Per step: window, busy and exposed communication time in ns, from the raw trace."""
+    offsets = window_offsets(store, run, rank)
     events = raw_trace(path)["traceEvents"]
     steps = {
         int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"])
@@ -42,7 +44,8 @@ def _reference(path: Path) -> dict[int, dict[str, float]]:
     }
     gpu = [(e["ts"], e["ts"] + e["dur"], "nccl" in e["name"].lower()) for e in events if e.get("cat") in GPU_CATS]
     out = {}
-    for step, (ws, we) in steps.items():
+    for step, (host_start, _) in steps.items():
+        ws, we = host_start + offsets[step][0] / 1e3, host_start + offsets[step][1] / 1e3
         clipped = [(max(s, ws), min(e, we), comm) for s, e, comm in gpu if s < we and e > ws]
         busy = _union([(s, e) for s, e, _ in clipped])
         not_comm = _union([(s, e) for s, e, comm in clipped if not comm])
@@ -61,7 +64,7 @@ def ddp_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_exposed_communication_matches_an_independent_interval_union(ddp_store: Path) -> None:
     balance = query("rank_balance", ddp_store, "ddp32")
     for rank in (0, 1):
-        ref = _reference(DDP / "fp32" / f"ddp_fp32_rank{rank}.json.gz")
+        ref = _reference(DDP / "fp32" / f"ddp_fp32_rank{rank}.json.gz", ddp_store, "ddp32", rank)
         rows = balance.filter(balance["rank"] == rank)
         assert sorted(rows["step"].to_list()) == sorted(ref)
         for row in rows.iter_rows(named=True):
@@ -89,8 +92,8 @@ def test_report_names_the_straggler_and_the_spread(ddp_store: Path) -> None:
     assert report.ranks["straggler_steps"].to_list() == [0, 3]
     finding = next(f for f in report.findings if f.id == "straggler")
     assert finding.evidence["straggler_rank"] == 1
-    ref0 = _reference(DDP / "fp32" / "ddp_fp32_rank0.json.gz")
-    ref1 = _reference(DDP / "fp32" / "ddp_fp32_rank1.json.gz")
+    ref0 = _reference(DDP / "fp32" / "ddp_fp32_rank0.json.gz", ddp_store, "ddp32", 0)
+    ref1 = _reference(DDP / "fp32" / "ddp_fp32_rank1.json.gz", ddp_store, "ddp32", 1)
     waits = [
         (ref1[s]["window"] - ref1[s]["exposed_comm"]) - (ref0[s]["window"] - ref0[s]["exposed_comm"]) for s in ref0
     ]
@@ -106,8 +109,8 @@ def test_compare_is_rank_aligned(ddp_store: Path) -> None:
     ranks = result.ranks
     assert ranks["rank"].to_list() == [0, 1]
     for rank in (0, 1):
-        base = _reference(DDP / "fp32" / f"ddp_fp32_rank{rank}.json.gz")
-        new = _reference(DDP / "fp16" / f"ddp_fp16_rank{rank}.json.gz")
+        base = _reference(DDP / "fp32" / f"ddp_fp32_rank{rank}.json.gz", ddp_store, "ddp32", rank)
+        new = _reference(DDP / "fp16" / f"ddp_fp16_rank{rank}.json.gz", ddp_store, "ddp16", rank)
         mean = lambda ref: sum(v["window"] for v in ref.values()) / len(ref) / 1e6  # noqa: E731
         row = ranks.filter(ranks["rank"] == rank).row(0, named=True)
         assert row["step_delta"] == pytest.approx(mean(new) - mean(base), abs=1e-5)
@@ -122,8 +125,7 @@ def test_compare_of_a_one_rank_run_with_a_two_rank_run_aligns_rank_0(ddp_store: 
     result = compare("kineto_conformer_fp16_b4_2steps", "ddp16", ddp_store)
     ranks = result.ranks.sort("rank")
     assert ranks["rank"].to_list() == [0, 1]
-    steps = [e["dur"] for e in raw_trace(single)["traceEvents"]
-             if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#")]  # fmt: skip
-    assert ranks["base_step_ms"][0] == pytest.approx(sum(steps) / len(steps) / 1e3, abs=1e-5)
+    windows = window_offsets(ddp_store, "kineto_conformer_fp16_b4_2steps").values()
+    assert ranks["base_step_ms"][0] == pytest.approx(sum(hi - lo for lo, hi in windows) / len(windows) / 1e6, abs=1e-5)
     assert ranks["base_step_ms"][1] is None
     assert any("different ranks (BASE 1, NEW 2)" in n for n in result.notes)

@@ -34,12 +34,17 @@ def test_report_json_has_the_documented_keys(amp_b64: dict) -> None:
         assert {"id", "title", "impact_ms", "evidence"} <= f.keys()
 
 
-def test_amp_b64_is_explained_as_launch_bound_with_cast_overhead(amp_b64: dict) -> None:
+def test_amp_b64_is_explained_as_launch_overhead_with_cast_overhead(amp_b64: dict) -> None:
+    """The largest cause of FP16's step at batch 64 is the CPU launching work; casts come next. Both are
+    parts of the host-launch gap time (the launch-bound ratio's numerator), which they cannot exceed."""
     ids = [f["id"] for f in amp_b64["findings"]]
-    assert ids[0] == "launch_bound"
+    assert ids[0] == "launch_overhead"
     assert "cast_overhead" in ids
-    lb = amp_b64["findings"][0]
-    assert lb["impact_ms"] == pytest.approx(amp_b64["launch_bound_ratio"] * amp_b64["step_time_ms"], rel=0.1)
+    impact = {f["id"]: f["impact_ms"] for f in amp_b64["findings"]}
+    host_launch_ms = amp_b64["launch_bound_ratio"] * amp_b64["mean_step_time_ms"]
+    assert 0.4 * host_launch_ms < impact["launch_overhead"] + impact["cast_overhead"] <= host_launch_ms * 1.001
+    split = amp_b64["step_split_ms"]
+    assert sum(split["busy"].values()) + sum(split["idle"].values()) == pytest.approx(amp_b64["mean_step_time_ms"])
     assert 18 < amp_b64["gpu_busy_ms"] < 25
     assert amp_b64["fp16_coverage"] > 0.85
 

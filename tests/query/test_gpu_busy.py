@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 import traceq
-from tests.conftest import PairStore, raw_trace, shared
+from tests.conftest import PairStore, raw_trace, shared, window_offsets
 from traceq.ingest.ingest import run_name
 from traceq.model.build import build_run_tables
 from traceq.query.engine import query
@@ -31,8 +31,11 @@ def _union_ns(intervals: list[tuple[float, float]]) -> float:
     return total + (cur_e - cur_s if cur_e is not None else 0.0)
 
 
-def _independent_busy(path: Path, kernels_only: bool = False) -> dict[int, float]:
-    """Busy ns per step from the raw JSON with plain Python: clip to the step, merge, sum."""
+def _independent_busy(
+    path: Path, windows: dict[int, tuple[int, int]], kernels_only: bool = False
+) -> dict[int, float]:
+    """Busy ns per step from the raw JSON with plain Python: clip to the step's window (``windows``: its
+    offsets from the step's start), merge, sum."""
     events = [e for e in raw_trace(path)["traceEvents"] if e.get("ph") == "X"]
     base = int(min(e["ts"] for e in events))  # us since the epoch need 61 bits as ns: subtract first
 
@@ -48,7 +51,8 @@ def _independent_busy(path: Path, kernels_only: bool = False) -> dict[int, float
     cats = {"kernel", "Kernel"} if kernels_only else GPU_CATS
     work = [(start(e), start(e) + e["dur"] * 1000) for e in events if e.get("cat") in cats]
     out = {}
-    for step, (lo, hi) in steps.items():
+    for step, (step_start, _) in steps.items():
+        lo, hi = step_start + windows[step][0], step_start + windows[step][1]
         clipped = [(max(s, lo), min(e, hi)) for s, e in work if s < hi and e > lo]
         out[step] = _union_ns(clipped)
     return out
@@ -71,14 +75,15 @@ def test_busy_equals_an_independent_interval_union(
     path = shared(rel)
     if pair is None:
         traceq.ingest([path], store=tmp_path / "s")
-        got = query("gpu_busy", tmp_path / "s")
+        got, windows = query("gpu_busy", tmp_path / "s"), window_offsets(tmp_path / "s")
     else:
         pairs: PairStore = request.getfixturevalue(pair)
         got = query("gpu_busy", pairs.path, run_name(path))
+        windows = window_offsets(pairs.path, run_name(path))
     assert got["device"].n_unique() == 1
     busy = dict(zip(got["step"], got["busy_ns"], strict=True))
     kernel_busy = dict(zip(got["step"], got["kernel_busy_ns"], strict=True))
-    want, want_k = _independent_busy(path), _independent_busy(path, kernels_only=True)
+    want, want_k = _independent_busy(path, windows), _independent_busy(path, windows, kernels_only=True)
     assert set(busy) == set(want)
     for step in want:  # each side rounds microseconds to ns on its own: a few ns apart at most
         assert abs(busy[step] - want[step]) <= 4, step

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import traceq
-from tests.conftest import PairStore, raw_trace, shared
+from tests.conftest import PairStore, raw_trace, shared, window_offsets
 from traceq.query.engine import query
 
 STEP = re.compile(r"^ProfilerStep#(\d+)")
@@ -42,8 +42,8 @@ def test_gaps_add_up_to_idle_time(b64: Path) -> None:
 
 
 def test_host_launch_gaps_match_an_independent_computation(kineto_b4: PairStore) -> None:
-    """Merge each step's GPU work in Python; a gap is host-launch when the launch of the work after it
-    started after the gap began."""
+    """Merge each step window's GPU work in Python; a gap is host-launch when the launch of the work after
+    it started after the gap began."""
     path = shared("kineto/conformer_fp32_b4.json.gz")
     events = [e for e in raw_trace(path)["traceEvents"] if e.get("ph") == "X"]
     base = int(min(e["ts"] for e in events))
@@ -60,11 +60,12 @@ def test_host_launch_gaps_match_an_independent_computation(kineto_b4: PairStore)
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
     )
     want = {}
+    windows = window_offsets(kineto_b4.path, kineto_b4.base)
     for e in events:
         m = STEP.match(e.get("name", "")) if e.get("cat") == "user_annotation" else None
         if not m:
             continue
-        lo, hi = ns(e["ts"]), ns(e["ts"]) + e["dur"] * 1000
+        lo, hi = ns(e["ts"]) + windows[int(m.group(1))][0], ns(e["ts"]) + windows[int(m.group(1))][1]
         host, cur_end = 0.0, lo
         for s, t, launch in ((max(s, lo), min(t, hi), launch) for s, t, launch in work if s < hi and t > lo):
             if s > cur_end:
@@ -193,9 +194,12 @@ def test_queue_depth_and_launch_medians_match_an_independent_computation(rel: st
     events = [e for e in raw_trace(path)["traceEvents"] if e.get("ph") == "X"]
     runtime = {e["args"]["correlation"]: e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
     gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    traceq.ingest([path], store=tmp_path)
+    windows = window_offsets(tmp_path)
     want: dict[tuple[int, int], tuple[float, float, float]] = {}
     for st in (e for e in events if e.get("cat") == "user_annotation" and STEP.match(e["name"])):
-        lo, hi = st["ts"], st["ts"] + st["dur"]
+        off = windows[int(STEP.match(st["name"]).group(1))]
+        lo, hi = st["ts"] + off[0] / 1000, st["ts"] + off[1] / 1000
         by_device: dict[int, list[dict]] = {}
         for e in gpu:
             if e["ts"] < hi and e["ts"] + e["dur"] > lo:
@@ -214,7 +218,6 @@ def test_queue_depth_and_launch_medians_match_an_independent_computation(rel: st
                 statistics.median(e["dur"] for e in kernels) * 1000,  # whole, not clipped to the window
                 statistics.median(r["dur"] for e, r in launched if e.get("cat") == "kernel") * 1000,
             )
-    traceq.ingest([path], store=tmp_path)
     got = {
         (r["step"], r["device"]): (r["median_queue_depth"], r["median_kernel_ns"], r["median_launch_ns"])
         for r in query("launch_bound", tmp_path).iter_rows(named=True)

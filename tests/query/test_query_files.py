@@ -27,11 +27,12 @@ NAMES = [f.stem for f in FILES]
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     """A session over real runs on which every query returns rows: a Kineto trace, a two-rank DDP run and
-    Paddle summary text with kernel rows and casts."""
+    Paddle summary text with kernel rows and casts, and a run whose cuDNN searched for algorithms."""
     store = tmp_path_factory.mktemp("queries") / "store"
     traceq.ingest([SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"], store=store, jobs=1)
     traceq.ingest([SAMPLES / "ddp" / "fp32"], store=store, name="ddp", jobs=1)
     traceq.ingest([shared("paddle/issue48321_fp32_operator_summary.txt")], store=store, jobs=1)
+    traceq.ingest([SAMPLES / "planted" / "cudnn_var_fp16_3steps.json.gz"], store=store, jobs=1)
     with Session(store, use_stored=False, own_queries=True) as session:
         yield session
 

@@ -75,7 +75,8 @@ def test_findings_are_typed_and_written_with_the_json_keys(results: dict[str, Re
         assert list(row) == ["id", "title", "impact_ms", "evidence", "next_step"]
         assert (row["id"], row["title"]) == (finding.id, finding.title)
     parts = written["waterfall"]
-    assert [p["part"] for p in parts][:2] == ["gpu_compute", "communication"]
+    assert [p["part"] for p in parts] == [p.part for p in comparison.waterfall.parts]  # every cause, in order
+    assert len({p["part"] for p in parts}) == len(parts)
     assert sum(p["ms_per_step"] for p in parts) == pytest.approx(comparison.step_time_delta_ms, abs=1e-6)
 
 

@@ -9,6 +9,7 @@ and the verdict are worded from the signs of the numbers they carry. Positive nu
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import polars as pl
 from traceq.analysis import ranks as rank_views
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.findings import Finding, Part, Waterfall
-from traceq.analysis.report import TOP_OPS, run_report
+from traceq.analysis.report import TOP_OPS, run_report, top_ops
 from traceq.analysis.results import Comparison, RunReport
 from traceq.analysis.split import Split
 from traceq.errors import TraceqError
@@ -90,9 +91,13 @@ def _compare(
     measured: dict[str, float] | None = None,
     top: int | None = TOP_OPS,
 ) -> Comparison:
-    base, new = run_report(base_id, store, session, top), run_report(new_id, store, session, top)
+    base, new = run_report(base_id, store, session, None), run_report(new_id, store, session, None)
     if "paddle_summary" in (base.run["source_format"], new.run["source_format"]):
-        return _compare_summaries(base, new)
+        from traceq.analysis.summary_compare import compare_summaries  # summary text only: imported when used
+
+        return compare_summaries(base, new, top)
+    op_deltas = _op_deltas(base.ops, new.ops, absent_is_zero=True)
+    base, new = _with_top_ops(base, top), _with_top_ops(new, top)
     assert base.split is not None and new.split is not None
     b, n = base.split, new.split
     delta = n.window_ms - b.window_ms
@@ -140,7 +145,7 @@ def _compare(
         explained_ms=explained,
         unexplained_ms=delta - explained,
         verdict=verdict(delta, b, n, findings, measured, warnings),
-        op_deltas=_op_deltas(base.ops, new.ops),
+        op_deltas=op_deltas,
         steps=steps,
         notes=notes,
         ranks=ranks,
@@ -239,12 +244,9 @@ def verdict(
     text = _traced(delta, b, n, findings)
     if measured is not None:
         real = measured["delta_ms"]
-        moved = "slower" if real > 0 else "faster"
-        head = (
-            f"Measured without the profiler, NEW is {abs(real):.1f} ms per step {moved} "
-            f"({measured['base_ms']:.1f} -> {measured['new_ms']:.1f} ms)"
-        )
-        if (real > 0) == (delta > 0):
+        times = f"({measured['base_ms']:.1f} -> {measured['new_ms']:.1f} ms)"
+        head = f"Measured without the profiler, {_moved(real)} {times}"
+        if round(real, 1) == 0 or round(delta, 1) == 0 or (real > 0) == (delta > 0):
             text = f"{head}; the profiler added {delta - real:+.1f} ms to the traced difference. {text}"
         else:
             text = f"{head}: the profiler reverses the traced direction, so weigh the causes against this. {text}"
@@ -253,9 +255,16 @@ def verdict(
     return text
 
 
+def _moved(delta: float) -> str:
+    """``NEW is 1.2 ms per step slower``, ``... faster``, or the same where it rounds to 0.0 ms."""
+    if round(delta, 1) == 0:
+        return "NEW takes the same time per step as BASE"
+    return f"NEW is {abs(delta):.1f} ms per step {'slower' if delta > 0 else 'faster'}"
+
+
 def _traced(delta: float, b: Split, n: Split, findings: list[Finding]) -> str:
     """The traced difference and the findings that moved it each way, largest first."""
-    head = f"NEW is {abs(delta):.1f} ms per step {'slower' if delta > 0 else 'faster'} ({b.window_ms:.1f} -> {n.window_ms:.1f} ms)"
+    head = f"{_moved(delta)} ({b.window_ms:.1f} -> {n.window_ms:.1f} ms)"
     if not findings:
         return f"{head}: within noise, no part changed enough to name."
     same = [f for f in findings if (f.impact_ms or 0.0) * delta > 0][:3]
@@ -281,15 +290,24 @@ def _per_rank(report: RunReport, session: Session) -> pl.DataFrame:
     return rank_views.per_rank(balance)
 
 
-def _op_deltas(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
+def _with_top_ops(report: RunReport, top: int | None) -> RunReport:
+    """The report with only its ``top`` ops (by inclusive CPU time; None: all)."""
+    return replace(report, ops=top_ops(report.ops, top))
+
+
+def _op_deltas(base: pl.DataFrame, new: pl.DataFrame, absent_is_zero: bool) -> pl.DataFrame:
     """Per op name: CPU time and the GPU time it caused (launched by it or beneath it) per step in each run,
-    and NEW minus BASE (summary text: its totals)."""
+    and NEW minus BASE, from each run's full op list.
+    An op in one run only is 0 ms in the other where the lists are complete (traces); in summary text,
+    where a paste or a row limit may have cut it, its times and deltas there are null (absent)."""
     if base.is_empty() and new.is_empty():
         return pl.DataFrame()
     cpu, gpu = ("cpu_incl_ns_per_step", "gpu_incl_ns_per_step") if "cpu_incl_ns_per_step" in new.columns else (
         "cpu_incl_ns", "gpu_ns")  # fmt: skip
     cols = ["name", cpu, gpu]
-    joined = new.select(cols).join(base.select(cols), on="name", how="full", coalesce=True, suffix="_base").fill_null(0)
+    joined = new.select(cols).join(base.select(cols), on="name", how="full", coalesce=True, suffix="_base")
+    if absent_is_zero:
+        joined = joined.fill_null(0)
     return (
         joined.select(
             "name",
@@ -300,50 +318,13 @@ def _op_deltas(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
             (pl.col(gpu) / 1e6).alias("new_gpu_ms"),
             ((pl.col(gpu) - pl.col(f"{gpu}_base")) / 1e6).alias("gpu_delta_ms"),
         )
-        .with_columns((pl.col("cpu_delta_ms").abs() + pl.col("gpu_delta_ms").abs()).alias("_size"))
+        .with_columns(
+            pl.max_horizontal(
+                pl.col("cpu_delta_ms").abs().fill_null(0) + pl.col("gpu_delta_ms").abs().fill_null(0),
+                pl.col("base_cpu_ms").fill_null(0) + pl.col("base_gpu_ms").fill_null(0),
+                pl.col("new_cpu_ms").fill_null(0) + pl.col("new_gpu_ms").fill_null(0),
+            ).alias("_size")
+        )
         .sort("_size", descending=True)
         .drop("_size")
-    )
-
-
-def _compare_summaries(base: RunReport, new: RunReport) -> Comparison:
-    """Op-level comparison of summary text (no timeline: no step-time waterfall)."""
-    deltas = _op_deltas(base.ops, new.ops)
-    findings = []
-    cb, cn = base.summary["cast_overhead"], new.summary["cast_overhead"]
-    if cn["calls"] > cb["calls"]:
-        findings.append(
-            Finding(
-                id="cast_overhead",
-                title=f"{cn['calls'] - cb['calls']:,} more cast calls, "
-                f"{cn['cpu_ms'] - cb['cpu_ms']:.1f} ms more CPU time",
-                impact_ms=None,
-                evidence={"cast_calls": [cb["calls"], cn["calls"]], "cast_cpu_ms": [cb["cpu_ms"], cn["cpu_ms"]]},
-                next_step="Cast parameters once (O2), avoid per-op casts.",
-            )
-        )
-    grown = deltas.filter((pl.col("cpu_delta_ms") > 1) & (pl.col("new_cpu_ms") > 2 * pl.col("base_cpu_ms")))
-    for row in grown.head(5).iter_rows(named=True):
-        findings.append(
-            Finding(
-                id="op_cpu_growth",
-                title=f"{row['name']}: CPU time {row['base_cpu_ms']:.1f} -> {row['new_cpu_ms']:.1f} ms",
-                impact_ms=None,
-                evidence=row,
-                next_step="CPU time that grows while GPU time does not points at algorithm search or layout work "
-                "(cudnn exhaustive search, NCHW<->NHWC transposes) or per-call overhead.",
-            )
-        )
-    return Comparison(
-        base=base,
-        new=new,
-        step_time_delta_ms=None,
-        waterfall=None,
-        findings=findings,
-        explained_ms=None,
-        unexplained_ms=None,
-        verdict="Summary text has no timeline: op-level differences only (per-step waterfall needs traces).",
-        op_deltas=deltas,
-        steps=pl.DataFrame(),
-        notes=list(new.notes),
     )

@@ -127,8 +127,7 @@ def run_report(
         ),
     )
     summary["ops_total"] = per_step_ops.height
-    if top is not None:
-        per_step_ops = per_step_ops.sort("cpu_incl_ns", descending=True, nulls_last=True).head(top)
+    per_step_ops = top_ops(per_step_ops, top)
     ev = evidence_of(session, run_id, windows)
     findings = run_findings(parts, ev, summary, run_info["flavour"])
     ranks = straggling = pl.DataFrame()
@@ -207,15 +206,22 @@ def _title(cause: str, ms: float, step: float, ev: dict[str, Any]) -> str:
         return f"The GPU idles {ms:.2f} ms per step ({share}) while the CPU launches work"
     if cause == "host_sync":
         n = sum(ev.get("sync_calls_per_step", {}).values())
-        return f"{_count(n, 'host synchronisation')} per step drain the GPU queue: {ms:.2f} ms per step of GPU idle ({share})"
+        return (
+            f"{_count(n, 'host synchronisation')} per step drain the GPU queue: "
+            f"{ms:.2f} ms per step of GPU idle ({share})"
+        )
     if cause == "input_pipeline":
         return f"The GPU waits {ms:.2f} ms per step ({share}) for input data"
     if cause == "algorithm_search":
         n = ev.get("searching_calls_per_step", 0.0)
-        return f"cuDNN/cuBLAS searched for algorithms on new input shapes ({n:.1f} calls per step): {ms:.2f} ms per step ({share})"
+        return (
+            f"cuDNN/cuBLAS searched for algorithms on new input shapes ({n:.1f} calls per step): "
+            f"{ms:.2f} ms per step ({share})"
+        )
     if cause == "allocator":
         n = sum(ev.get("allocator_calls_per_step", {}).values())
-        return f"{_count(n, 'device allocation or free', 'device allocations and frees')} per step cost {ms:.2f} ms per step of GPU idle ({share})"
+        calls = _count(n, "device allocation or free", "device allocations and frees")
+        return f"{calls} per step cost {ms:.2f} ms per step of GPU idle ({share})"
     if cause == "cast_overhead":
         n = ev.get("conversions_per_step", 0.0)
         return f"{_count(n, 'dtype cast')} per step cost {ms:.2f} ms per step ({share}) in cast ops and cast kernels"
@@ -281,8 +287,7 @@ def _check_invariants(summary: dict[str, Any], parts: Split) -> None:
 def _sites(sites: pl.DataFrame, windows: int) -> pl.DataFrame:
     """Where each cause's idle time went (call, op around it, user frame), ms and calls per step."""
     if sites.is_empty():
-        return pl.DataFrame(schema={"cause": pl.String, "site": pl.String, "op": pl.String, "top_op": pl.String,
-                                    "frame": pl.String, "calls_per_step": pl.Float64, "ms_per_step": pl.Float64})  # fmt: skip
+        return pl.DataFrame(schema=_SITE_SCHEMA)
     return (
         sites.group_by("cause", "site", "op", "top_op", "frame")
         .agg(
@@ -336,6 +341,16 @@ def _largest_first(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: -(f.impact_ms or 0.0))
 
 
+def top_ops(ops: pl.DataFrame, top: int | None) -> pl.DataFrame:
+    """The ``top`` ops of a report's op table (trace ops by inclusive CPU time; summary rows in table
+    order); None: all."""
+    if top is None or ops.is_empty():
+        return ops
+    if "cpu_incl_ns" in ops.columns:
+        ops = ops.sort("cpu_incl_ns", descending=True, nulls_last=True)
+    return ops.head(top)
+
+
 def _ranks_combined(ops: pl.DataFrame) -> pl.DataFrame:
     """``op_summary`` with one row per op name: sums over ranks; coverages weighted by the op's GPU time."""
     if ops.is_empty() or ops["rank"].n_unique() <= 1:
@@ -360,8 +375,7 @@ def _summary_report(run: dict[str, Any], q: Callable[[str], pl.DataFrame], top: 
     """Summary text has op-level totals only: ops, kernel coverage and casts; no timeline metrics."""
     ops, casts = q("summary_ops").drop("run_id"), q("summary_casts")
     total = ops.height
-    if top is not None:
-        ops = ops.head(top)
+    ops = top_ops(ops, top)
     cover = q("summary_coverage")
     cover_row = cover.row(0, named=True) if cover.height else {}
     summary: dict[str, Any] = {key: None for key in TIMELINE_METRICS}
@@ -383,6 +397,17 @@ def _summary_report(run: dict[str, Any], q: Callable[[str], pl.DataFrame], top: 
         "trace (paddle.profiler export_chrome_tracing). Totals are for the whole profile, not per step."
     ]
     return RunReport(run=run, summary=summary, findings=[], ops=ops, notes=notes)
+
+
+_SITE_SCHEMA = {
+    "cause": pl.String,
+    "site": pl.String,
+    "op": pl.String,
+    "top_op": pl.String,
+    "frame": pl.String,
+    "calls_per_step": pl.Float64,
+    "ms_per_step": pl.Float64,
+}
 
 
 def _ms(ns: float | None) -> float | None:

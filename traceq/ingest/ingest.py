@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -224,7 +225,9 @@ def _hash_files(runs: list[_Run], jobs: int | None) -> None:
 def _run_hash(digests: list[str], multi_rank: bool, steps_from: str | None = None) -> str:
     """The run's content hash: the file's; for a multi-rank run, over its files' hashes (in any order);
     with ``steps_from`` (other steps, so another run), over that too."""
-    digest = digests[0] if not multi_rank else hashlib.sha256(("ranks:" + ",".join(sorted(digests))).encode()).hexdigest()
+    digest = (
+        digests[0] if not multi_rank else hashlib.sha256(("ranks:" + ",".join(sorted(digests))).encode()).hexdigest()
+    )
     if steps_from is None:
         return digest
     return hashlib.sha256(f"{digest}\0steps_from:{steps_from}".encode()).hexdigest()
@@ -368,10 +371,11 @@ def pick_runs(
     return run_id_of(base_ref, store, steps_from), run_id_of(new_ref, store, steps_from)
 
 
-def run_id_of(ref: str, store: Store, steps_from: str | None = None) -> str:
+def run_id_of(ref: str | os.PathLike[str], store: Store, steps_from: str | None = None) -> str:
     """A run id from a run id, a run name, or a trace file (ingested first if it is not stored yet): what
     the reports and comparisons of the API and the command take. With ``steps_from``, the run whose steps
     are the ranges matching it: the file (or a stored run's file) ingested with it, once."""
+    ref = os.fspath(ref)
     try:
         run_id = store.resolve(ref)
     except StoreError:

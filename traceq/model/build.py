@@ -7,7 +7,7 @@ import polars as pl
 from traceq.model.links import INHERITED, inherit_from_launch, link_launches
 from traceq.model.nesting import nest_host_events
 from traceq.model.placing import placed_at
-from traceq.model.steps import assign_steps, find_steps, is_step_candidate
+from traceq.model.steps import as_step_kind, assign_steps, find_steps, is_step_candidate
 from traceq.schema import EVENTS, GPU_WORK_KINDS, STEPS, THREADS, RunTables
 
 #: Reader columns the model is derived from (``name`` is read on step events only).
@@ -29,7 +29,9 @@ def build_run_tables(
     """
     dtypes, names = EVENTS.schema, dict.fromkeys((*KEY_COLUMNS, *launch_keys))
     keys = events.select(pl.col(c) if c in events.columns else pl.lit(None, dtypes[c]).alias(c) for c in names)
-    keys = keys.with_columns(pl.when(is_step_candidate(pl.col("kind"), pl.col("name"))).then(pl.col("name")).alias("name"))
+    keys = keys.with_columns(
+        pl.when(is_step_candidate(pl.col("kind"), pl.col("name"))).then(pl.col("name")).alias("name")
+    )
     derived, steps = derive(keys, tolerance_ns=tolerance_ns, launch_keys=launch_keys)
     return RunTables(attach(events, derived), steps, conform_threads(threads))
 
@@ -45,11 +47,14 @@ def derive(
     ids = _positions(order).alias("event_id")
     del order
     keys = keys.select(list(dict.fromkeys((*KEY_COLUMNS, *launch_keys)))).with_columns(ids)
+    # The steps first: ranges chosen as steps become of kind step before nesting (they are no ops).
+    steps = find_steps(keys, steps_from)
+    keys = as_step_kind(keys, steps)
+    kind = keys.get_column("kind")
     # Nesting and links come back by event id, and are placed at their id (not joined); the step is
     # found per row.
     by_id = _placed(nest_host_events(keys, tolerance_ns), keys.height)
     by_id |= _placed(link_launches(keys, launch_keys), keys.height)
-    steps = find_steps(keys, steps_from)
     step = assign_steps(keys, steps)
     is_gpu = keys.get_column("kind").is_in(GPU_WORK_KINDS)
     del keys
@@ -59,7 +64,7 @@ def derive(
     launch_id = own["launch_id"]
     inherited = [by_id[name].gather(launch_id).alias(f"launch_{name}") for name in INHERITED]
     del by_id
-    derived = pl.DataFrame([ids, *own.values(), step, *inherited])
+    derived = pl.DataFrame([ids, kind, *own.values(), step, *inherited])
     return inherit_from_launch(derived, is_gpu), STEPS.conform(steps)
 
 

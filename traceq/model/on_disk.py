@@ -28,7 +28,7 @@ from traceq._utils.in_order import InOrder
 from traceq.errors import spill_io
 from traceq.model.links import inherit_from_launch, link_launches
 from traceq.model.nesting import nest_with_open_ranges
-from traceq.model.steps import assign_steps, find_steps
+from traceq.model.steps import as_step_kind, assign_steps, find_steps
 from traceq.schema import GPU_WORK_KINDS, OP_TREE_KINDS, STEPS
 
 #: Chrome traces of at least this many events have their model built on disk during ``ingest``.
@@ -184,6 +184,7 @@ class ModelOnDisk:
             )
             offset += events.height
             step_rows.append(_step_rows(events))
+            events = as_step_kind(events, windows)  # ranges that are steps are no ops
             host = events.filter(pl.col("kind").is_in(_NESTED_KINDS) & pl.col("tid").is_not_null())
             host = host.select(_NEST_COLUMNS)
             nested, still_open = nest_with_open_ranges(

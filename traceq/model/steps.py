@@ -10,6 +10,7 @@ said in words by :func:`step_rule` and recorded in the catalog.
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 import polars as pl
 
@@ -22,7 +23,9 @@ STEP_NAME = r"^Profiler?Step#(\d+)$"
 STEP_CANDIDATE = r"(?i)step|iter|batch|optimi[sz]"
 #: A user's step range: a word for a step (``step``, ``iteration``/``iter``, ``batch``), perhaps after a
 #: prefix (``train_step``, ``training step``), then perhaps a counter (``train_step 7``, ``iter_12``).
-_USER_STEP = re.compile(r"(?i)^(?P<family>(?:[A-Za-z][\w ./-]*?[ _.:/-])?(?:step|iteration|iter|batch))[ _#:-]*(?P<n>\d+)?$")
+_USER_STEP = re.compile(
+    r"(?i)^(?P<family>(?:[A-Za-z][\w ./-]*?[ _.:/-])?(?:step|iteration|iter|batch))[ _#:-]*(?P<n>\d+)?$"
+)
 #: An optimizer step range: PyTorch's ``Optimizer.step#Adam.step``, Paddle's ``Optimization`` ranges.
 _OPTIMIZER_STEP = re.compile(r"(?i)^optimizer\.step#|^optimization( step)?$")
 #: The steps table's name for the window between two optimizer steps.
@@ -80,6 +83,24 @@ def find_steps(events: pl.DataFrame, steps_from: str | None = None) -> pl.DataFr
     return _between_optimizer_steps(named.filter(pl.col("kind") != "step"))
 
 
+def as_step_kind(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """``events`` with the ranges :func:`find_steps` chose as steps (a user's ``train_step 7`` ranges, or
+    those ``--steps-from`` names) made of kind ``step``: they are the step windows, not ops, so no op
+    nests under one as its top-level op and no op table lists them. Matched on name, start and length."""
+    if steps.is_empty() or "name" not in events.columns:
+        return events
+    key = pl.concat_str([pl.col("name"), pl.col("ts_ns").cast(pl.String), pl.col("dur_ns").cast(pl.String)],
+                        separator="\x1f")  # fmt: skip
+    chosen = steps.select(key.alias("k")).get_column("k")
+    return events.with_columns(
+        pl.when(key.is_in(chosen.implode()) & (pl.col("kind") != "step"))
+        .then(pl.lit("step"))
+        .otherwise(pl.col("kind"))
+        .cast(events.schema["kind"])
+        .alias("kind")
+    )
+
+
 def _user_steps(ranges: pl.DataFrame) -> pl.DataFrame:
     """The family of ranges named like steps (``train_step 1``, ``train_step 2``, ...) that repeats at least
     twice on one thread without overlapping, the one covering the most time where several do."""
@@ -123,9 +144,7 @@ def _numbered(ranges: pl.DataFrame) -> pl.DataFrame:
     counters = ranges["name"].str.extract(r"(\d+)\s*$", 1).cast(pl.Int32)
     use = counters.null_count() == 0 and counters.n_unique() == counters.len()
     number = counters if use else pl.Series(range(1, ranges.height + 1), dtype=pl.Int32)
-    return ranges.select(
-        number.alias("step"), "name", "ts_ns", "dur_ns", "event_id"
-    ).sort("ts_ns")
+    return ranges.select(number.alias("step"), "name", "ts_ns", "dur_ns", "event_id").sort("ts_ns")
 
 
 def _between_optimizer_steps(ranges: pl.DataFrame) -> pl.DataFrame:
@@ -141,14 +160,16 @@ def _between_optimizer_steps(ranges: pl.DataFrame) -> pl.DataFrame:
             "step": list(range(1, len(ends))),
             "name": [name] * (len(ends) - 1),
             "ts_ns": ends[:-1],
-            "dur_ns": [b - a for a, b in zip(ends[:-1], ends[1:], strict=True)],
+            "dur_ns": [b - a for a, b in pairwise(ends)],
             "event_id": [None] * (len(ends) - 1),
         },
         schema=_EMPTY.schema,
     )
 
 
-_EMPTY = pl.DataFrame(schema={"step": pl.Int32, "name": pl.String, "ts_ns": pl.Int64, "dur_ns": pl.Int64, "event_id": pl.Int64})
+_EMPTY = pl.DataFrame(
+    schema={"step": pl.Int32, "name": pl.String, "ts_ns": pl.Int64, "dur_ns": pl.Int64, "event_id": pl.Int64}
+)
 
 
 def step_rule(steps: pl.DataFrame, steps_from: str | None = None) -> str:

@@ -163,7 +163,8 @@ ModelRows = Callable[[], Iterator[pl.DataFrame]]
 
 def _model_in_memory(keys: _ModelKeys, derived: pl.DataFrame) -> ModelRows:
     assert keys.frame is not None
-    model = keys.frame.select(_KEPT_WRITTEN).hstack(derived.get_columns())
+    kept = [c for c in _KEPT_WRITTEN if c not in derived.columns]  # derived: kind (ranges that are steps)
+    model = keys.frame.select(kept).hstack(derived.get_columns())
 
     def chunks() -> Iterator[pl.DataFrame]:
         offset = 0

@@ -72,10 +72,10 @@ def _fmt(v: Any, unit: str = "") -> str:
     return f"{v:,.2f}{unit}"
 
 
-def evidence_text(v: Any) -> str:
-    """An evidence value in words: pairs as ``BASE -> NEW``, mappings as ``key: value``, sites as the call
-    and where it was made; never a Python repr."""
-    if isinstance(v, list) and len(v) == 2 and not any(isinstance(x, dict) and "site" in x for x in v):
+def evidence_text(v: Any, paired: bool = False) -> str:
+    """An evidence value in words: a comparison's pairs (``paired``) as ``BASE -> NEW``, mappings as
+    ``key: value``, sites as the call and where it was made; never a Python repr."""
+    if paired and isinstance(v, list) and len(v) == 2 and not any(isinstance(x, dict) and "site" in x for x in v):
         if all(not isinstance(x, (dict, list)) for x in v):
             return _pair(v[0], v[1])
         return f"BASE {evidence_text(v[0])}; NEW {evidence_text(v[1])}"
@@ -90,7 +90,7 @@ def evidence_text(v: Any) -> str:
 
 def _pair(b: Any, n: Any) -> str:
     """``BASE -> NEW`` with both numbers at the precision of the larger."""
-    if isinstance(b, float) and isinstance(n, float) or isinstance(b, float) and isinstance(n, int):
+    if (isinstance(b, float) and isinstance(n, float)) or (isinstance(b, float) and isinstance(n, int)):
         scale = max(abs(b), abs(float(n)))
         digits = 0 if scale >= 100 else 2 if scale >= 1 else 3
         return f"{b:,.{digits}f} -> {float(n):,.{digits}f}"
@@ -107,7 +107,7 @@ def _site(v: dict[str, Any]) -> str:
             f"(typically {number(v['typical_kernels_per_call'])})" + (f", shapes {shapes}" if shapes else "")
         )
     where = [x for x in (v.get("site"), v.get("op"), v.get("top_op")) if x]
-    chain = " < ".join(dict.fromkeys(where)) or "between ops"
+    chain = " < ".join(dict.fromkeys(where)) or "outside any call"
     frame = f" at {v['frame']}" if v.get("frame") else ""
     size = f"{number(v.get('idle_ms_per_step'))} ms per step"
     calls = f", {number(v['calls_per_step'])} calls per step" if v.get("calls_per_step") else ""
@@ -124,7 +124,7 @@ def finding_lines(i: int, f: Finding, signed: bool) -> list[str]:
     for k, v in f.evidence.items():
         if _empty(v) or (isinstance(v, list) and len(v) == 2 and all(map(_empty, v))):
             continue
-        lines.append(f"   {k.replace('_', ' ')}: {evidence_text(v)}")
+        lines.append(f"   {k.replace('_', ' ')}: {evidence_text(v, paired=signed)}")
     lines.append(f"   next: {f.next_step}")
     return lines
 
@@ -142,7 +142,10 @@ def headline(report: RunReport) -> list[tuple[str, str]]:
     return [
         *(_rank_headline(s["rank_spread"]) if "rank_spread" in s else []),
         ("steps", steps),
-        ("step time (median)", _fmt(s["step_time_ms"], " ms") if s["step_time_ms"] is not None else "n/a (no timeline)"),
+        (
+            "step time (median)",
+            _fmt(s["step_time_ms"], " ms") if s["step_time_ms"] is not None else "n/a (no timeline)",
+        ),
         ("GPU busy / step", _fmt(s["gpu_busy_ms"], " ms")),
         ("GPU idle / step", f"{_fmt(s['gpu_idle_ms'], ' ms')}  ({_fmt(s['gpu_idle_ratio'], '%')})"),
         ("launch-bound ratio", _fmt(s["launch_bound_ratio"], "%")),
@@ -243,7 +246,9 @@ def report_blocks(report: RunReport) -> list[Block]:
         blocks.append(Block("Outlier steps", [_outlier(o, report.run["n_ranks"] > 1) for o in outliers]))
     blocks += [Block("Note", [note]) for note in report.notes]
     if not report.ranks.is_empty():
-        blocks.append(Block("Ranks (means per step; wait = time waiting for the step's straggler)", frame=rank_table(report)))
+        blocks.append(
+            Block("Ranks (means per step; wait = time waiting for the step's straggler)", frame=rank_table(report))
+        )
         blocks.append(Block("Straggler per step", frame=straggler_table(report)))
     if not report.gap_histogram.is_empty():
         hist = report.gap_histogram.select(
@@ -291,7 +296,9 @@ def waterfall_table(result: Comparison, min_share: float = 0.005) -> pl.DataFram
     NEW and the change; the rest as "other"; the step difference last."""
     if result.waterfall is None or result.step_time_delta_ms is None:
         return pl.DataFrame()
-    longer = max(result.base.summary.get("mean_step_time_ms") or 0.0, result.new.summary.get("mean_step_time_ms") or 0.0)
+    longer = max(
+        result.base.summary.get("mean_step_time_ms") or 0.0, result.new.summary.get("mean_step_time_ms") or 0.0
+    )
     parts, other = result.waterfall.shown(min_share * longer)
     rows = [(p.label, p.base_ms, p.new_ms, p.delta_ms) for p in parts]
     if abs(other) >= 0.0005:
@@ -314,11 +321,26 @@ def compare_blocks(result: Comparison) -> list[Block]:
     blocks.append(Block("Findings (largest change first)", lines or ["No part changed enough to matter."]))
     blocks += [Block("Note", [note]) for note in result.notes]
     if not result.ranks.is_empty():
-        blocks.append(Block("Rank-aligned (NEW - BASE, ms per step)", frame=result.ranks.with_columns(pl.col(pl.Float64).round(3))))
+        blocks.append(
+            Block(
+                "Rank-aligned (NEW - BASE, ms per step)", frame=result.ranks.with_columns(pl.col(pl.Float64).round(3))
+            )
+        )
     if not result.op_deltas.is_empty():
-        deltas = result.op_deltas.head(TOP_OP_DELTAS).with_columns(pl.col(pl.Float64).round(3))
-        blocks.append(Block("Largest per-op changes (ms per step)", frame=deltas))
+        blocks.append(op_deltas_block(result.op_deltas))
     return blocks
+
+
+def op_deltas_block(op_deltas: pl.DataFrame) -> Block:
+    """The largest per-op changes: per step for traces; for summary text over the whole profile, with ops
+    one table lacks shown as ``absent``."""
+    deltas = op_deltas.head(TOP_OP_DELTAS).with_columns(pl.col(pl.Float64).round(3))
+    if "present" not in deltas.columns:
+        return Block("Largest per-op changes (ms per step)", frame=deltas)
+    shown = deltas.drop("present", "is_cast").with_columns(
+        pl.col(c).cast(pl.String).fill_null("absent") for c in deltas.columns if c not in ("name", "present", "is_cast")
+    )
+    return Block("Largest per-op changes (ms over the profile)", frame=shown)
 
 
 def compare_json(result: Comparison, out: TextIO | None = None) -> None:
