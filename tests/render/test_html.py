@@ -223,3 +223,15 @@ def test_each_formats_page_draws_what_its_run_has(name: str, formats_store: Path
     gpu = traceq.sql(query, formats_store).item()
     # the chart of the GPU time ops caused is drawn only where ops caused some (never a chart of zeros)
     assert ("GPU time each op caused" in page) == (gpu > 0 and timed)
+
+
+def test_a_summary_text_comparison_page_has_no_timeline(formats_store: Path) -> None:
+    """Dynamic- against static-graph Paddle summaries: most ops are in one of them only, drawn as absent."""
+    static = shared("paddle/cpu_paddle_3.3.1/paddle_static_fp32.summary_default.txt")
+    comparison = traceq.compare("paddle_fp32.summary_default", str(static), formats_store)
+    page = render_html(comparison)
+    assert "Timeline" not in page and "Waterfall" not in page and "<script" not in page
+    absent = comparison.op_deltas.filter(pl.col("base_cpu_ms").is_null() | pl.col("new_cpu_ms").is_null())
+    shown = comparison.op_deltas.sort(pl.max_horizontal("base_cpu_ms", "new_cpu_ms"), descending=True).head(15)
+    drawn = page.split("CPU time of each op")[1].split("</svg>")[0]
+    assert drawn.count(" absent</text>") == shown.join(absent, on="name").height > 0

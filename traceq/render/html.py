@@ -345,9 +345,9 @@ def _shift_axis(span: float, scale: float, y: int, left: int) -> str:
     return f'<g transform="translate({left - _LABEL_W},0)">{_axis(span, scale, y)}</g>'
 
 
-def _paired_bars(names: list[str], base: list[float], new: list[float]) -> str:
-    """BASE and NEW bars per name on one ms axis from 0."""
-    span = max([*base, *new, 0.0]) or 1.0
+def _paired_bars(names: list[str], base: list[float | None], new: list[float | None]) -> str:
+    """BASE and NEW bars per name on one ms axis from 0 (None: the op is absent from that run's summary)."""
+    span = max([v for v in (*base, *new) if v is not None] + [0.0]) or 1.0
     label_w = 360
     scale = (WIDTH - label_w - 90) / span
     h = 30
@@ -356,14 +356,15 @@ def _paired_bars(names: list[str], base: list[float], new: list[float]) -> str:
         y = i * h
         out.append(f'<text x="0" y="{y + 18}"><title>{_e(name)}</title>{_e(_short(name, 62))}</text>')
         for k, (v, colour, who) in enumerate(((b, "#8c9db5", "BASE"), (n, "#e08214", "NEW"))):
+            if v is None:
+                out.append(f'<text x="{label_w + 4}" y="{y + 12 + k * 12}" class="lane">{who} absent</text>')
+                continue
             out.append(f'<rect x="{label_w}" y="{y + 3 + k * 12}" width="{max(v * scale, 0.5):.1f}" height="11" '
                        f'fill="{colour}"><title>{who} {v:.3f} ms</title></rect>')  # fmt: skip
             out.append(f'<text x="{label_w + v * scale + 4:.1f}" y="{y + 12 + k * 12}" class="lane">{who} '
                        f"{v:.2f}</text>")  # fmt: skip
     axis = _shift_axis(span, scale, h * len(names) + 4, label_w)
-    return (
-        f'<svg width="{WIDTH}" height="{h * len(names) + 34}" role="img" aria-label="per-op">{"".join(out)}{axis}</svg>'
-    )
+    return _svg(h * len(names) + 34, "per-op", [*out, axis])
 
 
 def _bars(rows: list[tuple[str, float]], unit: str = "ms") -> str:
