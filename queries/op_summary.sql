@@ -3,8 +3,11 @@
 -- Definition: ops (kind 'op') starting inside an analysis window, grouped by name. cpu_incl_ns sums their
 -- durations; cpu_self_ns subtracts the time of their child ops and stages. gpu_ns sums the GPU work
 -- (kernels, memcpy, memset) each op launched itself (it is the innermost op of the launch call);
--- gpu_top_ns sums, for top-level ops, all GPU work launched anywhere beneath them. Coverage columns are
--- over the compute kernels (gemm, conv, attention) the op launched itself.
+-- gpu_top_ns sums, for top-level ops, all GPU work launched anywhere beneath them. gpu_incl_ns sums, for
+-- every op, the GPU work launched by it or by any op or stage beneath it (the work's launching op and each
+-- op enclosing it, by parent_id): the GPU time the op caused; a call nested in a call of the same name
+-- counts in both. Coverage columns are over the compute kernels (gemm, conv, attention) the op launched
+-- itself.
 -- Reads: events, _windows, _gpu_work, _kernels.
 -- Columns:
 --   run_id                VARCHAR  run id
@@ -15,12 +18,13 @@
 --   cpu_self_ns           BIGINT   CPU time without child ops and stages, ns
 --   gpu_ns                BIGINT   GPU time of the work the op launched itself, ns
 --   gpu_top_ns            BIGINT   GPU time of all work launched beneath it (top-level ops), ns
+--   gpu_incl_ns           BIGINT   GPU time of the work launched by it or beneath it (inclusive), ns
 --   kernels               BIGINT   kernels the op launched itself
 --   kernels_per_call      DOUBLE   kernels / calls
 --   cpu_gpu_ratio         DOUBLE   cpu_incl_ns / gpu_ns (large: the CPU cost dominates)
 --   fp16_coverage         DOUBLE   share of its compute-kernel time in fp16/bf16/fp8
 --   tensor_core_coverage  DOUBLE   share of its compute-kernel time on tensor cores
-WITH ops AS (
+WITH RECURSIVE ops AS (
   SELECT o.run_id, o.rank, o.event_id, o.name, o.dur_ns
   FROM events o
   JOIN _windows w  -- an op's step is the window its start falls in: match on it, then check the range
@@ -38,6 +42,19 @@ gpu AS (
          count(*) FILTER (WHERE g.kind = 'kernel') AS kernels
   FROM _gpu_work g
   GROUP BY ALL
+),
+tree AS (  -- each op and stage with the op or stage around it
+  SELECT run_id, rank, event_id, parent_id FROM events WHERE kind IN ('op', 'op_inner')
+),
+charged(run_id, rank, event_id, gpu_ns) AS (  -- GPU time launched beneath each op, one row per level up
+  SELECT run_id, rank, event_id, gpu_ns FROM gpu
+  UNION ALL
+  SELECT c.run_id, c.rank, t.parent_id, c.gpu_ns
+  FROM charged c JOIN tree t ON t.run_id = c.run_id AND t.rank = c.rank AND t.event_id = c.event_id
+  WHERE t.parent_id IS NOT NULL
+),
+gpu_incl AS (
+  SELECT run_id, rank, event_id, sum(gpu_ns) AS gpu_incl_ns FROM charged GROUP BY ALL
 ),
 gpu_top AS (
   SELECT g.run_id, g.rank, g.top_op_id AS event_id, sum(g.end_ns - g.start_ns) AS gpu_top_ns
@@ -57,6 +74,7 @@ SELECT o.run_id, o.rank, o.name,
        sum(o.dur_ns - coalesce(c.child_ns, 0))::BIGINT AS cpu_self_ns,
        coalesce(sum(g.gpu_ns), 0)::BIGINT AS gpu_ns,
        coalesce(sum(t.gpu_top_ns), 0)::BIGINT AS gpu_top_ns,
+       coalesce(sum(i.gpu_incl_ns), 0)::BIGINT AS gpu_incl_ns,
        coalesce(sum(g.kernels), 0)::BIGINT AS kernels,
        coalesce(sum(g.kernels), 0) / count(*) AS kernels_per_call,
        sum(o.dur_ns) / nullif(sum(g.gpu_ns), 0) AS cpu_gpu_ratio,
@@ -66,6 +84,7 @@ FROM ops o
 LEFT JOIN children c USING (run_id, rank, event_id)
 LEFT JOIN gpu g USING (run_id, rank, event_id)
 LEFT JOIN gpu_top t USING (run_id, rank, event_id)
+LEFT JOIN gpu_incl i USING (run_id, rank, event_id)
 LEFT JOIN cover v USING (run_id, rank, event_id)
 GROUP BY o.run_id, o.rank, o.name
 ORDER BY o.run_id, o.rank, cpu_incl_ns DESC

@@ -9,7 +9,7 @@ itself; two stages of one rank never import each other)::
     2  readers   input formats -> canonical tables        store    the Parquet store
     3  query     the SQL engine, the query files, the stored metrics' layout
     4  ingest    files -> readers -> store (+ metrics)    analysis reports, comparisons, findings
-    5  render    every result in every output format
+    5  render    every result in every output format      export   runs as files for other tools
     6  facade    traceq/__init__.py, the Python API       cli      the traceq command
 
 Readers use the model (they hand it their events), so the model sits below them; ingest stores the
@@ -36,6 +36,7 @@ RANKS = {
     "ingest": 4,
     "analysis": 4,
     "render": 5,
+    "export": 5,
     "facade": 6,
     "cli": 6,
 }

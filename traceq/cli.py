@@ -19,6 +19,8 @@ from traceq.analysis.replay.explain import with_replay
 from traceq.analysis.report import TOP_OPS, run_report
 from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import TraceqError
+from traceq.export import Target
+from traceq.export import export as export_runs
 from traceq.ingest.executors import EXECUTORS
 from traceq.ingest.ingest import ingest as ingest_files
 from traceq.ingest.ingest import latest_run, pick_runs, run_id_of
@@ -266,7 +268,7 @@ def report(
         bool, typer.Option("--compare", help="Explain the step-time difference between BASE and NEW.")
     ] = False,
     html: Annotated[
-        Path | None, typer.Option("--html", help="Also write the comparison as an HTML page (--format html prints it).")
+        Path | None, typer.Option("--html", help="Also write the report as an HTML page (--format html prints it).")
     ] = None,
     fail_if_slower: Annotated[
         float | None,
@@ -304,7 +306,7 @@ def report(
     all_ops: Annotated[bool, typer.Option("--all", help="List every op (default: the top 30 by CPU time).")] = False,
     store: StoreOpt = None,
     fmt: Annotated[
-        ReportFormat, typer.Option("--format", help="Output format (html: with --compare only).")
+        ReportFormat, typer.Option("--format", help="Output format.")
     ] = ReportFormat.table,
 ) -> None:
     """Explain one run, or with --compare why NEW's step is slower or faster than BASE's.
@@ -317,7 +319,7 @@ def report(
     if len(runs) > (2 if compare else 1):
         raise TraceqError("give one RUN, or --compare [[BASE] NEW]" if not compare else "--compare takes BASE NEW")
     check_format(Comparison if compare else RunReport, Format(fmt.value))
-    only_compare = {"--html": html, "--fail-if-slower": fail_if_slower, "--base-step-ms": base_step_ms,
+    only_compare = {"--fail-if-slower": fail_if_slower, "--base-step-ms": base_step_ms,
                     "--new-step-ms": new_step_ms}  # fmt: skip
     given = [option for option, value in only_compare.items() if value is not None]
     if not compare and given:
@@ -349,7 +351,10 @@ def report(
         _note(f"explaining {_named(stored, run_id)}, the latest run")
         runs = [run_id]
     explained = run_report(run_id_of(runs[0], stored, pattern), stored, top=top)
-    render(with_replay(explained, stored, what_if, unprofiled), fmt)
+    explained = with_replay(explained, stored, what_if, unprofiled)
+    render(explained, fmt)
+    if html is not None:
+        write_html(explained, html)
 
 
 @app.command()
@@ -398,6 +403,51 @@ def version() -> None:
 
     typer.echo(__version__)
     typer.echo(f"chrome decoder: {built(decoder_native())}; nesting: {built(nesting_native())}")
+
+
+@app.command()
+def export(
+    runs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Run ids, names or trace files (ingested on the fly). Perfetto: one RUN (default: the latest), "
+            "with --compare [[BASE] NEW]; SQLite: any number (default: every run).",
+            show_default=False,
+            metavar="RUN",
+        ),
+    ] = None,
+    to: Annotated[
+        tuple[str, Path] | None,
+        typer.Option("--to", metavar="FORMAT FILE", help="perfetto FILE (.json or .json.gz) or sqlite FILE.",
+                     show_default=False),
+    ] = None,
+    compare: Annotated[
+        bool, typer.Option("--compare", help="Perfetto: BASE and NEW in one file, aligned on their first step.")
+    ] = False,
+    store: StoreOpt = None,
+) -> None:
+    """Export runs: a trace for Perfetto UI with traceq's analysis as tracks, or an SQLite file for Datasette.
+
+    Example: traceq export --compare conformer_fp32_b4 conformer_fp16_b4 --to perfetto amp.json.gz
+    Example: traceq export --to sqlite runs.db
+    """
+    if to is None or to[0] not in {t.value for t in Target}:
+        raise TraceqError("say what to write: --to perfetto FILE or --to sqlite FILE")
+    target, path = Target(to[0]), to[1]
+    stored, refs = _store(store), runs or []
+    if compare:
+        if len(refs) > 2:
+            raise TraceqError("--compare takes BASE NEW")
+        named: list[str | None] = [None, None, *refs]
+        ids = list(pick_runs(stored, named[-2], named[-1]))
+    elif target is Target.perfetto:
+        if len(refs) > 1:
+            raise TraceqError("a Perfetto export takes one RUN, or --compare BASE NEW")
+        ids = [run_id_of(refs[0], stored) if refs else latest_run(stored)]
+    else:
+        ids = [run_id_of(ref, stored) for ref in refs]
+    export_runs(stored, ids, target, path, compare_runs=compare)
+    _note(f"wrote {path} ({', '.join(_named(stored, r) for r in ids) if ids else 'every run'})")
 
 
 def _store(path: Path | None, *, existing: bool = True) -> Store:

@@ -37,7 +37,7 @@ def _written(result: Result, fmt: Format) -> str:
 
 FORMATS = {
     "frame": [Format.table, Format.csv, Format.json, Format.markdown, Format.parquet],
-    "report": [Format.table, Format.json, Format.markdown],
+    "report": [Format.table, Format.json, Format.markdown, Format.html],
     "comparison": [Format.table, Format.json, Format.markdown, Format.html],
 }
 

@@ -61,14 +61,18 @@ def compare(
     base_step_ms: float | None = None,
     new_step_ms: float | None = None,
     top: int | None = TOP_OPS,
+    session: Session | None = None,
 ) -> Comparison:
     """Compare two stored runs (run ids or names; :func:`traceq.compare` also takes trace files, ingested
     first): waterfall, findings, verdict. ``base_step_ms``/``new_step_ms``: step times measured without the
     profiler; the verdict then states the real difference and how much of the traced one the profiler added.
-    ``top``: how many ops each run's report lists (None: all)."""
+    ``top``: how many ops each run's report lists (None: all). ``session``: one over both runs (and maybe
+    others) whose metric results are shared; by default one is opened for the two."""
     store = store if isinstance(store, Store) else Store(store)
     base_id, new_id = store.resolve(base_ref), store.resolve(new_ref)
     measured = _measured(base_step_ms, new_step_ms)
+    if session is not None:
+        return _compare(base_id, new_id, store, session, measured, top)
     with Session(store, [base_id, new_id], own_queries=True) as session:
         return _compare(base_id, new_id, store, session, measured, top)
 
@@ -292,12 +296,13 @@ def _with_top_ops(report: RunReport, top: int | None) -> RunReport:
 
 
 def _op_deltas(base: pl.DataFrame, new: pl.DataFrame, absent_is_zero: bool) -> pl.DataFrame:
-    """Per op name: CPU and GPU time per step in each run, and NEW minus BASE, from each run's full op list.
+    """Per op name: CPU time and the GPU time it caused (launched by it or beneath it) per step in each run,
+    and NEW minus BASE, from each run's full op list.
     An op in one run only is 0 ms in the other where the lists are complete (traces); in summary text,
     where a paste or a row limit may have cut it, its times and deltas there are null (absent)."""
     if base.is_empty() and new.is_empty():
         return pl.DataFrame()
-    cpu, gpu = ("cpu_incl_ns_per_step", "gpu_ns_per_step") if "cpu_incl_ns_per_step" in new.columns else (
+    cpu, gpu = ("cpu_incl_ns_per_step", "gpu_incl_ns_per_step") if "cpu_incl_ns_per_step" in new.columns else (
         "cpu_incl_ns", "gpu_ns")  # fmt: skip
     cols = ["name", cpu, gpu]
     joined = new.select(cols).join(base.select(cols), on="name", how="full", coalesce=True, suffix="_base")

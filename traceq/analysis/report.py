@@ -22,6 +22,7 @@ from traceq.analysis.findings import Finding
 from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import RunReport
 from traceq.analysis.split import BUSY_PARTS, Split, split
+from traceq.analysis.timeline import timeline
 from traceq.query.engine import Session
 from traceq.store import Store
 
@@ -123,7 +124,7 @@ def run_report(
         (pl.col("calls") / windows).alias("calls_per_step"),
         *(
             (pl.col(c) / windows).alias(c.replace("_ns", "_ns_per_step"))
-            for c in ("cpu_incl_ns", "cpu_self_ns", "gpu_ns")
+            for c in ("cpu_incl_ns", "cpu_self_ns", "gpu_ns", "gpu_incl_ns")
         ),
     )
     summary["ops_total"] = per_step_ops.height
@@ -167,6 +168,7 @@ def run_report(
         split=parts,
         evidence=ev,
         step_causes=step_causes,
+        timeline=timeline(session, run_id),
     )
 
 
@@ -344,7 +346,7 @@ def _ranks_combined(ops: pl.DataFrame) -> pl.DataFrame:
     """``op_summary`` with one row per op name: sums over ranks; coverages weighted by the op's GPU time."""
     if ops.is_empty() or ops["rank"].n_unique() <= 1:
         return ops.drop("run_id", "rank")
-    sums = ("calls", "cpu_incl_ns", "cpu_self_ns", "gpu_ns", "gpu_top_ns", "kernels")
+    sums = ("calls", "cpu_incl_ns", "cpu_self_ns", "gpu_ns", "gpu_top_ns", "gpu_incl_ns", "kernels")
     weighted = [
         ((pl.col(c) * pl.col("gpu_ns")).sum() / pl.col("gpu_ns").filter(pl.col(c).is_not_null()).sum()).alias(c)
         for c in ("fp16_coverage", "tensor_core_coverage")

@@ -48,6 +48,26 @@ class Split:
         return {c: self.part(c) for c in dict.fromkeys((*BUSY_PARTS, *IDLE_CAUSES))}
 
 
+@dataclass(frozen=True)
+class Timeline:
+    """A run's representative step: its window and the lanes inside it (times in ms from its start)."""
+
+    run_id: str
+    rank: int
+    #: the window's step (None: a run without steps, whose one window is its GPU-active span)
+    step: int | None
+    #: how many windows the median was taken over
+    windows: int
+    window_ms: float
+    #: GPU work: device, stream, kind (kernel, memcpy, memset), kernel_class (memcpy/memset: the kind),
+    #: name, start_ms, end_ms
+    gpu: pl.DataFrame
+    #: GPU idle: device, cause (as in ``idle_causes``), start_ms, end_ms
+    idle: pl.DataFrame
+    #: the launching threads' top-level ops: pid, tid, name, start_ms, end_ms
+    host: pl.DataFrame
+
+
 @dataclass
 class RunReport:
     """A run's report: headline numbers (``summary``), findings and the tables behind them."""
@@ -81,6 +101,8 @@ class RunReport:
     what_if: pl.DataFrame = field(default_factory=pl.DataFrame)
     #: ``report --unprofiled``: the step time estimated without the profiler (``Estimate.to_dict()``)
     unprofiled: dict[str, Any] | None = None
+    #: the representative (median) step as lanes to draw (None for summary text)
+    timeline: Timeline | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: headline keys, ``ops`` rows, ``findings``, per-step causes and, for several

@@ -1,8 +1,8 @@
 """Render: every result in the output formats of the commands, through one function, :func:`render`.
 
 A polars frame (what ``ingest``, ``runs``, ``sql`` and ``queries`` return) as a table, CSV, JSON, Markdown
-or Parquet (:mod:`traceq.render.frames`); a run's report as a table, JSON or Markdown, a comparison also
-as a self-contained HTML page (:mod:`traceq.render.reports`, :mod:`traceq.render.html`).
+or Parquet (:mod:`traceq.render.frames`); a run's report and a comparison as a table, JSON, Markdown
+or a self-contained HTML page (:mod:`traceq.render.reports`, :mod:`traceq.render.html`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,12 @@ Result = pl.DataFrame | RunReport | Comparison
 
 #: How each kind of result is written, per format: ``writer(result, out)``.
 _WRITERS: dict[type, dict[Format, Callable[[Any, TextIO | None], None]]] = {
-    RunReport: {Format.table: reports.to_terminal, Format.json: reports.to_json, Format.markdown: reports.to_markdown},
+    RunReport: {
+        Format.table: reports.to_terminal,
+        Format.json: reports.to_json,
+        Format.markdown: reports.to_markdown,
+        Format.html: html.to_html,
+    },
     Comparison: {
         Format.table: reports.compare_terminal,
         Format.json: reports.compare_json,

@@ -1,151 +1,476 @@
-"""A self-contained HTML comparison report (inline SVG charts, no scripts, no network)."""
+"""A run's report or a comparison as one self-contained HTML page: inline SVG charts, no scripts, no network.
+
+The page shows time: a timeline strip of each run's representative step (:mod:`traceq.analysis.timeline`:
+GPU lanes with kernels by class, idle gaps by cause, the launching threads' top-level ops; BASE above NEW
+on one ms scale), a cumulative waterfall on an ms axis (a comparison: BASE's step, each part's change,
+NEW's step; a run: its step built up from its parts), the findings with their evidence, and per-op charts
+of the GPU time each op caused (launched by it or beneath it) and its CPU time. Every number drawn comes
+from the result; this module only draws.
+"""
 
 from __future__ import annotations
 
 import html
+import math
 import sys
 from pathlib import Path
 from typing import TextIO
 
 import polars as pl
 
-from traceq.analysis.results import Comparison
+from traceq.analysis.causes import CAUSES
+from traceq.analysis.findings import Finding
+from traceq.analysis.results import Comparison, RunReport, Timeline
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
+from traceq.render.reports import evidence_text, headline
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1b1b1b;max-width:1100px}
-h1{font-size:22px}h2{font-size:17px;margin-top:28px}.verdict{font-size:16px;background:#f3f6fa;padding:12px;
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1b1b1b;max-width:1180px}
+h1{font-size:22px}h2{font-size:17px;margin-top:30px}.verdict{font-size:16px;background:#f3f6fa;padding:12px;
 border-left:4px solid #3b6ea5}table{border-collapse:collapse;font-size:13px}td,th{padding:3px 8px;
-border-bottom:1px solid #ddd;text-align:right}td:first-child,th:first-child{text-align:left}
-.note{color:#555;font-style:italic}svg text{font-size:11px;fill:#333}
+border-bottom:1px solid #ddd;text-align:right;vertical-align:top}td:first-child,th:first-child{text-align:left}
+.note{color:#555;font-style:italic}svg text{font-size:11px;fill:#333}svg .lane{font-size:10px;fill:#555}
+.finding{margin-bottom:14px}.finding table{margin:4px 0 4px 18px}.finding td{text-align:left}
+.next{margin-left:18px;color:#333}.legend span{display:inline-block;margin-right:14px;font-size:12px}
+.legend i{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:-1px}
 """
+WIDTH = 1160
+_LABEL_W = 190
+_ROW = 17
+
+#: Colours of GPU work by kernel class (memcpy and memset by kind).
+CLASS_COLOURS = {
+    "gemm": "#1f5fa8",
+    "conv": "#3b83c4",
+    "attention": "#6aa9dd",
+    "elementwise": "#7fbf7b",
+    "reduction": "#4d9a4a",
+    "cast": "#e08214",
+    "layout": "#8e63b5",
+    "optimizer": "#a6611a",
+    "comm": "#c51b7d",
+    "other": "#9e9e9e",
+    "memcpy": "#d6b656",
+    "memset": "#b8a36a",
+}
+#: Colours of GPU idle time by cause (the ids of ``idle_causes``).
+CAUSE_COLOURS = {
+    "launch_overhead": "#d73027",
+    "host_sync": "#7b3294",
+    "input_pipeline": "#1a9850",
+    "algorithm_search": "#fdae61",
+    "allocator": "#f46d9b",
+    "cast_overhead": "#f1a340",
+    "python_overhead": "#fee08b",
+    "unexplained": "#c8c8c8",
+}
+_HOST_COLOURS = ("#5b7fa6", "#8aa6c4")
+_OTHER = "#9e9e9e"
+_UP, _DOWN, _TOTAL = "#c0504d", "#4f8f4f", "#3b6ea5"
 
 
-def _bar_chart(
-    rows: list[tuple[str, float]], title: str, unit: str = "ms", width: int = 1000, neutral: bool = False
-) -> str:
-    """Horizontal bars around a zero line (positive right, red: slower; negative left, green: faster)."""
-    if not rows:
-        return ""
-    label_w, h = 470, 22
-    span = max(abs(v) for _, v in rows) or 1.0
-    half = (width - label_w - 80) / 2
-    zero = label_w + half
-    out = [f'<svg width="{width}" height="{h * len(rows) + 30}" role="img" aria-label="{html.escape(title)}">']
-    out.append(f'<line x1="{zero}" y1="0" x2="{zero}" y2="{h * len(rows)}" stroke="#999"/>')
-    for i, (label, v) in enumerate(rows):
-        y, w = i * h, abs(v) / span * half
-        x = zero if v >= 0 else zero - w
-        color = "#3b6ea5" if neutral else ("#c0504d" if v > 0 else "#4f8f4f")
-        short = label if len(label) <= 68 else label[:66] + "..."
-        out.append(f'<text x="0" y="{y + 15}"><title>{html.escape(label)}</title>{html.escape(short)}</text>')
-        out.append(f'<rect x="{x:.1f}" y="{y + 4}" width="{max(w, 1):.1f}" height="{h - 8}" fill="{color}"/>')
-        text_x = x + w + 4 if v >= 0 else zero + 4
-        out.append(f'<text x="{text_x:.1f}" y="{y + 15}">{v:+.2f} {unit}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
+def render_html(result: Comparison | RunReport) -> str:
+    """The report or comparison as one HTML document."""
+    if isinstance(result, Comparison):
+        return _page(_compare_title(result), _comparison(result))
+    return _page(f"traceq: {result.run['name']}", _run(result))
 
 
-def _timeline(steps: pl.DataFrame, width: int = 1000) -> str:
-    """Per-step stacked bars of GPU busy and idle time for both runs."""
-    if steps.is_empty():
-        return ""
-    ranked = "rank" in steps.columns and steps["rank"].n_unique() > 1
-    rows = steps.sort("run", "step", *(["rank"] if ranked else [])).to_dicts()
-    top = max(r["window_ns"] for r in rows) or 1
-    h, label_w = 18, 160
-    scale = (width - label_w - 20) / top
-    out = [f'<svg width="{width}" height="{h * len(rows) + 40}" role="img" aria-label="GPU busy and idle per step">']
-    for i, r in enumerate(rows):
-        y = i * h
-        busy, idle = r["busy_ns"] * scale, r["idle_ns"] * scale
-        label = f"{r['run']} step {r['step']}" + (f" rank {r['rank']}" if ranked else "")
-        out.append(f'<text x="0" y="{y + 13}">{html.escape(label)}</text>')
-        out.append(f'<rect x="{label_w}" y="{y + 3}" width="{busy:.1f}" height="{h - 6}" fill="#3b6ea5"/>')
-        out.append(f'<rect x="{label_w + busy:.1f}" y="{y + 3}" width="{idle:.1f}" height="{h - 6}" fill="#d9d9d9"/>')
-    y = h * len(rows) + 20
-    out.append(f'<rect x="{label_w}" y="{y - 10}" width="12" height="12" fill="#3b6ea5"/>')
-    out.append(f'<text x="{label_w + 16}" y="{y}">GPU busy</text>')
-    out.append(f'<rect x="{label_w + 90}" y="{y - 10}" width="12" height="12" fill="#d9d9d9"/>')
-    out.append(f'<text x="{label_w + 106}" y="{y}">GPU idle</text></svg>')
-    return "\n".join(out)
+def to_html(result: Comparison | RunReport, out: TextIO | None = None) -> None:
+    """The page on ``out`` (stdout)."""
+    (out or sys.stdout).write(render_html(result) + "\n")
 
 
-def _table(frame: pl.DataFrame) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in frame.columns)
-    body = []
-    for row in frame.iter_rows():
-        cells = "".join(f"<td>{html.escape(f'{v:,.3f}' if isinstance(v, float) else str(v))}</td>" for v in row)
-        body.append(f"<tr>{cells}</tr>")
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+def write_html(result: Comparison | RunReport, path: Path) -> None:
+    """Write the page atomically (temp file, then rename)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(render_html(result), encoding="utf-8")
+    tmp.replace(path)
 
 
-def render_html(result: Comparison) -> str:
-    """The comparison as one HTML document."""
-    b, n = result.base, result.new
-    parts: list[str] = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>traceq: {html.escape(n.run['name'])} vs "
-        f"{html.escape(b.run['name'])}</title><style>{_CSS}</style></head><body>",
-        f"<h1>traceq: {html.escape(n.run['name'])} (NEW) vs {html.escape(b.run['name'])} (BASE)</h1>",
-        f"<p class='verdict'>{html.escape(result.verdict)}</p>",
-    ]
-    if result.step_time_delta_ms is not None and result.waterfall is not None:
-        longer = max(b.summary.get("mean_step_time_ms") or 0.0, n.summary.get("mean_step_time_ms") or 0.0)
-        shown, other = result.waterfall.shown(0.005 * longer)
-        rows: list[tuple[str, float]] = [(p.label, p.delta_ms) for p in shown]
-        rows.append(("other parts", other))
-        rows.append(("step time difference (NEW - BASE)", result.step_time_delta_ms))
-        parts += [
-            "<h2>Waterfall: where the step-time difference comes from (ms per step)</h2>",
-            _bar_chart(rows, "waterfall"),
+def _page(title: str, body: list[str]) -> str:
+    return "\n".join(
+        [
+            f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_CSS}</style>"
+            "</head><body>",
+            f"<h1>{_e(title)}</h1>",
+            *body,
+            "</body></html>",
         ]
-        parts += ["<h2>GPU busy and idle per step</h2>", _timeline(result.steps)]
+    )
+
+
+def _compare_title(result: Comparison) -> str:
+    return f"traceq: {result.new.run['name']} (NEW) vs {result.base.run['name']} (BASE)"
+
+
+# -- pages ------------------------------------------------------------------------------------------------
+
+
+def _comparison(result: Comparison) -> list[str]:
+    b, n = result.base, result.new
+    parts = [f"<p class='verdict'>{_e(result.verdict)}</p>"]
+    parts += [f"<p class='note'>{_e(w)}</p>" for w in result.warnings]
+    timelines = [(f"BASE {b.run['name']}", b.timeline), (f"NEW {n.run['name']}", n.timeline)]
+    parts += _timeline_section([(label, t) for label, t in timelines if t is not None])
+    if result.waterfall is not None and b.split is not None and n.split is not None:
+        base_ms, new_ms = b.split.window_ms, n.split.window_ms
+        shown, other = result.waterfall.shown(0.005 * max(base_ms, new_ms))
+        rows: list[tuple[str, float, float, str]] = [("BASE step", 0.0, base_ms, _TOTAL)]
+        level = base_ms
+        for p in [*((p.label, p.delta_ms) for p in shown), ("other parts", other)]:
+            rows.append((f"{p[0]} ({p[1]:+.2f} ms)", level, level + p[1], _UP if p[1] > 0 else _DOWN))
+            level += p[1]
+        rows.append(("NEW step", 0.0, new_ms, _TOTAL))
+        parts += [
+            "<h2>Waterfall: from BASE's step to NEW's (mean ms per step)</h2>",
+            f"<p>BASE {base_ms:.2f} ms {'+' if new_ms >= base_ms else '-'} {abs(new_ms - base_ms):.2f} ms = "
+            f"NEW {new_ms:.2f} ms; red parts made NEW slower, green ones faster.</p>",
+            _waterfall(rows),
+        ]
     if result.unprofiled is not None:
-        parts.append("<h2>Without the profiler (replay)</h2>")
-        for side in ("base", "new"):
-            lines = unprofiled_lines(result.unprofiled[side])
-            parts.append(f"<p><b>{side.upper()}</b>: " + "<br>".join(html.escape(line) for line in lines) + "</p>")
-    parts.append("<h2>Findings</h2><ol>")
-    for f in result.findings:
-        impact = f" ({f.impact_ms:+.2f} ms/step)" if f.impact_ms is not None else ""
-        fixed = f.what_if_ms is not None and saving_text(f.what_if_ms)
-        what_if = f"<br>What if fixed in NEW (replay): {html.escape(fixed)}" if fixed else ""
-        parts.append(f"<li><b>{html.escape(f.title)}</b>{impact}{what_if}<br>Next: {html.escape(f.next_step)}</li>")
-    parts.append("</ol>")
+        parts += _unprofiled({side: result.unprofiled[side] for side in ("base", "new")})
+    parts += _findings(result.findings, signed=True)
     if not result.new.what_if.is_empty():
-        parts += [f"<h2>NEW: {html.escape(WHAT_IF_TITLE)}</h2>", _table(what_if_table(result.new.what_if))]
-    if not result.op_deltas.is_empty():
-        top = result.op_deltas.head(15)
-        parts += ["<h2>Per-op CPU time change (ms per step)</h2>",
-                  _bar_chart(list(zip(top["name"], top["cpu_delta_ms"], strict=True)), "cpu deltas")]  # fmt: skip
-        parts += ["<h2>Per-op GPU time change (ms per step)</h2>",
-                  _bar_chart(list(zip(top["name"], top["gpu_delta_ms"], strict=True)), "gpu deltas")]  # fmt: skip
+        parts += [f"<h2>NEW: {_e(WHAT_IF_TITLE)}</h2>", _table(what_if_table(result.new.what_if))]
+    deltas = result.op_deltas
+    if not deltas.is_empty():
+        larger = pl.max_horizontal("base_gpu_ms", "new_gpu_ms")
+        by_gpu = deltas.filter(larger > 0).sort(larger, descending=True).head(15)
+        if by_gpu.height:
+            parts += [
+                "<h2>GPU time each op caused (launched by it or beneath it), ms per step</h2>",
+                _paired_bars(by_gpu["name"].to_list(), by_gpu["base_gpu_ms"].to_list(), by_gpu["new_gpu_ms"].to_list()),
+            ]
+        by_cpu = deltas.sort(pl.max_horizontal("base_cpu_ms", "new_cpu_ms"), descending=True).head(15)
+        parts += [
+            "<h2>CPU time of each op (inclusive), ms per step</h2>",
+            _paired_bars(by_cpu["name"].to_list(), by_cpu["base_cpu_ms"].to_list(), by_cpu["new_cpu_ms"].to_list()),
+        ]
     cov = [
         ("FP16/BF16 coverage, BASE", (b.summary.get("fp16_coverage") or 0.0) * 100),
         ("FP16/BF16 coverage, NEW", (n.summary.get("fp16_coverage") or 0.0) * 100),
         ("tensor-core coverage, BASE", (b.summary.get("tensor_core_coverage") or 0.0) * 100),
         ("tensor-core coverage, NEW", (n.summary.get("tensor_core_coverage") or 0.0) * 100),
     ]
-    parts += ["<h2>Coverage of GEMM/conv/attention time (%)</h2>", _bar_chart(cov, "coverage", unit="%", neutral=True)]
+    parts += ["<h2>Coverage of GEMM/conv/attention time (%)</h2>", _bars(cov, unit="%")]
+    if not result.steps.is_empty():
+        parts += ["<h2>GPU busy and idle per step</h2>", _steps_chart(result.steps)]
     if not result.ranks.is_empty():
-        deltas = [(f"rank {r}", d or 0.0) for r, d in result.ranks.select("rank", "step_delta").iter_rows()]
-        parts += ["<h2>Step time change per rank (ms per step)</h2>", _bar_chart(deltas, "rank deltas")]
         parts += ["<h2>Rank-aligned changes (NEW - BASE, ms per step)</h2>", _table(result.ranks)]
-    if not result.op_deltas.is_empty():
-        parts += ["<h2>Largest per-op changes</h2>", _table(result.op_deltas.head(20))]
-    parts += [f"<p class='note'>{html.escape(note)}</p>" for note in result.notes]
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    parts += [f"<p class='note'>{_e(note)}</p>" for note in result.notes]
+    return parts
 
 
-def to_html(result: Comparison, out: TextIO | None = None) -> None:
-    """The comparison as one HTML document on ``out`` (stdout)."""
-    (out or sys.stdout).write(render_html(result) + "\n")
+def _run(report: RunReport) -> list[str]:
+    rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in headline(report))
+    parts = [f"<table>{rows}</table>"]
+    if report.timeline is not None:
+        parts += _timeline_section([(report.run["name"], report.timeline)])
+    if report.split is not None and report.split.window_ms > 0:
+        s = report.split
+        pieces = [(f"GPU busy: {CAUSES[c].label}", v) for c, v in s.busy.items()]
+        pieces += [(f"GPU idle: {CAUSES[c].label}", v) for c, v in s.idle.items()]
+        small = 0.005 * s.window_ms
+        kept = sorted((p for p in pieces if p[1] >= small), key=lambda p: -p[1])
+        other = s.window_ms - sum(v for _, v in kept)
+        rows: list[tuple[str, float, float, str]] = []
+        level = 0.0
+        for label, v in [*kept, ("other parts", other)]:
+            colour = _TOTAL if label.startswith("GPU busy") else CAUSE_COLOURS.get(_cause_of(label), "#999")
+            rows.append((f"{label} ({v:.2f} ms)", level, level + v, colour))
+            level += v
+        rows.append(("step", 0.0, s.window_ms, "#555"))
+        parts += ["<h2>Where the step goes (mean ms per step, cumulative)</h2>", _waterfall(rows)]
+    if report.unprofiled is not None:
+        parts += _unprofiled({"this run": report.unprofiled})
+    parts += _findings(report.findings, signed=False)
+    if not report.what_if.is_empty():
+        parts += [f"<h2>{_e(WHAT_IF_TITLE)}</h2>", _table(what_if_table(report.what_if))]
+    ops = report.ops
+    if not ops.is_empty() and "gpu_incl_ns_per_step" in ops.columns:
+        top = ops.filter(pl.col("gpu_incl_ns_per_step") > 0).sort("gpu_incl_ns_per_step", descending=True).head(15)
+        if top.height:
+            parts += [
+                "<h2>GPU time each op caused (launched by it or beneath it), ms per step</h2>",
+                _bars(list(zip(top["name"], (top["gpu_incl_ns_per_step"] / 1e6).to_list(), strict=True))),
+            ]
+        top = ops.sort("cpu_incl_ns_per_step", descending=True).head(15)
+        parts += [
+            "<h2>CPU time of each op (inclusive), ms per step</h2>",
+            _bars(list(zip(top["name"], (top["cpu_incl_ns_per_step"] / 1e6).to_list(), strict=True))),
+        ]
+    if not report.ranks.is_empty():
+        parts += ["<h2>Ranks (means per step)</h2>", _table(report.ranks)]
+    parts += [f"<p class='note'>{_e(note)}</p>" for note in report.notes]
+    return parts
 
 
-def write_html(result: Comparison, path: Path) -> None:
-    """Write the report atomically (temp file, then rename)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(render_html(result), encoding="utf-8")
-    tmp.replace(path)
+def _cause_of(label: str) -> str:
+    name = label.removeprefix("GPU idle: ")
+    return next((c for c, cause in CAUSES.items() if cause.label == name), "")
+
+
+# -- the timeline strip -----------------------------------------------------------------------------------
+
+
+def _timeline_section(runs: list[tuple[str, Timeline]]) -> list[str]:
+    if not runs:
+        return []
+    explained = "; ".join(
+        f"{_e(label)}: step {t.step if t.step is not None else '(GPU span)'}, {t.window_ms:.2f} ms "
+        f"(the median of {t.windows} step{'s' if t.windows != 1 else ''})"
+        for label, t in runs
+    )
+    return [
+        "<h2>Timeline of a representative step (median)</h2>",
+        f"<p>{explained}. {_lanes_meaning(runs)} One scale for all runs; hover for names.</p>",
+        _timeline_svg(runs),
+        _legend(runs),
+    ]
+
+
+def _lanes_meaning(runs: list[tuple[str, Timeline]]) -> str:
+    if all(t.gpu.is_empty() for _, t in runs):
+        return "No GPU work in this trace: the lanes are the top-level ops of the busiest host threads."
+    return (
+        "GPU lanes show kernels by class and idle time by cause; host lanes the top-level ops of the threads "
+        "that launched the GPU work."
+    )
+
+
+def _timeline_svg(runs: list[tuple[str, Timeline]]) -> str:
+    span = max(t.window_ms for _, t in runs) or 1.0
+    scale = (WIDTH - _LABEL_W - 20) / span
+    out: list[str] = []
+    y = 0
+    for label, t in runs:
+        out.append(f'<text x="0" y="{y + 13}" font-weight="bold">{_e(label)}</text>')
+        y += 18
+        lanes = t.gpu.select("device", "stream").unique().sort("device", "stream").iter_rows()
+        for device, stream in lanes:
+            work = t.gpu.filter((pl.col("device") == device) & (pl.col("stream").eq_missing(stream)))
+            out.append(_lane_label(y, f"GPU {device} stream {stream if stream is not None else '?'}"))
+            for name, cls, s, e in work.select("name", "kernel_class", "start_ms", "end_ms").iter_rows():
+                out.append(_rect(s, e, y, scale, CLASS_COLOURS.get(cls, _OTHER), f"{name} ({cls}, {e - s:.3f} ms)"))
+            y += _ROW
+        for (device,), idle in t.idle.group_by("device", maintain_order=True):
+            out.append(_lane_label(y, f"GPU {device} idle"))
+            for cause, s, e in idle.select("cause", "start_ms", "end_ms").iter_rows():
+                label_ = CAUSES[cause].label if cause in CAUSES else cause
+                out.append(_rect(s, e, y, scale, CAUSE_COLOURS.get(cause, "#999"), f"idle: {label_} ({e - s:.3f} ms)"))
+            y += _ROW
+        for (pid, tid), ops in t.host.group_by("pid", "tid", maintain_order=True):
+            out.append(_lane_label(y, f"host thread {tid}" + (f" (process {pid})" if pid != tid else "")))
+            for k, (name, s, e) in enumerate(ops.select("name", "start_ms", "end_ms").iter_rows()):
+                out.append(_rect(s, e, y, scale, _HOST_COLOURS[k % 2], f"{name} ({e - s:.3f} ms)"))
+                if (e - s) * scale > 60:
+                    chars = int((e - s) * scale / 6)
+                    text = name if len(name) <= chars else name[: max(chars - 1, 1)] + "…"
+                    x = _LABEL_W + s * scale + 2
+                    out.append(f'<text x="{x:.1f}" y="{y + 10}" class="lane" fill="#fff">{_e(text)}</text>')
+            y += _ROW
+        y += 8
+    out.append(_axis(span, scale, y))
+    height = y + 30
+    return f'<svg width="{WIDTH}" height="{height}" role="img" aria-label="timeline">' + "".join(out) + "</svg>"
+
+
+def _lane_label(y: int, text: str) -> str:
+    return f'<text x="0" y="{y + 11}" class="lane">{_e(text)}</text>'
+
+
+def _rect(start: float, end: float, y: int, scale: float, colour: str, title: str) -> str:
+    x, w = _LABEL_W + start * scale, max((end - start) * scale, 0.6)
+    size = f'x="{x:.2f}" y="{y + 1}" width="{w:.2f}" height="{_ROW - 3}"'
+    return f'<rect {size} fill="{colour}"><title>{_e(title)}</title></rect>'
+
+
+def _legend(runs: list[tuple[str, Timeline]]) -> str:
+    order = list(CLASS_COLOURS)
+    present = {c for _, t in runs for c in t.gpu["kernel_class"].to_list()}
+    classes = sorted(present, key=lambda c: (order.index(c) if c in order else len(order), c))
+    causes = [c for c in CAUSE_COLOURS if any(c in t.idle["cause"].to_list() for _, t in runs)]
+    items = [f"<span><i style='background:{CLASS_COLOURS.get(c, _OTHER)}'></i>{_e(c)}</span>" for c in classes]
+    items += [f"<span><i style='background:{CAUSE_COLOURS[c]}'></i>idle: {_e(CAUSES[c].label)}</span>" for c in causes]
+    return f"<p class='legend'>{''.join(items)}</p>"
+
+
+def _axis(span: float, scale: float, y: int) -> str:
+    """An ms axis from 0 to ``span`` at height ``y``."""
+    step = _nice_step(span)
+    out = [f'<line x1="{_LABEL_W}" y1="{y}" x2="{_LABEL_W + span * scale:.1f}" y2="{y}" stroke="#666"/>']
+    k = 0
+    while k * step <= span + 1e-9:
+        x = _LABEL_W + k * step * scale
+        out.append(f'<line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 5}" stroke="#666"/>')
+        out.append(f'<text x="{x:.1f}" y="{y + 17}" text-anchor="middle">{_tick(k * step, step)}</text>')
+        k += 1
+    out.append(f'<text x="{_LABEL_W - 8}" y="{y + 17}" text-anchor="end">ms</text>')
+    return "".join(out)
+
+
+def _nice_step(span: float, ticks: int = 10) -> float:
+    raw = span / ticks if span > 0 else 1.0
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+
+
+def _tick(value: float, step: float) -> str:
+    digits = max(0, -math.floor(math.log10(step))) if step < 1 else 0
+    return f"{value:.{digits}f}"
+
+
+# -- charts -----------------------------------------------------------------------------------------------
+
+
+def _waterfall(rows: list[tuple[str, float, float, str]]) -> str:
+    """Bars from ``start`` to ``end`` ms on one axis from 0, each ``(label, start, end, colour)``, with a
+    dashed line carrying each bar's end to the next bar."""
+    span = max(max(s, e) for _, s, e, _ in rows) or 1.0
+    label_w = 330
+    scale = (WIDTH - label_w - 90) / span
+    h = 22
+    out = []
+    for i, (label, s, e, colour) in enumerate(rows):
+        y = i * h
+        lo, hi = min(s, e), max(s, e)
+        x, w = label_w + lo * scale, max((hi - lo) * scale, 1.0)
+        out.append(f'<text x="0" y="{y + 15}"><title>{_e(label)}</title>{_e(_short(label, 58))}</text>')
+        out.append(f'<rect x="{x:.1f}" y="{y + 4}" width="{w:.1f}" height="{h - 8}" fill="{colour}"/>')
+        out.append(f'<text x="{x + w + 4:.1f}" y="{y + 15}">{e:.2f} ms</text>')
+        if i + 1 < len(rows):
+            xe = label_w + e * scale
+            out.append(f'<line x1="{xe:.1f}" y1="{y + h - 4}" x2="{xe:.1f}" y2="{y + h + 4}" stroke="#888" '
+                       'stroke-dasharray="2,2"/>')  # fmt: skip
+    axis = _shift_axis(span, scale, h * len(rows) + 4, label_w)
+    return _svg(h * len(rows) + 34, "waterfall", [*out, axis])
+
+
+def _shift_axis(span: float, scale: float, y: int, left: int) -> str:
+    """:func:`_axis` drawn from ``left`` instead of the timeline's label column."""
+    return f'<g transform="translate({left - _LABEL_W},0)">{_axis(span, scale, y)}</g>'
+
+
+def _paired_bars(names: list[str], base: list[float | None], new: list[float | None]) -> str:
+    """BASE and NEW bars per name on one ms axis from 0 (None: the op is absent from that run's summary)."""
+    span = max([v for v in (*base, *new) if v is not None] + [0.0]) or 1.0
+    label_w = 360
+    scale = (WIDTH - label_w - 90) / span
+    h = 30
+    out = []
+    for i, (name, b, n) in enumerate(zip(names, base, new, strict=True)):
+        y = i * h
+        out.append(f'<text x="0" y="{y + 18}"><title>{_e(name)}</title>{_e(_short(name, 62))}</text>')
+        for k, (v, colour, who) in enumerate(((b, "#8c9db5", "BASE"), (n, "#e08214", "NEW"))):
+            if v is None:
+                out.append(f'<text x="{label_w + 4}" y="{y + 12 + k * 12}" class="lane">{who} absent</text>')
+                continue
+            out.append(f'<rect x="{label_w}" y="{y + 3 + k * 12}" width="{max(v * scale, 0.5):.1f}" height="11" '
+                       f'fill="{colour}"><title>{who} {v:.3f} ms</title></rect>')  # fmt: skip
+            out.append(f'<text x="{label_w + v * scale + 4:.1f}" y="{y + 12 + k * 12}" class="lane">{who} '
+                       f"{v:.2f}</text>")  # fmt: skip
+    axis = _shift_axis(span, scale, h * len(names) + 4, label_w)
+    return _svg(h * len(names) + 34, "per-op", [*out, axis])
+
+
+def _bars(rows: list[tuple[str, float]], unit: str = "ms") -> str:
+    """One bar per row on one axis from 0."""
+    if not rows:
+        return ""
+    span = max(v for _, v in rows) or 1.0
+    label_w = 360
+    scale = (WIDTH - label_w - 90) / span
+    h = 20
+    out = []
+    for i, (name, v) in enumerate(rows):
+        y = i * h
+        out.append(f'<text x="0" y="{y + 14}"><title>{_e(name)}</title>{_e(_short(name, 62))}</text>')
+        out.append(
+            f'<rect x="{label_w}" y="{y + 4}" width="{max(v * scale, 0.5):.1f}" height="{h - 8}" fill="{_TOTAL}"/>'
+        )
+        out.append(f'<text x="{label_w + v * scale + 4:.1f}" y="{y + 14}">{v:.2f} {unit}</text>')
+    axis = _shift_axis(span, scale, h * len(rows) + 4, label_w).replace(">ms<", f">{unit}<")
+    return f'<svg width="{WIDTH}" height="{h * len(rows) + 34}" role="img">{"".join(out)}{axis}</svg>'
+
+
+def _steps_chart(steps: pl.DataFrame) -> str:
+    """Per-step stacked bars of GPU busy and idle time for both runs."""
+    ranked = "rank" in steps.columns and steps["rank"].n_unique() > 1
+    rows = steps.sort("run", "step", *(["rank"] if ranked else [])).to_dicts()
+    span = max(r["window_ns"] for r in rows) / 1e6 or 1.0
+    scale = (WIDTH - _LABEL_W - 90) / span
+    h = 18
+    out = []
+    for i, r in enumerate(rows):
+        y = i * h
+        busy, idle = r["busy_ns"] / 1e6, r["idle_ns"] / 1e6
+        label = f"{r['run'].upper()} step {r['step']}" + (f" rank {r['rank']}" if ranked else "")
+        out.append(f'<text x="0" y="{y + 13}">{_e(label)}</text>')
+        out.append(f'<rect x="{_LABEL_W}" y="{y + 3}" width="{busy * scale:.1f}" height="{h - 6}" fill="{_TOTAL}">'
+                   f"<title>GPU busy {busy:.2f} ms</title></rect>")  # fmt: skip
+        out.append(f'<rect x="{_LABEL_W + busy * scale:.1f}" y="{y + 3}" width="{idle * scale:.1f}" height="{h - 6}" '
+                   f'fill="#d9d9d9"><title>GPU idle {idle:.2f} ms</title></rect>')  # fmt: skip
+    axis = _axis(span, scale, h * len(rows) + 4)
+    legend = (f'<rect x="{_LABEL_W}" y="{h * len(rows) + 26}" width="12" height="12" fill="{_TOTAL}"/>'
+              f'<text x="{_LABEL_W + 16}" y="{h * len(rows) + 36}">GPU busy</text>'
+              f'<rect x="{_LABEL_W + 90}" y="{h * len(rows) + 26}" width="12" height="12" fill="#d9d9d9"/>'
+              f'<text x="{_LABEL_W + 106}" y="{h * len(rows) + 36}">GPU idle</text>')  # fmt: skip
+    return f'<svg width="{WIDTH}" height="{h * len(rows) + 44}" role="img">{"".join(out)}{axis}{legend}</svg>'
+
+
+def _unprofiled(estimates: dict[str, dict]) -> list[str]:
+    """The replay's step time without the profiler, per run."""
+    out = ["<h2>Without the profiler (replay)</h2>"]
+    for side, estimate in estimates.items():
+        lines = "<br>".join(_e(line) for line in unprofiled_lines(estimate))
+        out.append(f"<p><b>{_e(side.upper() if side in ('base', 'new') else side)}</b>: {lines}</p>")
+    return out
+
+
+def _findings(findings: list[Finding], signed: bool) -> list[str]:
+    out = ["<h2>Findings</h2>"]
+    if not findings:
+        return [*out, "<p>No cause is large enough to name.</p>"]
+    out.append("<ol>")
+    for f in findings:
+        impact = ""
+        if f.impact_ms is not None:
+            impact = f" ({f.impact_ms:+.2f} ms per step)" if signed else f" (~{f.impact_ms:.2f} ms per step)"
+        rows = "".join(
+            f"<tr><td>{_e(k.replace('_', ' '))}</td><td>{_e(evidence_text(v, paired=signed))}</td></tr>"
+            for k, v in f.evidence.items()
+            if v not in (None, {}, [])
+            and not (isinstance(v, list) and len(v) == 2 and all(x in (None, {}, []) for x in v))
+        )
+        if f.what_if_ms is not None:
+            where = " in NEW" if signed else ""
+            rows += f"<tr><td>what if fixed{where} (replay)</td><td>{_e(saving_text(f.what_if_ms))}</td></tr>"
+        out.append(
+            f"<li class='finding'><b>{_e(f.title)}</b>{_e(impact)}<table>{rows}</table>"
+            f"<div class='next'>Next: {_e(f.next_step)}</div></li>"
+        )
+    out.append("</ol>")
+    return out
+
+
+def _table(frame: pl.DataFrame) -> str:
+    head = "".join(f"<th>{_e(c)}</th>" for c in frame.columns)
+    body = []
+    for row in frame.iter_rows():
+        cells = "".join(f"<td>{_e(f'{v:,.3f}' if isinstance(v, float) else str(v))}</td>" for v in row)
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def _svg(height: int, label: str, parts: list[str]) -> str:
+    return f'<svg width="{WIDTH}" height="{height}" role="img" aria-label="{label}">' + "".join(parts) + "</svg>"
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text))

@@ -1,0 +1,125 @@
+"""The SQLite export: every table and metric with the store's rows, keys, indexes and docs; Datasette serves it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import sqlite_utils
+
+import traceq
+from tests.conftest import run_cli
+from tests.export.conftest import TRACES, run_id
+from traceq.export.sqlite import SqliteExport, write_sqlite
+from traceq.query.engine import Session
+from traceq.query.files import doc, list_queries, query_text
+from traceq.schema import EVENTS, RANK_TABLES
+
+
+@pytest.fixture(scope="module")
+def exported(export_store: Path, tmp_path_factory: pytest.TempPathFactory) -> SqliteExport:
+    return write_sqlite(traceq.Store(export_store), tmp_path_factory.mktemp("sqlite") / "traces.db")
+
+
+def _tables(db: sqlite_utils.Database) -> set[str]:
+    return {t for t in db.table_names() if not t.startswith("sqlite_")}  # sqlite_stat1: ANALYZE's statistics
+
+
+def test_every_table_has_the_stores_rows(exported: SqliteExport, export_store: Path) -> None:
+    db = sqlite_utils.Database(exported.path)
+    metrics = list_queries()["name"].to_list()
+    assert exported.failed == {}
+    assert _tables(db) == set(exported.tables)
+    assert {"kinds", "runs", "events", "steps", "threads", "kernel_classes", "sources", "op_stats"} <= _tables(db)
+    assert set(metrics) <= _tables(db)
+    assert db["runs"].count == len(TRACES)
+    with Session(export_store, own_queries=True) as session:  # one session: the metrics share their blocks
+        for table in [t.name for t in RANK_TABLES] + metrics:
+            requires = f"-- Requires: {table}\n" if table in metrics else ""
+            expected = session.sql(f"{requires}select count(*) from {table}").item()
+            got = db[table].count if table in db.table_names() else 0
+            assert got == expected == exported.tables.get(table, 0), table
+    # as the command counts them
+    done = run_cli("sql", "select count(*) as n from events", "--store", str(export_store), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [{"n": db["events"].count}]
+
+
+def test_a_metric_and_the_events_equal_the_stores(exported: SqliteExport, export_store: Path) -> None:
+    db = sqlite_utils.Database(exported.path)
+    key = ["run_id", "rank", "step", "device"]
+    busy = pl.DataFrame(list(db.query("select run_id, rank, step, device, busy_ns, idle_ns from gpu_busy")))
+    # the metric as the command computes it
+    query = "-- Requires: gpu_busy\nselect * from gpu_busy"
+    done = run_cli("sql", "--store", str(export_store), "--format", "json", "--", query)
+    assert done.returncode == 0, done.stderr
+    expected = pl.DataFrame(json.loads(done.stdout)).select(*key, "busy_ns", "idle_ns")
+    assert busy.height == expected.height > 0
+    assert busy.sort(key).equals(expected.sort(key).cast(busy.schema))
+    kernels = "select run_id, kind, count(*) n, sum(dur_ns) dur from events group by run_id, kind order by run_id, kind"
+    assert pl.DataFrame(list(db.query(kernels))).equals(traceq.sql(kernels, export_store))
+    op = db.execute("select input_dtypes, args from events where input_dtypes is not null limit 1").fetchone()
+    assert op is None or isinstance(json.loads(op[0]), list)
+    (ingested,) = db.execute("select ingested_at from runs limit 1").fetchone()
+    assert "T" in ingested and ingested.endswith("+00:00")
+
+
+def test_keys_indexes_and_column_docs(exported: SqliteExport) -> None:
+    db = sqlite_utils.Database(exported.path)
+    assert db["runs"].pks == ["run_id"] and db["kinds"].pks == ["kind"]
+    for name in _tables(db) - {"runs", "kinds"}:
+        keys = {(f.column, f.other_table, f.other_column) for f in db[name].foreign_keys}
+        assert ("run_id", "runs", "run_id") in keys, name
+    assert any(f.column == "kind" and f.other_table == "kinds" for f in db["events"].foreign_keys)
+    indexes = {tuple(i.columns): i.unique for i in db["events"].indexes}
+    assert indexes[("run_id", "rank", "event_id")] and ("run_id", "step") in indexes and ("name",) in indexes
+    assert ("run_id", "step") in {tuple(i.columns) for i in db["gpu_busy"].indexes}
+    assert ("name",) in {tuple(i.columns) for i in db["kernel_classes"].indexes}
+    meta = json.loads(exported.metadata_path.read_text())
+    tables = meta["databases"]["traces"]["tables"]
+    assert set(tables) == _tables(db)
+    assert set(tables["events"]["columns"]) == {"run_id", "rank", *(c.name for c in EVENTS.columns)}
+    documented = {c: d for c, (_, d) in doc(query_text("gpu_busy"))["columns"].items()}
+    assert tables["gpu_busy"]["columns"] == {c: documented[c] for c in db["gpu_busy"].columns_dict}
+    assert tables["gpu_busy"]["description"].startswith("Metric `gpu_busy` (queries/gpu_busy.sql): GPU busy and idle")
+    # the same docs are comments in the schema, which every SQLite tool keeps
+    assert "-- union of GPU work, ns" in db["gpu_busy"].schema
+    assert f"-- {EVENTS.doc}" in db["events"].schema
+
+
+def test_datasette_serves_the_file_with_its_docs(exported: SqliteExport) -> None:
+    def get(path: str, metadata: bool = True) -> str:
+        extra = ["--metadata", str(exported.metadata_path)] if metadata else []
+        done = subprocess.run(
+            [sys.executable, "-m", "datasette", str(exported.path), *extra, "--get", path],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert json.loads(get("/-/metadata.json")) == json.loads(exported.metadata_path.read_text())
+    rows = json.loads(get("/traces/gpu_busy.json?_shape=array&_size=max"))
+    assert len(rows) == exported.tables["gpu_busy"]
+    assert "union of GPU work, ns" in get("/traces/gpu_busy")
+    labelled = json.loads(get("/traces/events.json?_shape=array&_size=1&_labels=on", metadata=False))
+    assert labelled[0]["run_id"]["label"] in TRACES  # the foreign key shows the run's name
+    done = subprocess.run([sys.executable, "-m", "datasette", "inspect", str(exported.path)], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert json.loads(done.stdout)["traces"]["tables"]["events"]["count"] == exported.tables["events"]
+
+
+def test_a_session_exports_only_the_runs_asked_for(export_store: Path, tmp_path: Path) -> None:
+    names = ["kineto_conformer_fp32_b4_2steps", "kineto_conformer_fp16_b4_2steps"]
+    ids = [run_id(export_store, n) for n in names]
+    with Session(export_store, ids, use_stored=False) as session:
+        result = write_sqlite(session, tmp_path / "pair.sqlite", run_ids=ids)
+    db = sqlite_utils.Database(result.path)
+    assert {r["run_id"] for r in db["runs"].rows} == set(ids)
+    assert {r["run_id"] for r in db.query("select distinct run_id from events")} == set(ids)
+    assert "op_stats" not in db.table_names()  # no summary tables among these runs
+    assert result.metadata_path == tmp_path / "pair.sqlite.metadata.json"
+    assert not list(tmp_path.glob(".*tmp"))

@@ -1,0 +1,55 @@
+"""``traceq export``: runs out of traceq, as a Perfetto trace (one run, or a comparison's two) or an SQLite file.
+
+One session over the runs serves both the analysis (the run's report, or the comparison, whose findings
+become marked ranges in the trace) and the export, so each metric is computed once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from pathlib import Path
+
+from traceq.analysis.compare import compare
+from traceq.analysis.report import run_report
+from traceq.errors import TraceqError
+from traceq.export.perfetto import PerfettoExport, write_perfetto
+from traceq.export.sqlite import SqliteExport, write_sqlite
+from traceq.query.engine import Session
+from traceq.store import Store
+
+
+class Target(str, Enum):
+    """What ``traceq export --to`` writes."""
+
+    perfetto = "perfetto"
+    sqlite = "sqlite"
+
+
+def export(
+    store: Store, run_ids: Sequence[str], to: Target | str, path: str | Path, compare_runs: bool = False
+) -> PerfettoExport | SqliteExport:
+    """Write ``run_ids`` of ``store`` to ``path``.
+
+    ``perfetto``: one run with its report's findings, or with ``compare_runs`` BASE and NEW (``run_ids``
+    in that order) aligned on their first step, BASE with its report's findings and NEW with the
+    comparison's. ``sqlite``: the runs (every run of the store when ``run_ids`` is empty) with every metric.
+    """
+    target, path = Target(to), Path(path)
+    ids = list(dict.fromkeys(run_ids))
+    if target is Target.perfetto and len(ids) != (2 if compare_runs else 1):
+        raise TraceqError("a Perfetto export takes one RUN, or --compare BASE NEW (two different runs)")
+    if not path.parent.is_dir():
+        raise TraceqError(f"{path}: no such directory {path.parent}")
+    try:
+        if target is Target.sqlite:
+            return write_sqlite(store, path, run_ids=ids or None)
+        with Session(store, ids, own_queries=True) as session:
+            if compare_runs:
+                result = compare(ids[0], ids[1], store, session=session)
+                findings = {ids[0]: result.base.findings, ids[1]: result.findings}
+            else:
+                findings = {ids[0]: run_report(ids[0], store, session).findings}
+            return write_perfetto(session, ids, path, findings=findings)
+    except OSError as e:
+        raise TraceqError(f"{path}: {e.strerror or e}") from None
