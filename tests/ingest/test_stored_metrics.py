@@ -43,7 +43,7 @@ def test_stored_metrics_equal_the_queries_on_the_events(label: str, store_dir: P
     store = Store(store_dir)
     with Session(store, [run_id]) as session:
         for name in CACHED:
-            assert stored_files(store, [run_id], name) is not None
+            assert stored_files(store.runs_dir, [run_id], name) is not None
             stored = session.query(name)
             live = _live(store, run_id, name)
             assert stored.columns == live.columns, name
@@ -66,7 +66,7 @@ def test_results_of_other_query_files_are_not_used(store_dir: Path) -> None:
     store = Store(store_dir)
     stamp = next((store_dir / "runs").glob("*/rank=0/metrics/fingerprint.txt"))
     stamp.write_text("0" * 16 + "\n")
-    assert stored_files(store, [run_id], "gpu_busy") is None
+    assert stored_files(store.runs_dir, [run_id], "gpu_busy") is None
     with Session(store, [run_id]) as session:  # computed from the events instead
         assert session.query("gpu_busy")["busy_ns"].sum() == _live(store, run_id, "gpu_busy")["busy_ns"].sum()
 
@@ -81,7 +81,7 @@ def test_small_runs_store_no_metrics_by_default(store_dir: Path, monkeypatch: py
     run_id = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)["run_id"][0]
     assert traceq.runs(store_dir)["n_events"][0] < 350_000
     assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
-    assert stored_files(Store(store_dir), [run_id], "gpu_busy") is None
+    assert stored_files(Store(store_dir).runs_dir, [run_id], "gpu_busy") is None
 
 
 @pytest.mark.slow
@@ -162,7 +162,7 @@ def test_a_metric_that_fails_leaves_the_run_ingested_without_stored_metrics(
     assert "report metrics not stored (op_summary: Out of Memory Error" in result["warnings"][0]
     assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
     run_id = result["run_id"][0]
-    assert stored_files(Store(store_dir), [run_id], "gpu_busy") is None
+    assert stored_files(Store(store_dir).runs_dir, [run_id], "gpu_busy") is None
     assert _live(Store(store_dir), run_id, "op_summary").height > 0
 
 

@@ -447,7 +447,9 @@ class Session:
                 return
             if name in stack:
                 raise QueryError(f"circular Requires: {' -> '.join((*stack, name))}")
-            stored = stored_files(self.store, self.runs, name) if self.use_stored else None
+            stored = (
+                stored_files(self.store.runs_dir if self.store else None, self.runs, name) if self.use_stored else None
+            )
             # a view: stored results are read where used (one of them, gpu_gaps, has a row per gap)
             if stored is not None and not self._reads_files:
                 source = f"_stored_{name}"

@@ -18,8 +18,6 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from traceq.store import Store
-
 #: The metric queries a report and a comparison read, stored per rank at ingest. (``rank_balance`` is
 #: across ranks, so it is computed from the stored ``gpu_busy`` and ``launch_bound`` when needed.)
 CACHED: tuple[str, ...] = (
@@ -47,14 +45,14 @@ def fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-def stored_files(store: Store | None, runs: list[str] | None, name: str) -> list[Path] | None:
-    """The stored results of ``name`` for every rank of ``runs``, or None when any rank lacks them (or
-    has results made by other query files)."""
-    if name not in CACHED or runs is None or store is None:
+def stored_files(runs_dir: Path | None, runs: list[str] | None, name: str) -> list[Path] | None:
+    """The stored results of ``name`` for every rank of ``runs`` (under a store's ``runs_dir``), or None
+    when any rank lacks them (or has results made by other query files)."""
+    if name not in CACHED or runs is None or runs_dir is None:
         return None
     files = []
     for run_id in runs:
-        rank_dirs = sorted((store.runs_dir / f"run_id={run_id}").glob("rank=*"))
+        rank_dirs = sorted((runs_dir / f"run_id={run_id}").glob("rank=*"))
         if not rank_dirs:
             return None
         for rank_dir in rank_dirs:
