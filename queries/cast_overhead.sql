@@ -5,7 +5,8 @@
 -- recorded input dtypes differ (unless it is the body of another conversion); calls counts conversions
 -- starting in the window. Their cost is measured on the outermost cast-family op around them (e.g.
 -- `evaluate_function: ToCopyBackward0` > `aten::to` > `aten::_to_copy` > `aten::copy_`): cpu_ns sums those
--- ops' durations (dispatch included), gpu_ns the GPU work launched from calls inside them. A family op
+-- ops' durations (dispatch included), gpu_ns the kernels launched from calls inside them (a device copy
+-- inside `aten::to` is a memory copy, not a cast). A family op
 -- that converts nothing (an `aten::to` to the same dtype) costs nothing here. round_trips counts, per
 -- window and tensor shape, pairs of conversions of that shape from float and from half (needs recorded
 -- shapes and dtypes: PyTorch `record_shapes=True`; NULL elsewhere).
@@ -17,8 +18,8 @@
 --   window_ns    BIGINT   window length, ns
 --   calls        BIGINT   conversions
 --   cpu_ns       BIGINT   CPU time of the cast ops around them, ns
---   gpu_ns       BIGINT   GPU time of the work those ops launched, ns
---   kernels      BIGINT   GPU events those ops launched
+--   gpu_ns       BIGINT   GPU time of the kernels those ops launched, ns
+--   kernels      BIGINT   kernels those ops launched
 --   cpu_share    DOUBLE   cpu_ns / window_ns
 --   round_trips  BIGINT   float -> half -> float round trips on one shape (NULL without shapes)
 WITH op_names AS (  -- the patterns are columns, so match each distinct op name once, not every call
@@ -61,10 +62,11 @@ outermost AS (  -- top family ops that contain a conversion (or are one)
   FROM tops t
   WHERE EXISTS (SELECT 1 FROM owners o WHERE o.run_id = t.run_id AND o.rank = t.rank AND o.event_id = t.event_id)
 ),
-launches AS (  -- GPU work and the runtime call that launched it
+launches AS (  -- kernels and the runtime call that launched each (a copy is a copy, not a cast)
   SELECT r.run_id, r.rank, r.pid, r.tid, r.ts_ns, g.dur_ns
   FROM events g
   JOIN events r ON r.run_id = g.run_id AND r.rank = g.rank AND r.event_id = g.launch_id AND r.kind = 'runtime'
+  WHERE g.kind = 'kernel'
 ),
 launched AS (  -- GPU work launched from inside each outermost op
   SELECT o.run_id, o.rank, o.event_id, sum(l.dur_ns) AS gpu_ns, count(*) AS kernels

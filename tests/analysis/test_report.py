@@ -87,3 +87,16 @@ def test_a_cpu_only_trace_gets_its_host_step_times(tmp_path: Path) -> None:
     assert report.summary["mean_step_time_ms"] == pytest.approx(span_ms / len(events), abs=1e-3)
     assert report.summary["gpu_busy_ms"] is None
     assert any("No GPU work" in n for n in report.notes)
+
+
+def test_a_run_of_two_gpus_splits_each_gpu_s_step(tmp_path: Path) -> None:
+    """An nsys capture of one process on two H100s: the split is the mean of the two GPUs' steps (each
+    adds up to the window), and cast kernels stay within the GPUs' busy time (a copy in `aten::to` to
+    the device is a memory copy, not a cast)."""
+    report = run_report(str(SHARED / "nsys" / "nsysai_h100_2gpu_1s__nsys2026.2.1.sqlite.gz"), tmp_path / "s")
+    s = report.split
+    assert s is not None
+    assert sum(s.busy.values()) + sum(s.idle.values()) == pytest.approx(s.window_ms)
+    assert s.busy_ms == pytest.approx(report.summary["gpu_busy_ms"])  # the mean over the two GPUs
+    assert report.summary["cast_overhead"]["gpu_ms"] <= 2 * report.summary["gpu_busy_ms"]
+    assert s.busy["memory_copies"] > 0.9 * s.busy_ms  # the capture is dominated by its copies

@@ -37,6 +37,3 @@ def run_id(store: Path, name: str) -> str:
     return traceq.Store(store).resolve(name)
 
 
-#: Runs whose report fails (the step split's invariant, on a run of two GPUs): exports that need the
-#: report's findings are expected to fail on them until the split handles several devices.
-REPORT_FAILS = {"nsysai_h100_2gpu_1s__nsys2026.2.1"}

@@ -13,7 +13,7 @@ import sqlite_utils
 
 import traceq
 from tests.conftest import run_cli
-from tests.export.conftest import REPORT_FAILS, TIMELINES, TRACES, run_id
+from tests.export.conftest import TIMELINES, TRACES, run_id
 from tests.export.trace_format import check_trace
 
 pytestmark = pytest.mark.slow
@@ -43,15 +43,7 @@ def _sql(store: Path, query: str) -> list[dict[str, Any]]:
     return json.loads(done.stdout)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(raises=AssertionError, strict=True, reason="report fails: 2 GPUs"))
-        if n in REPORT_FAILS
-        else n
-        for n in TRACES
-    ],
-)
+@pytest.mark.parametrize("name", list(TRACES))
 def test_a_perfetto_file_of_each_format_holds_the_run_and_its_findings(
     name: str, export_store: Path, tmp_path: Path
 ) -> None:

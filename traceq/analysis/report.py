@@ -113,7 +113,8 @@ def run_report(
         },
         "step_split_ms": {"busy": parts.busy, "idle": parts.idle},
     }
-    _check_invariants(summary, parts)
+    devices = busy.group_by("rank", "step").agg(pl.col("device").n_unique())["device"].max() if busy.height else 1
+    _check_invariants(summary, parts, int(devices or 1))
     gap_histogram = (
         gaps.group_by("kind", "bucket")
         .agg(pl.col("gaps").sum(), (pl.col("gap_ns").sum() / windows).alias("ns_per_step"))
@@ -274,12 +275,16 @@ _COVERAGE_RULES: tuple[Callable[[dict[str, Any], dict[str, dict[str, Any]], str 
 )
 
 
-def _check_invariants(summary: dict[str, Any], parts: Split) -> None:
+def _check_invariants(summary: dict[str, Any], parts: Split, devices: int = 1) -> None:
     """What must hold whatever the trace: ratios in [0, 1], busy within the step, casts' GPU time within the
-    GPU's busy time, and the split adding up to the step (a broken rule fails loudly, not silently)."""
+    busy time of the rank's ``devices`` GPUs, and the split adding up to the step (a broken rule fails
+    loudly, not silently)."""
     for key in ("gpu_idle_ratio", "launch_bound_ratio", "fp16_coverage", "tensor_core_coverage", "short_kernel_share"):
         v = summary.get(key)
         assert v is None or -1e-9 <= v <= 1 + 1e-9, f"{key}={v} is not a ratio"
+    cast_gpu, busy = summary["cast_overhead"]["gpu_ms"] or 0.0, summary.get("gpu_busy_ms")
+    if busy is not None:  # cast kernels run inside the GPU's busy time (on each of a rank's GPUs)
+        assert cast_gpu <= busy * devices + 1e-6, f"cast GPU time {cast_gpu:.3f} ms exceeds GPU busy {busy:.3f} ms"
     total = sum(parts.busy.values()) + sum(parts.idle.values())
     assert abs(total - parts.window_ms) <= 1e-6 * max(1.0, parts.window_ms), "the step split does not add up"
     assert parts.busy_ms <= parts.window_ms * (1 + 1e-9), "GPU busy exceeds the step"

@@ -3,8 +3,9 @@
 Every window satisfies ``window = GPU busy + GPU idle``; the busy time is split by what the GPU ran
 (compute, casts, layout transforms, optimizer, copies, collectives not hidden by compute, algorithm
 search) and the idle time by why it waited (``queries/idle_causes.sql``). Both splits come from the
-metric queries; this module only averages them per step and scales summed kernel time onto the busy
-union (kernels of several streams overlap, so their sum can exceed the time the GPU was busy).
+metric queries; this module only averages them per step (and over a rank's GPUs) and scales summed kernel
+time onto the busy union (kernels of several streams overlap, so their sum can exceed the time the GPU
+was busy).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def split(session: Session, run_id: str) -> Split:
         (pl.col("window_ns").max() / _MS).alias("window_ms"),
         (pl.col("busy_ns").sum() / _MS).alias("busy_ms"),
         (pl.col("exposed_comm_ns").sum() / _MS).alias("communication"),
+        pl.col("device").n_unique().alias("_devices"),
     )
 
     def by_part(frame: pl.DataFrame) -> pl.DataFrame:
@@ -90,6 +92,8 @@ def split(session: Session, run_id: str) -> Split:
         if name not in table.columns:
             table = table.with_columns(pl.lit(0.0).alias(name))
     table = table.with_columns(pl.exclude(keys).fill_null(0.0)).sort(keys)
+    # a rank with several GPUs: each GPU's busy and idle time adds up to the window; the split is their mean
+    table = table.with_columns(pl.exclude(*keys, "window_ms", "_devices") / pl.col("_devices").clip(1)).drop("_devices")
     mean = {c: (table[c].sum() / windows) for c in table.columns if c not in keys}
     busy_parts = {c: mean[c] for c in BUSY_PARTS}
     idle_parts = {c: mean[f"{c}_idle" if c in both else c] for c in IDLE_CAUSES}
