@@ -96,9 +96,9 @@ def test_compare_accepts_sample_files(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_nsys_pair_shows_conv_cpu_growth(nsys_b4: PairStore) -> None:
     """In the nsys captures (no profiler steps: windows between optimizer steps), FP16's conv1d CPU time
-    per step more than doubles while its GPU time does not grow."""
+    per step more than doubles, far more than the GPU time it causes grows."""
     result = compare(nsys_b4.base, nsys_b4.new, nsys_b4.path)
     assert "optimizer steps" in result.new.summary["step_rule"]
     conv = result.op_deltas.filter(name="aten::conv1d").row(0, named=True)
     assert conv["new_cpu_ms"] > 2 * conv["base_cpu_ms"]
-    assert conv["gpu_delta_ms"] <= 0.01
+    assert conv["gpu_delta_ms"] < 0.1 * conv["cpu_delta_ms"]
