@@ -103,7 +103,7 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> Read
     events_of = functools.partial(flavour.events, params=params)
     built = assemble(path, trace.chunks, events_of, flavour.threads(trace), tolerance_ns=params.tolerance_ns,
                      progress=progress, spill_dir=spill_dir)  # fmt: skip
-    warnings = [*trace.warnings, *built.warnings]
+    warnings = [*trace.warnings, *chrome_common.beyond_warning(params), *built.warnings]
     unsupported = {k: v for k, v in trace.skipped.items() if k not in chrome_common.LINK_PHASES}
     if unsupported:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(unsupported.items()))
