@@ -15,7 +15,11 @@ Summary rows: ops, their stages and the kernels under them) and ``kernel_stats``
 
 from __future__ import annotations
 
+import codecs
+import itertools
+import math
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,8 +74,9 @@ def looks_like_summary(head: bytes) -> bool:
 
 
 def read_paddle_summary(path: Path) -> tuple[RunTables, list[str]]:
-    """Read a summary file into run tables (no timeline: events and steps stay empty) and warnings."""
-    summary = parse_summary(read_text(path), path)
+    """Read a summary file into run tables (no timeline: events and steps stay empty) and warnings. The
+    file is read as a stream of lines (a summary of a million rows is 160 MB of text)."""
+    summary = _summary(lambda: _lines(path), path)
     cells = summary.cells
     tables = RunTables(
         events=EVENTS.empty(),
@@ -84,12 +89,20 @@ def read_paddle_summary(path: Path) -> tuple[RunTables, list[str]]:
     return tables, summary.warnings
 
 
-def read_text(path: Path) -> str:
-    data = b"".join(iter_content(path))
-    return data.decode("utf-8", "replace")
+def _lines(path: Path) -> Iterator[str]:
+    """The file's lines, decoded as UTF-8 (invalid bytes replaced), block by block."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    rest = ""
+    for block in iter_content(path):
+        lines = (rest + decoder.decode(block)).splitlines(keepends=True)
+        rest = lines.pop() if lines and not lines[-1].endswith(("\n", "\r")) else ""
+        yield from (line.rstrip("\r\n") for line in lines)
+    if tail := rest + decoder.decode(b"", final=True):
+        yield from tail.splitlines()
 
 
 _OP_ROW = re.compile(r"^ *\S.*?\s{2,}(?:\d+|-)\s{2,}\S+ / \S+ / \S+ / \S+ / \S+\s{2,}\S+ / \S+ / \S+ / \S+ / \S+", re.M)
+_FLOPS_ROW = re.compile(r"^\S.*/ [-\d.]+\s{2,}\d+\s*$", re.M)
 _HEADLESS = (
     "----Operator Summary----\nTime unit: ms\n----  ----\n"
     "Name  Calls  CPU Total / Avg / Max / Min / Ratio(%)  GPU Total / Avg / Max / Min / Ratio(%){flops}\n----  ----\n"
@@ -102,26 +115,43 @@ def parse_summary(text: str, source: Path | str = "<text>") -> Summary:
     A fragment of an Operator Summary pasted without its title and header is read as one, in ms (the
     default unit), with a warning.
     """
-    if not _TITLE_ANY.search(text) and _OP_ROW.search(text):
-        flops = "  FLOPs" if re.search(r"^\S.*/ [-\d.]+\s{2,}\d+\s*$", text, re.M) else ""
-        summary = _parse(_HEADLESS.format(flops=flops) + text, source)
-        summary.warnings.append("no table title or header: read as an Operator Summary in ms")
-        return summary
-    return _parse(text, source)
+    return _summary(text.splitlines, source)
+
+
+def _summary(lines: Callable[[], Iterable[str]], source: Path | str) -> Summary:
+    """:func:`parse_summary` of the text whose lines ``lines()`` gives (twice where it has no title)."""
+    if any(_TITLE_ANY.match(line) for line in lines()):
+        return _parse(lines(), source)
+    op_rows = flops = False
+    for line in lines():
+        op_rows = op_rows or bool(_OP_ROW.match(line))
+        flops = flops or bool(_FLOPS_ROW.match(line))
+    if not op_rows:
+        return _parse(lines(), source)
+    header = _HEADLESS.format(flops="  FLOPs" if flops else "").splitlines()
+    summary = _parse(itertools.chain(header, lines()), source)
+    summary.warnings.append("no table title or header: read as an Operator Summary in ms")
+    return summary
 
 
 _TITLE_ANY = re.compile(r"^-{3,}\s*(?:" + "|".join(re.escape(s) for s in _KNOWN_SECTIONS) + r")", re.M)
+#: Cells made into a frame at a time (a summary's cells are many: a list of them would not be bounded).
+_CELL_BATCH = 1 << 16
 
 
-def _parse(text: str, source: Path | str) -> Summary:
-    rows: list[dict[str, object]] = []
+def _parse(lines: Iterable[str], source: Path | str) -> Summary:
+    rows: list[tuple[object, ...]] = []
+    frames: list[pl.DataFrame] = []
     sections: list[str] = []
     section = thread = unit = None
     header: list[str] | None = None
     expect_header = in_note = False
     skipped = 0
     row_index = 0
-    for raw in text.splitlines():
+    for raw in lines:
+        if len(rows) >= _CELL_BATCH:
+            frames.append(pl.DataFrame(rows, schema=SUMMARY_CELLS.schema, orient="row"))
+            rows.clear()
         line = raw.rstrip()
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -175,11 +205,8 @@ def _parse(text: str, source: Path | str) -> Summary:
             rows.append(_cell(section, thread, row_index, cells[0], indent // 2, col, text_value, unit))
     if not sections:
         raise InputError(source, "not a Paddle profiler summary (no summary table titles found)")
-    cells = (
-        pl.DataFrame(rows, schema=SUMMARY_CELLS.schema, orient="row")
-        if rows
-        else pl.DataFrame(schema=SUMMARY_CELLS.schema)
-    )
+    frames.append(pl.DataFrame(rows, schema=SUMMARY_CELLS.schema, orient="row"))
+    cells = pl.concat(frames)
     if cells.is_empty():
         raise InputError(source, "a Paddle profiler summary with no table rows")
     warnings = [f"{skipped} incomplete table rows skipped (text cut short or reflowed)"] if skipped else []
@@ -224,22 +251,13 @@ def _expand_cells(cells: list[str]) -> list[str]:
 
 def _cell(
     section: str, thread: str | None, row: int, name: str, depth: int, column: str, text: str, unit: str | None
-) -> dict[str, object]:
+) -> tuple[object, ...]:
+    """One cell as a row of ``summary_cells``."""
     value = _number(text)
     time_col = unit is not None and _is_time_column(column)
     if value is not None and time_col:
         value *= UNIT_NS.get(unit, 1e6)
-    return {
-        "section": section,
-        "thread": thread,
-        "row": row,
-        "name": name,
-        "depth": depth,
-        "column": column,
-        "text": text,
-        "value": value,
-        "unit": "ns" if time_col else None,
-    }
+    return (section, thread, row, name, depth, column, text, value, "ns" if time_col else None)
 
 
 def _is_time_column(column: str) -> bool:
@@ -249,12 +267,12 @@ def _is_time_column(column: str) -> bool:
 
 
 def _number(text: str) -> float | None:
-    if text in ("-", "", "inf", "nan"):
-        return None
+    """A cell's number; None for ``-``, text, and what is not finite (``inf``, ``NaN``)."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
 def op_name_expr(col: str) -> pl.Expr:
@@ -270,7 +288,11 @@ def op_stats(cells: pl.DataFrame) -> pl.DataFrame:
     ops = cells.filter(pl.col("section").is_in(["Operator Summary", "Event Summary"]))
     if ops.is_empty():
         return OP_STATS.empty()
-    wide = ops.pivot(on="column", index=["section", "thread", "row", "name", "depth"], values="value")
+    # pivoted on the row number alone and joined to each row's first cell (a row's cells are consecutive):
+    # a pivot keyed on the row's strings too took twice the memory
+    first = ops.filter(pl.col("row") != pl.col("row").shift(1).fill_null(-1))
+    values = ops.select("row", "column", "value").pivot(on="column", index="row", values="value")
+    wide = first.select("section", "thread", "row", "name", "depth").join(values, on="row", how="left")
     texts = ops.filter(pl.col("column").is_in(["CPU Total", "CPU Time"])).select("row", pl.col("text").alias("_cpu"))
     wide = wide.join(texts, on="row", how="left").sort("row")
     col = _first_present(wide)
@@ -279,7 +301,7 @@ def op_stats(cells: pl.DataFrame) -> pl.DataFrame:
         "row",
         "name",
         "depth",
-        col("Calls").cast(pl.Int64).alias("calls"),
+        col("Calls").cast(pl.Int64, strict=False).alias("calls"),
         col("CPU Total", "CPU Time").alias("cpu_total_ns"),
         col("CPU Avg").alias("cpu_avg_ns"),
         col("CPU Max").alias("cpu_max_ns"),
@@ -290,7 +312,7 @@ def op_stats(cells: pl.DataFrame) -> pl.DataFrame:
         col("GPU Max").alias("gpu_max_ns"),
         col("GPU Min").alias("gpu_min_ns"),
         col("GPU Ratio(%)", "GPU Time Ratio").alias("gpu_ratio"),
-        col("FLOPs").cast(pl.Int64).alias("flops"),
+        col("FLOPs").cast(pl.Int64, strict=False).alias("flops"),
         (pl.col("_cpu") == "-").alias("_no_cpu"),
         pl.col("section"),
     )
@@ -316,17 +338,18 @@ def op_stats(cells: pl.DataFrame) -> pl.DataFrame:
 
 def _parents(frame: pl.DataFrame) -> pl.DataFrame:
     """For each row, its parent row name and the depth-0 op row it belongs to (rows are in text order)."""
-    rows = frame.select("row", "name", "depth", "thread").to_dicts()
-    out = []
+    parents: list[str | None] = []
+    op_rows: list[str] = []
     stack: list[str] = []
-    for r in rows:
-        depth = r["depth"]
+    for name, depth in zip(frame.get_column("name").to_list(), frame.get_column("depth").to_list(), strict=True):
         del stack[depth:]
-        parent = stack[depth - 1] if 0 < depth <= len(stack) else None
-        op_row = stack[0] if stack and depth > 0 else r["name"]
-        stack.append(r["name"])
-        out.append({"row": r["row"], "parent": parent, "op_row": op_row})
-    return pl.DataFrame(out, schema={"row": pl.Int64, "parent": pl.String, "op_row": pl.String})
+        parents.append(stack[depth - 1] if 0 < depth <= len(stack) else None)
+        op_rows.append(stack[0] if stack and depth > 0 else name)
+        stack.append(name)
+    return pl.DataFrame(
+        {"row": frame.get_column("row"), "parent": parents, "op_row": op_rows},
+        schema={"row": pl.Int64, "parent": pl.String, "op_row": pl.String},
+    )
 
 
 def _first_present(frame: pl.DataFrame):
@@ -349,7 +372,7 @@ def kernel_stats(cells: pl.DataFrame) -> pl.DataFrame:
     return wide.select(
         "row",
         "name",
-        col("Calls").cast(pl.Int64).alias("calls"),
+        col("Calls").cast(pl.Int64, strict=False).alias("calls"),
         col("GPU Total").alias("gpu_total_ns"),
         col("GPU Avg").alias("gpu_avg_ns"),
         col("GPU Max").alias("gpu_max_ns"),
