@@ -167,9 +167,11 @@ def sql(
         raise TraceqError("give a query or --file, not both or neither")
     if file is not None:
         try:
-            query = file.read_text()
+            query = file.read_text(encoding="utf-8")
         except OSError as e:
             raise TraceqError(f"{file}: {e.strerror or e}") from None
+        except UnicodeDecodeError:
+            raise TraceqError(f"{file}: not a text file (invalid UTF-8)") from None
     render(run_sql(query or "", _store(store), timeout=timeout, memory_limit=memory_limit), fmt)
 
 
