@@ -50,7 +50,9 @@ class Store:
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"{self.root}: the store path exists and is not a directory")
         marker = self.root / _MARKER
-        if self.root.is_dir() and any(self.root.iterdir()) and not marker.exists():
+        # a store being created holds only its marker being written until the marker is in place
+        busy = self.root.is_dir() and any(not p.name.startswith(f".{_MARKER}.") for p in self.root.iterdir())
+        if busy and not marker.exists():
             raise StoreError(f"{self.root}: not a traceq store (no {_MARKER}); choose an empty or new directory")
 
     @property
@@ -120,13 +122,19 @@ class Store:
 
     # -- writing -------------------------------------------------------------------------------------
     def _init(self) -> None:
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        (self.root / "tmp").mkdir(exist_ok=True)
+        """Make the store: its marker first (so another process never sees a store without one), then
+        its folders."""
         marker = self.root / _MARKER
-        if not marker.exists():
-            tmp = self.root / f".{_MARKER}.{uuid.uuid4().hex}"
-            tmp.write_text(json.dumps({"format": FORMAT_VERSION}) + "\n")
-            os.replace(tmp, marker)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if not marker.exists():
+                tmp = self.root / f".{_MARKER}.{uuid.uuid4().hex}"
+                tmp.write_text(json.dumps({"format": FORMAT_VERSION}) + "\n")
+                os.replace(tmp, marker)
+            self.runs_dir.mkdir(exist_ok=True)
+            (self.root / "tmp").mkdir(exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"{self.root}: cannot write the store: {e.strerror or e}") from None
 
     def write_run(
         self, run_id: str, run_row: pl.DataFrame, ranks: Mapping[int, RunTables], sources: pl.DataFrame | None = None

@@ -192,7 +192,10 @@ def default_memory_limit() -> int:
             if line.startswith("MemAvailable:"):
                 available = int(line.split()[1]) * 1024
     if available is None:  # no /proc: the machine's memory
-        available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        with suppress(AttributeError, OSError, ValueError):  # no sysconf (Windows)
+            available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if available is None:
+        return MAX_DEFAULT_MEMORY
     return max(min(MAX_DEFAULT_MEMORY, available // 2), 64 * 10**6)
 
 
