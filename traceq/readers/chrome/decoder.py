@@ -208,16 +208,19 @@ class _Decoder:
             head, bare = self._read_head(blocks)
             buf += head
             del head
+            # Whitespace completes no event: searching the buffer again for each block of it took time growing
+            # with the square of its length (92 s of CPU for 1.2 GB of it), and between events it is not kept.
             scanned = False  # whether buf was searched for events since its last non-whitespace bytes
+            blank_buf = not _NOT_BLANK.search(buf)  # whether buf holds only whitespace
             for block in blocks:
                 blank = not block.strip(_WHITESPACE)
+                if blank and blank_buf:
+                    continue
                 buf += block
-                scanned = scanned and blank
-                # whitespace completes no event: searching a buffer again for each block of it would take
-                # time growing with the square of its length (92 s of CPU for 1.2 GB of it)
+                scanned, blank_buf = scanned and blank, blank_buf and blank
                 if len(buf) >= self.chunk and not scanned:
                     buf = self._consume_front(buf)
-                    scanned = True
+                    scanned, blank_buf = True, not _NOT_BLANK.search(buf)
                 if len(buf) > MAX_PENDING:
                     if not _NOT_BLANK.search(buf):  # (strip would copy the window)
                         buf.clear()  # padding: nothing to keep
