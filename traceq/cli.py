@@ -31,7 +31,7 @@ from traceq.render import Format, check_format, render
 from traceq.render.frames import literal, visible
 from traceq.render.html import write_html
 from traceq.schema import markdown_reference
-from traceq.store import STORE_ENV, Store
+from traceq.store import STORE_ENV, Store, check_store, remove_run
 
 
 class _Commands(typer.core.TyperGroup):
@@ -123,17 +123,60 @@ def ingest(
         raise typer.Exit(1)
 
 
-@app.command()
-def runs(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
-    """List the runs in the store.
+runs_app = typer.Typer(cls=_Commands, no_args_is_help=False)
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.callback(invoke_without_command=True)
+def runs(ctx: typer.Context, store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
+    """List the runs in the store (`traceq runs rm RUN` removes one).
 
     Example: traceq runs --format json
     """
+    if ctx.invoked_subcommand is not None:
+        return
     cat = _store(store).catalog()
     if fmt is Format.table:
         shown = ("run_id", "name", "n_ranks", "flavour", "profiler_version", "n_events", "n_steps", "ingested_at")
         cat = cat.select(shown)
     render(cat, fmt)
+
+
+@runs_app.command("rm")
+def runs_rm(
+    run: Annotated[str, typer.Argument(help="Run id, unique run id prefix, or run name.", show_default=False)],
+    store: StoreOpt = None,
+) -> None:
+    """Remove a run from the store (a damaged one too).
+
+    Example: traceq runs rm r3f2a9c1d0b4e
+    """
+    stored = Store(store)
+    damaged = stored.damaged()
+    run_id = run if run in damaged else stored.resolve(run)
+    label = _named(stored, run_id) if run_id not in damaged else run_id
+    remove_run(stored, run_id)
+    typer.echo(f"removed {visible(label)}")
+
+
+@app.command()
+def check(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
+    """Check every stored run: its catalog row, its files' sizes and checksums, its Parquet footers.
+
+    Exit code 1 if any run is damaged (each such run is named with its problem).
+
+    Example: traceq check
+    """
+    stored = Store(store)
+    problems = check_store(stored)
+    if fmt is not Format.table or problems.height:
+        render(problems, fmt)
+    n_runs = len(stored.run_dirs())
+    if problems.height:
+        bad = problems["run_id"].n_unique()
+        typer.echo(f"traceq: {bad} of {n_runs} runs in {visible(str(stored.root))} damaged", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"traceq: {n_runs} runs in {visible(str(stored.root))}, all whole", err=True)
 
 
 @app.command()
@@ -262,7 +305,11 @@ def version() -> None:
 
 
 def _store(path: Path | None) -> Store:
-    return Store(path)
+    """The store, with a warning for each damaged run (left out of everything read)."""
+    store = Store(path)
+    for damage in store.damaged().values():
+        typer.echo(f"traceq: warning: {visible(damage.message(store))}; left out", err=True)
+    return store
 
 
 class _progress:

@@ -255,6 +255,12 @@ RUNS = Table(
         Column("traceq_version", _STR, "traceq version that wrote the run"),
         Column("events_by_kind", _STR, "rows per kind, JSON object"),
         *_COUNT_COLUMNS,
+        Column(
+            "files",
+            _STR,
+            "the run's files as written: path under the run's folder -> [bytes, crc32], JSON object (sizes are "
+            "checked whenever the store is read, checksums by `traceq check`; null in runs written before it was kept)",
+        ),
     ),
 )
 

@@ -96,7 +96,7 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
         warnings += [] if unstored is None else [unstored]
         info["source"]["warnings"] = json.dumps(warnings)
         publish_partition(staging, run_dir, task.part)
-    except OSError as e:
+    except (OSError, StoreError) as e:
         return _store_error(task, e)
     return {**info, "seconds": time.perf_counter() - start, "peak_rss_bytes": peak_rss_bytes(),
             "worker": f"{socket.gethostname()}:{os.getpid()}"}  # fmt: skip
