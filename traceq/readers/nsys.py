@@ -76,6 +76,9 @@ _INTEGER_COLUMNS = frozenset(
 PART_ROWS = 1 << 19
 #: Rows per part where the events go to chunks on disk (a few parts are in memory at once).
 CHUNK_PART_ROWS = 1 << 16
+#: Up to this many parts, a table is cut into rowid ranges however sparse its rowids (empty ranges cost
+#: a query each); beyond it, where rowids are sparse, by row counts.
+MAX_RANGE_PARTS = 1 << 12
 #: The columns of the events of an export read into chunks (its reads' canonical columns).
 CHUNK_SCHEMA = {c: EVENTS.schema[c] for c in ("kind", "category", "name", "ts_ns", "dur_ns", "pid", "tid", "device",
                                               "stream", "correlation", "bytes", "input_shapes", "args")}  # fmt: skip
@@ -186,7 +189,8 @@ class _Export:
         lo, hi = self.rowids(table)
         if lo is None or hi is None:
             return []
-        if hi - lo + 1 <= 2 * self.rows(table):
+        # few ranges need no count (a scan of the table, which would meet a corrupt page before any part)
+        if (hi - lo) // part_rows < MAX_RANGE_PARTS or hi - lo + 1 <= 2 * self.rows(table):
             return [(a, min(a + part_rows - 1, hi)) for a in range(lo, hi + 1, part_rows)]
         ranges: list[tuple[int, int]] = []
         while lo <= hi:
@@ -311,8 +315,10 @@ def _read(export: _Export, path: Path, progress: Progress | None, spill_dir: Pat
         "devices": _devices(export),
         "warnings": warnings,
     }
-    # the rows of the tables: an upper bound (NVTX has rows of other types)
-    large = spill_dir is not None and on_disk.builds_on_disk(sum(export.rows(read.table) for read in reads.values()))
+    # the rows of the tables: an upper bound (rowids may have gaps, and NVTX has rows of other types); from
+    # the rowids, not counted (a scan of every table, which would meet a corrupt page before any part)
+    spans = [export.rowids(read.table) for read in reads.values()] if spill_dir is not None else []
+    large = spill_dir is not None and on_disk.builds_on_disk(sum(hi - lo + 1 for lo, hi in spans if lo is not None))
     chunks = Chunks(CHUNK_SCHEMA, spill_dir / "nsys" if large and spill_dir is not None else None)
     try:
         for part in _read_in_parts(export, reads, shape, progress) if large else _read_whole(export, reads, shape):
