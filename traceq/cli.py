@@ -17,7 +17,7 @@ import typer.core
 from traceq._version import __version__
 from traceq.analysis.compare import compare as compare_runs
 from traceq.analysis.report import run_report
-from traceq.analysis.results import Comparison, RunReport
+from traceq.analysis.results import TOP_OPS, Comparison, RunReport
 from traceq.errors import TraceqError
 from traceq.ingest.executors import EXECUTORS
 from traceq.ingest.ingest import ingest as ingest_files
@@ -144,6 +144,7 @@ def runs(ctx: typer.Context, store: StoreOpt = None, fmt: FormatOpt = Format.tab
 
 @runs_app.command("rm")
 def runs_rm(
+    ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run id, unique run id prefix, or run name.", show_default=False)],
     store: StoreOpt = None,
 ) -> None:
@@ -151,7 +152,7 @@ def runs_rm(
 
     Example: traceq runs rm r3f2a9c1d0b4e
     """
-    stored = Store(store)
+    stored = Store(store or ctx.parent.params.get("store") if ctx.parent else store)
     damaged = stored.damaged()
     run_id = run if run in damaged else stored.resolve(run)
     label = _named(stored, run_id) if run_id not in damaged else run_id
@@ -239,6 +240,9 @@ def report(
         float | None,
         typer.Option("--fail-if-slower", help="With --compare: exit 3 if NEW is slower by more than PCT percent."),
     ] = None,
+    all_ops: Annotated[
+        bool, typer.Option("--all", help=f"JSON lists every op (default: the {TOP_OPS} with the most CPU time).")
+    ] = False,
     store: StoreOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
@@ -263,6 +267,7 @@ def report(
             before = ", the run ingested before it," if len(runs) == 1 else ""
             _note(f"comparing BASE {_named(stored, base_id)}{before} with NEW {_named(stored, new_id)}{which}")
         result = compare_runs(base_id, new_id, stored)
+        result.base.top_ops = result.new.top_ops = None if all_ops else TOP_OPS
         render(result, fmt)
         if html is not None:
             write_html(result, html)
@@ -274,7 +279,9 @@ def report(
     if not runs:
         run_id = latest_run(stored)
         _note(f"explaining {_named(stored, run_id)}, the latest run")
-    render(run_report(run_id_of(runs[0], stored) if runs else run_id, stored), fmt)
+    explained = run_report(run_id_of(runs[0], stored) if runs else run_id, stored)
+    explained.top_ops = None if all_ops else TOP_OPS
+    render(explained, fmt)
 
 
 @app.command()

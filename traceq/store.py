@@ -341,15 +341,13 @@ def check_store(store: Store, runs: Collection[str] | None = None) -> pl.DataFra
 def _read_run(run_dir: Path) -> tuple[pl.DataFrame | None, str | None]:
     """A run folder's catalog row (conformed: runs of other traceq versions may order or lack columns
     differently) and its problem (None: whole), checked cheaply: no file is read but ``runs.parquet``."""
-    import pyarrow.parquet as pq
-
     path = run_dir / "runs.parquet"
     if not path.is_file():
         return None, "runs.parquet is missing"
     try:
         with path.open("rb") as f:  # a file, not a path: the store's path is no pattern
-            row = RUNS.conform(pl.from_arrow(pq.read_table(f)))  # type: ignore[arg-type]
-    except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
+            row = RUNS.conform(pl.read_parquet(f))
+    except (OSError, pl.exceptions.PolarsError, pl.exceptions.PanicException):
         return None, "runs.parquet is not a readable Parquet file (truncated or overwritten)"
     if row.height != 1:
         return None, f"runs.parquet holds {row.height} rows, not 1"

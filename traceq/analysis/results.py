@@ -9,6 +9,15 @@ import polars as pl
 
 from traceq.analysis.findings import Finding, Waterfall
 
+#: Ops a report's JSON lists by default, the most CPU time first (``report --all``: every op).
+TOP_OPS = 100
+
+
+def most_cpu_first(ops: pl.DataFrame) -> pl.DataFrame:
+    """A report's ops, the most CPU time (inclusive, per step where there are steps) first."""
+    cpu = "cpu_incl_ns_per_step" if "cpu_incl_ns_per_step" in ops.columns else "cpu_incl_ns"
+    return ops.sort(cpu, descending=True, nulls_last=True, maintain_order=True)
+
 
 @dataclass
 class RunReport:
@@ -29,13 +38,19 @@ class RunReport:
     ranks: pl.DataFrame = field(default_factory=pl.DataFrame)
     #: multi-rank runs: the straggler of each step (:func:`traceq.analysis.ranks.stragglers`)
     stragglers: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: how many ops :meth:`to_dict` lists, the most CPU time first (None: every op); a trace of millions
+    #: of distinct op names made a JSON report of a gigabyte
+    top_ops: int | None = TOP_OPS
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form: headline keys, ``ops`` rows, ``findings`` and, for several ranks, rank views."""
+        """The JSON form: headline keys, ``ops`` rows (the :attr:`top_ops` with the most CPU time, of
+        ``ops_total``), ``findings`` and, for several ranks, rank views."""
+        ops = self.ops if self.top_ops is None else most_cpu_first(self.ops).head(self.top_ops)
         out = {
             "run": self.run,
             **self.summary,
-            "ops": self.ops.to_dicts(),
+            "ops": ops.to_dicts(),
+            "ops_total": self.ops.height,
             "findings": [f.to_dict() for f in self.findings],
             "notes": self.notes,
         }

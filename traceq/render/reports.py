@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 import polars as pl
 
-from traceq.analysis.results import Comparison, RunReport
+from traceq.analysis.results import Comparison, RunReport, most_cpu_first
 from traceq.render.frames import console as make_console
 from traceq.render.frames import literal, markdown, table, visible
 
@@ -115,7 +115,7 @@ def _top_ops(ops: pl.DataFrame, n: int = 15) -> pl.DataFrame:
             pl.col("fp16_coverage").round(2),
             pl.col("tensor_core_coverage").round(2),
         ]
-    return ops.sort(cpu, descending=True, nulls_last=True).head(n).select(cols)
+    return most_cpu_first(ops).head(n).select(cols)
 
 
 def to_terminal(report: RunReport, out: TextIO | None = None) -> None:
