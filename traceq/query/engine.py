@@ -95,6 +95,8 @@ def _connect(
     and plans the metric queries' joins on them, which Arrow scans leave it to guess (~1 row each), and
     the metrics of a report take twice as long over them."""
     store = store if isinstance(store, Store) else Store(store)
+    if runs is None:  # every run that is not damaged, found once for all the tables
+        runs = store.catalog()["run_id"].to_list()
     con = duckdb.connect(":memory:")
     con.execute("SET enable_progress_bar = false")
     # Where a query beyond memory spills (DuckDB makes the folder when it first spills and removes it at
