@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
+from traceq import store as store_files
 from traceq._version import __version__
 from traceq.analysis import compare as comparison
 from traceq.analysis import report as reporting
@@ -19,12 +20,26 @@ from traceq.errors import InputError, QueryError, StoreError, TraceqError
 from traceq.ingest.ingest import ingest, latest_run, pick_runs, run_id_of
 from traceq.query.engine import query, sql
 from traceq.readers import read_trace
-from traceq.store import Store
+from traceq.store import Store, check_store
 
 
 def runs(store: Store | str | Path | None = None) -> pl.DataFrame:
     """The run catalog (the ``runs`` table) of ``store``."""
     return _store(store).catalog()
+
+
+def check(store: Store | str | Path | None = None) -> pl.DataFrame:
+    """Every problem of every run in ``store`` (``run_id``, ``name``, ``file``, ``problem``; no rows: whole):
+    catalog rows, file sizes and CRC-32s against those written, Parquet footers."""
+    return check_store(_store(store))
+
+
+def remove_run(ref: str, store: Store | str | Path | None = None) -> str:
+    """Remove a run (a run id, unique prefix or name; a damaged run too) from ``store``; returns its id."""
+    store = _store(store)
+    run_id = store.resolve(ref, damaged_ok=True)
+    store_files.remove_run(store, run_id)
+    return run_id
 
 
 def run_report(ref: str | None = None, store: Store | str | Path | None = None) -> RunReport:
@@ -55,10 +70,12 @@ __all__ = [
     "StoreError",
     "TraceqError",
     "__version__",
+    "check",
     "compare",
     "ingest",
     "query",
     "read_trace",
+    "remove_run",
     "run_report",
     "runs",
     "sql",

@@ -153,9 +153,8 @@ def runs_rm(
     Example: traceq runs rm r3f2a9c1d0b4e
     """
     stored = Store(store or ctx.parent.params.get("store") if ctx.parent else store)
-    damaged = stored.damaged()
-    run_id = run if run in damaged else stored.resolve(run)
-    label = _named(stored, run_id) if run_id not in damaged else run_id
+    run_id = stored.resolve(run, damaged_ok=True)
+    label = _named(stored, run_id)
     remove_run(stored, run_id)
     typer.echo(f"removed {visible(label)}")
 

@@ -105,9 +105,9 @@ class Store:
             cat = pl.concat(frames).select("run_id", *RUNS.schema).sort("ingested_at")
         return cat, damaged
 
-    def resolve(self, ref: str) -> str:
+    def resolve(self, ref: str, damaged_ok: bool = False) -> str:
         """A run id from a run id, a unique run id prefix, or a run name. A damaged run is refused naming
-        its problem."""
+        its problem (unless ``damaged_ok``: to remove it)."""
         cat, damaged = self._scan()
         named = pl.DataFrame(
             {"run_id": [d.run_id for d in damaged.values()], "name": [d.name for d in damaged.values()]},
@@ -121,7 +121,7 @@ class Store:
         ):
             ids = candidates["run_id"].unique().to_list()
             if len(ids) == 1:
-                if ids[0] in damaged:
+                if ids[0] in damaged and not damaged_ok:
                     raise StoreError(damaged[ids[0]].message(self))
                 return ids[0]
             if len(ids) > 1:

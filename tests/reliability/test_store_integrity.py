@@ -17,6 +17,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+import traceq
 from tests.conftest import SAMPLES, run_cli, run_process, tree_state
 from traceq.store import Store, remove_run
 
@@ -224,3 +225,17 @@ def test_a_read_only_store_is_read_and_refuses_writes_in_one_line(tmp_path: Path
 
 
 CASES.append("a store on a read-only file system")
+
+
+def test_the_library_checks_and_removes_a_damaged_run(two_runs: Path) -> None:
+    run = _run_dir(two_runs, KINETO)
+    run_id = run.name[len("run_id=") :]
+    assert traceq.check(two_runs).is_empty()
+    (run / "runs.parquet").unlink()  # no name left: the run is found by its id
+    problems = traceq.check(two_runs)
+    assert problems.select("run_id", "problem").rows() == [(run_id, "runs.parquet is missing")]
+    with pytest.raises(traceq.StoreError, match=f"{run_id} in .* is damaged: runs.parquet is missing"):
+        traceq.run_report(run_id, two_runs)
+    assert traceq.remove_run(run_id, two_runs) == run_id
+    assert traceq.check(two_runs).is_empty() and not run.exists()
+    assert traceq.runs(two_runs)["name"].to_list() == [SMALL.name.removesuffix(".json.gz")]
