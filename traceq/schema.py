@@ -296,11 +296,13 @@ class RunTables:
     threads: pl.DataFrame
     op_stats: pl.DataFrame = field(default_factory=OP_STATS.empty)
     kernel_stats: pl.DataFrame = field(default_factory=KERNEL_STATS.empty)
-    summary_cells: pl.DataFrame = field(default_factory=SUMMARY_CELLS.empty)
+    #: A LazyFrame where a large summary's cells wait in a spill folder; see :meth:`collect`.
+    summary_cells: pl.DataFrame | pl.LazyFrame = field(default_factory=SUMMARY_CELLS.empty)
     kernel_classes: pl.DataFrame = field(default_factory=KERNEL_CLASS_TABLE.empty)
 
     def collect(self) -> RunTables:
-        """These tables with ``events`` in memory."""
+        """These tables with ``events`` in memory (a summary's cells waiting in a spill folder stay there:
+        they are only written)."""
         if isinstance(self.events, pl.LazyFrame):
             self.events = self.events.collect()
         return self

@@ -70,7 +70,7 @@ def sniff_format(path: Path) -> str:
 def read_trace(path: Path, progress: Progress | None = None, *, spill_dir: Path | None = None) -> ReadResult:
     """Read one trace file of any supported format into the canonical tables.
 
-    With ``spill_dir``, a chrome trace's decoded chunks (and a large nsys export's events) wait in that
+    With ``spill_dir``, a chrome trace's decoded chunks (a large nsys export's events, a summary's cells) wait in that
     folder and ``tables.events`` is a LazyFrame that produces the events chunk by chunk (write it with
     ``sink_parquet``: memory stays bounded; the folder must outlive that and is the caller's to remove).
     Otherwise every table is in memory.
@@ -88,7 +88,7 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None) -> Read
     if fmt == "nsys_sqlite":
         return _read_nsys(path, progress, spill_dir)
     if fmt == paddle_summary.FORMAT:
-        tables, warnings = paddle_summary.read_paddle_summary(path)
+        tables, warnings = paddle_summary.read_paddle_summary(path, spill_dir)
         return ReadResult(
             tables=tables,
             source_format=fmt,
