@@ -20,7 +20,7 @@ from traceq.errors import InputError, QueryError, StoreError, TraceqError
 from traceq.ingest.ingest import ingest, latest_run, pick_runs, run_id_of
 from traceq.query.engine import query, sql
 from traceq.readers import read_trace
-from traceq.store import Store
+from traceq.store import Store, check_store
 from traceq.store import remove_run as _remove_run
 from traceq.store import rename_run as _rename_run
 
@@ -30,10 +30,17 @@ def runs(store: Store | str | Path | None = None) -> pl.DataFrame:
     return _store(store).catalog()
 
 
+def check(store: Store | str | Path | None = None) -> pl.DataFrame:
+    """Every problem of every run in ``store`` (``run_id``, ``name``, ``file``, ``problem``; no rows: whole):
+    catalog rows, file sizes and CRC-32s against those written, Parquet footers."""
+    return check_store(_store(store))
+
+
 def remove_run(ref: str, store: Store | str | Path | None = None) -> str:
-    """Remove a stored run (a run id, a unique run id prefix or a run name) from ``store``; returns its id."""
+    """Remove a stored run (a run id, a unique run id prefix or a run name; a damaged run too) from
+    ``store``; returns its id."""
     store = _store(store)
-    run_id = store.resolve(ref)
+    run_id = store.resolve(ref, damaged_ok=True)
     _remove_run(store, run_id)
     return run_id
 
@@ -100,6 +107,7 @@ __all__ = [
     "StoreError",
     "TraceqError",
     "__version__",
+    "check",
     "compare",
     "ingest",
     "query",

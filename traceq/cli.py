@@ -34,7 +34,7 @@ from traceq.render import Format, FrameFormat, ReportFormat, check_format, rende
 from traceq.render.frames import literal, visible
 from traceq.render.html import write_html
 from traceq.schema import markdown_reference
-from traceq.store import STORE_ENV, Store, remove_run, rename_run
+from traceq.store import STORE_ENV, Store, check_store, remove_run, rename_run
 
 
 class _Commands(typer.core.TyperGroup):
@@ -198,12 +198,12 @@ RunArg = Annotated[str, typer.Argument(help="Run id, unique run id prefix, or ru
 
 @runs_app.command("rm")
 def runs_rm(run: RunArg, store: StoreOpt = None) -> None:
-    """Remove a run from the store.
+    """Remove a run from the store (a damaged one too).
 
     Example: traceq runs rm kineto_conformer_fp16_b4_2steps
     """
-    stored = _store(store)
-    run_id = stored.resolve(run)
+    stored = _store(store, warn=False)
+    run_id = stored.resolve(run, damaged_ok=True)
     label = _named(stored, run_id)
     remove_run(stored, run_id)
     typer.echo(f"removed {visible(label)}")
@@ -227,6 +227,26 @@ def runs_rename(
 
 
 @app.command()
+def check(store: StoreOpt = None, fmt: FrameFormatOpt = FrameFormat.table) -> None:
+    """Check every stored run: its catalog row, its files' sizes and checksums, its Parquet footers.
+
+    Exit code 1 if any run is damaged (each such run is named with its problem).
+
+    Example: traceq check
+    """
+    stored = _store(store, warn=False)
+    problems = check_store(stored)
+    if fmt is not FrameFormat.table or problems.height:
+        render(problems, fmt)
+    n_runs = len(stored.run_dirs())
+    if problems.height:
+        bad = problems["run_id"].n_unique()
+        typer.echo(f"traceq: {bad} of {n_runs} runs in {visible(str(stored.root))} damaged", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"traceq: {n_runs} runs in {visible(str(stored.root))}, all whole", err=True)
+
+
+@app.command()
 def sql(
     query: Annotated[str | None, typer.Argument(help="A SELECT statement.", show_default=False)] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the query from a .sql file.")] = None,
@@ -247,9 +267,11 @@ def sql(
         raise TraceqError("give a query or --file, not both or neither")
     if file is not None:
         try:
-            query = file.read_text()
+            query = file.read_text(encoding="utf-8")
         except OSError as e:
             raise TraceqError(f"{file}: {e.strerror or e}") from None
+        except UnicodeDecodeError:
+            raise TraceqError(f"{file}: not a text file (invalid UTF-8)") from None
     render(run_sql(query or "", _store(store), timeout=timeout, memory_limit=memory_limit), fmt)
 
 
@@ -450,11 +472,15 @@ def export(
     _note(f"wrote {path} ({', '.join(_named(stored, r) for r in ids) if ids else 'every run'})")
 
 
-def _store(path: Path | None, *, existing: bool = True) -> Store:
+def _store(path: Path | None, *, existing: bool = True, warn: bool = True) -> Store:
     """The store ``--store`` names, else the default one (:func:`~traceq.store.default_store_path`). One
-    named by ``--store`` or ``$TRACEQ_STORE`` must hold a store, unless the command may create it."""
+    named by ``--store`` or ``$TRACEQ_STORE`` must hold a store, unless the command may create it. Each
+    damaged run is named in a warning (``warn``) and left out of everything read."""
     named = path if path is not None else os.environ.get(STORE_ENV) or None
-    return Store.open(named) if named is not None and existing else Store(named)
+    store = Store.open(named) if named is not None and existing else Store(named)
+    for damage in store.damaged().values() if warn else ():  # damaged runs are left out of everything read
+        typer.echo(f"traceq: warning: {visible(damage.message(store))}; left out", err=True)
+    return store
 
 
 class _progress:

@@ -263,6 +263,12 @@ RUNS = Table(
         Column("traceq_version", _STR, "traceq version that wrote the run"),
         Column("events_by_kind", _STR, "rows per kind, JSON object", json=True),
         *_COUNT_COLUMNS,
+        Column(
+            "files",
+            _STR,
+            "the run's files as written: path under the run's folder -> [bytes, crc32], JSON object (sizes are "
+            "checked whenever the store is read, checksums by `traceq check`; null in runs written before it was kept)",
+        ),
     ),
 )
 
@@ -300,11 +306,13 @@ class RunTables:
     threads: pl.DataFrame
     op_stats: pl.DataFrame = field(default_factory=OP_STATS.empty)
     kernel_stats: pl.DataFrame = field(default_factory=KERNEL_STATS.empty)
-    summary_cells: pl.DataFrame = field(default_factory=SUMMARY_CELLS.empty)
+    #: A LazyFrame where a large summary's cells wait in a spill folder; see :meth:`collect`.
+    summary_cells: pl.DataFrame | pl.LazyFrame = field(default_factory=SUMMARY_CELLS.empty)
     kernel_classes: pl.DataFrame = field(default_factory=KERNEL_CLASS_TABLE.empty)
 
     def collect(self) -> RunTables:
-        """These tables with ``events`` in memory."""
+        """These tables with ``events`` in memory (a summary's cells waiting in a spill folder stay there:
+        they are only written)."""
         if isinstance(self.events, pl.LazyFrame):
             self.events = self.events.collect()
         return self

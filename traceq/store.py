@@ -13,18 +13,29 @@ A run is written completely under ``tmp/`` and then renamed into ``runs/`` in on
 see it whole or not at all; an interrupted ingest leaves at most a folder in ``tmp/``, removed by the
 next write. The catalog is the union of the ``runs.parquet`` files: there is no second index to get
 out of step, and two processes can add runs concurrently.
+
+Each catalog row records the run's files with their sizes and CRC-32s (``files``). Whenever the store
+is read, every run's files are checked against their sizes (a few ``stat`` calls per run); a run whose
+catalog row cannot be read or whose files are missing or of another size is *damaged*: it is left out
+of every table (with a warning naming it, :meth:`Store.damaged`), a command naming it fails naming the
+problem, ingesting its trace again replaces it, and :func:`remove_run` removes it. :func:`check_store`
+also compares the checksums and reads every Parquet footer.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import sys
 import time
 import uuid
+import zlib
 from collections.abc import Collection, Mapping
+from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -80,7 +91,9 @@ class Store:
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"{self.root}: the store path exists and is not a directory")
         marker = self.root / _MARKER
-        if self.root.is_dir() and any(self.root.iterdir()) and not marker.exists():
+        # a store being created holds only its marker being written until the marker is in place
+        busy = self.root.is_dir() and any(not p.name.startswith(f".{_MARKER}.") for p in self.root.iterdir())
+        if busy and not marker.exists():
             raise StoreError(f"{self.root}: not a traceq store (no {_MARKER}); choose an empty or new directory")
 
     @property
@@ -106,19 +119,40 @@ class Store:
         return sorted(p for p in self.runs_dir.iterdir() if p.name.startswith("run_id=") and p.is_dir())
 
     def catalog(self) -> pl.DataFrame:
-        """The ``runs`` table: one row per stored run, oldest first, with ``run_id``."""
-        frames = []
-        for d in self.run_dirs():
-            # conformed: runs written by other traceq versions may order or lack columns differently
-            row = RUNS.conform(pl.read_parquet(d / "runs.parquet", glob=False))  # the store path is no pattern
-            frames.append(row.with_columns(run_id=pl.lit(d.name[7:])))
-        if not frames:
-            return RUNS.empty().with_columns(run_id=pl.lit(None, pl.String)).select("run_id", *RUNS.schema)
-        return pl.concat(frames).select("run_id", *RUNS.schema).sort("ingested_at")
+        """The ``runs`` table: one row per stored run that is whole, oldest first, with ``run_id`` (damaged
+        runs are left out: :meth:`damaged`)."""
+        return self._scan()[0]
 
-    def resolve(self, ref: str) -> str:
-        """A run id from a run id, a unique run id prefix, or a run name."""
-        cat = self.catalog()
+    def damaged(self) -> dict[str, Damage]:
+        """The damaged runs by run id: those whose catalog row cannot be read or whose files are missing
+        or of another size than written (cheap: no file is read but the catalog rows)."""
+        return self._scan()[1]
+
+    def _scan(self) -> tuple[pl.DataFrame, dict[str, Damage]]:
+        frames, damaged = [], {}
+        for d in self.run_dirs():
+            run_id = d.name[len("run_id=") :]
+            row, problem = _read_run(d)
+            if problem is None and row is not None:
+                frames.append(row.with_columns(run_id=pl.lit(run_id)))
+            else:
+                name = row["name"][0] if row is not None else None
+                damaged[run_id] = Damage(run_id, name, problem or "unreadable")
+        if not frames:
+            cat = RUNS.empty().with_columns(run_id=pl.lit(None, pl.String)).select("run_id", *RUNS.schema)
+        else:
+            cat = pl.concat(frames).select("run_id", *RUNS.schema).sort("ingested_at")
+        return cat, damaged
+
+    def resolve(self, ref: str, damaged_ok: bool = False) -> str:
+        """A run id from a run id, a unique run id prefix, or a run name. A damaged run is refused naming
+        its problem (unless ``damaged_ok``: to remove it)."""
+        cat, damaged = self._scan()
+        named = pl.DataFrame(
+            {"run_id": [d.run_id for d in damaged.values()], "name": [d.name for d in damaged.values()]},
+            schema={"run_id": pl.String, "name": pl.String},
+        )
+        cat = pl.concat([cat.select("run_id", "name"), named])
         for candidates in (
             cat.filter(pl.col("run_id") == ref),
             cat.filter(pl.col("name") == ref),
@@ -126,6 +160,8 @@ class Store:
         ):
             ids = candidates["run_id"].unique().to_list()
             if len(ids) == 1:
+                if ids[0] in damaged and not damaged_ok:
+                    raise StoreError(damaged[ids[0]].message(self))
                 return ids[0]
             if len(ids) > 1:
                 raise StoreError(f"{ref}: matches {len(ids)} runs ({', '.join(sorted(ids))}); use a run id")
@@ -147,8 +183,10 @@ class Store:
         by listing the store's folders: the store's path is never read as a glob pattern (a store at
         ``st[1]`` or ``st*x`` would match other folders)."""
         files = []
+        whole = set(self.catalog()["run_id"]) if runs is None else None  # every run that is not damaged
         for run_dir in self.run_dirs():
-            if runs is not None and run_dir.name[len("run_id=") :] not in runs:
+            run_id = run_dir.name[len("run_id=") :]
+            if run_id not in (runs if runs is not None else whole):  # type: ignore[operator]
                 continue
             if table == RUNS.name:
                 files += [run_dir / "runs.parquet"] if (run_dir / "runs.parquet").is_file() else []
@@ -159,13 +197,19 @@ class Store:
 
     # -- writing -------------------------------------------------------------------------------------
     def _init(self) -> None:
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        (self.root / "tmp").mkdir(exist_ok=True)
+        """Make the store: its marker first (so another process never sees a store without one), then
+        its folders."""
         marker = self.root / _MARKER
-        if not marker.exists():
-            tmp = self.root / f".{_MARKER}.{uuid.uuid4().hex}"
-            tmp.write_text(json.dumps({"format": FORMAT_VERSION}) + "\n")
-            os.replace(tmp, marker)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if not marker.exists():
+                tmp = self.root / f".{_MARKER}.{uuid.uuid4().hex}"
+                tmp.write_text(json.dumps({"format": FORMAT_VERSION}) + "\n")
+                os.replace(tmp, marker)
+            self.runs_dir.mkdir(exist_ok=True)
+            (self.root / "tmp").mkdir(exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"{self.root}: cannot write the store: {e.strerror or e}") from None
 
     def write_run(
         self, run_id: str, run_row: pl.DataFrame, ranks: Mapping[int, RunTables], sources: pl.DataFrame | None = None
@@ -210,7 +254,10 @@ class RunWriter:
         store._clean_tmp()
         self.store = store
         self.dir = store.root / "tmp" / f"run.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
-        self.dir.mkdir(parents=True)
+        try:
+            self.dir.mkdir(parents=True)
+        except OSError as e:  # a read-only store, a full disk
+            raise StoreError(f"{store.root}: cannot write the store: {e.strerror or e}") from None
 
     def commit(
         self,
@@ -222,7 +269,7 @@ class RunWriter:
         """Publish the staged parts as ranks of ``run_id``, each with its row of ``sources`` (matched on a
         ``rank`` column). Returns False (nothing written) if the run is already stored."""
         final = self.store.runs_dir / f"run_id={run_id}"
-        if final.exists():
+        if final.exists() and not _set_aside_if_damaged(self.store, run_id):
             return False
         if len(set(parts.values())) != len(parts):
             raise StoreError(f"run {run_id}: two parts claim the same rank")
@@ -232,7 +279,8 @@ class RunWriter:
             os.rename(self.dir / part, self.dir / f"rank={rank}")
             source = sources.filter(pl.col("rank") == rank) if sources is not None else SOURCES.empty()
             write_parquet(SOURCES.conform(source), self.dir / f"rank={rank}" / f"{SOURCES.name}.parquet")
-        write_parquet(RUNS.conform(run_row), self.dir / "runs.parquet")
+        files = json.dumps(_file_record(self.dir))
+        write_parquet(RUNS.conform(run_row.with_columns(files=pl.lit(files))), self.dir / "runs.parquet")
         _fsync_dir(self.dir)
         try:
             os.rename(self.dir, final)
@@ -255,21 +303,156 @@ class RunWriter:
         self.discard()
 
 
+@dataclass(frozen=True)
+class Damage:
+    """What is wrong with a stored run (``name`` is None when its catalog row cannot be read)."""
+
+    @classmethod
+    def first_of(cls, problems: pl.DataFrame) -> Damage:
+        """The first problem of :func:`check_store`'s result."""
+        row = problems.row(0, named=True)
+        return cls(row["run_id"], row["name"], f"{row['file']}: {row['problem']}" if row["file"] else row["problem"])
+
+    run_id: str
+    name: str | None
+    problem: str
+
+    def message(self, store: Store) -> str:
+        """One line naming the run, the store and the problem, and the two ways out."""
+        label = f"{self.name} ({self.run_id})" if self.name is not None else self.run_id
+        return (
+            f"run {label} in {store.root} is damaged: {self.problem}; "
+            f"remove it with `traceq runs rm {self.run_id}` and ingest its trace again"
+        )
+
+
 def remove_run(store: Store, run_id: str) -> None:
-    """Remove the stored run ``run_id``: its folder leaves ``runs/`` in one rename (into ``tmp/``, so
-    readers see the run whole or not at all), then its files are deleted (by the next write if this
-    process dies first)."""
-    folder = _run_folder(store, run_id)
-    (store.root / "tmp").mkdir(exist_ok=True)
-    doomed = store.root / "tmp" / f"rm.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
+    """Remove the run ``run_id`` (whole or damaged) from ``store``: its folder leaves ``runs/`` in one
+    rename (the catalog, the union of the runs' rows, loses it at once, and a reader sees the run whole
+    or not at all), then its files are deleted (by the next writer if this process dies first)."""
+    final = store.runs_dir / f"run_id={run_id}"
+    if "/" in run_id or not final.is_dir():
+        raise StoreError(f"{run_id}: no such run in {store.root} (see `traceq runs`)")
+    trash = store.root / "tmp" / f"rm.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
     try:
-        os.rename(folder, doomed)
+        trash.parent.mkdir(exist_ok=True)
+        os.rename(final, trash)
+        _fsync_dir(store.runs_dir)
     except FileNotFoundError:
         raise StoreError(f"{run_id}: no such run in {store.root} (removed meanwhile)") from None
     except OSError as e:
         raise StoreError(f"{store.root}: cannot remove run {run_id}: {e.strerror or e}") from None
-    _fsync_dir(store.runs_dir)
-    shutil.rmtree(doomed, ignore_errors=True)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+CHECK_COLUMNS = {"run_id": pl.String, "name": pl.String, "file": pl.String, "problem": pl.String}
+
+
+def check_store(store: Store, runs: Collection[str] | None = None) -> pl.DataFrame:
+    """Every problem of every stored run (of ``runs``, if given): ``run_id``, ``name``, ``file``,
+    ``problem``; no rows: whole. What reading the store checks (each run's catalog row, its files present
+    with the sizes written), and besides each file's CRC-32 against the one written and each Parquet
+    file's footer."""
+    rows = []
+    for run_dir in store.run_dirs():
+        run_id = run_dir.name[len("run_id=") :]
+        if runs is not None and run_id not in runs:
+            continue
+        row, problem = _read_run(run_dir)
+        name = row["name"][0] if row is not None else None
+        if problem is not None:
+            rows.append({"run_id": run_id, "name": name, "file": None, "problem": problem})
+            continue
+        assert row is not None
+        record = json.loads(row["files"][0]) if row["files"][0] is not None else {}
+        for path in sorted(p for p in run_dir.rglob("*") if p.is_file() and p.name != "runs.parquet"):
+            rel = path.relative_to(run_dir).as_posix()
+            if rel in record and _crc32(path) != record[rel][1]:
+                problem = "its content differs from what was written (CRC-32)"
+            elif path.suffix == ".parquet" and not _parquet_footer_ok(path):
+                problem = "not a readable Parquet file"
+            else:
+                continue
+            rows.append({"run_id": run_id, "name": name, "file": rel, "problem": problem})
+    return pl.DataFrame(rows, schema=CHECK_COLUMNS)
+
+
+def _read_run(run_dir: Path) -> tuple[pl.DataFrame | None, str | None]:
+    """A run folder's catalog row (conformed: runs of other traceq versions may order or lack columns
+    differently) and its problem (None: whole), checked cheaply: no file is read but ``runs.parquet``."""
+    path = run_dir / "runs.parquet"
+    if not path.is_file():
+        return None, "runs.parquet is missing"
+    try:
+        with path.open("rb") as f:  # a file, not a path: the store's path is no pattern
+            row = RUNS.conform(pl.read_parquet(f))
+    except (OSError, pl.exceptions.PolarsError, pl.exceptions.PanicException):
+        return None, "runs.parquet is not a readable Parquet file (truncated or overwritten)"
+    if row.height != 1:
+        return None, f"runs.parquet holds {row.height} rows, not 1"
+    return row, _files_problem(run_dir, row)
+
+
+def _files_problem(run_dir: Path, row: pl.DataFrame) -> str | None:
+    """Whether the run's files are there with the sizes written; for runs written before the files
+    were recorded, whether each of its ranks has its tables."""
+    record = row["files"][0]
+    if record is None:
+        ranks = [p for p in run_dir.iterdir() if p.name.startswith("rank=")]
+        if len(ranks) != row["n_ranks"][0]:
+            return f"{len(ranks)} rank folders, not the {row['n_ranks'][0]} written"
+        files = {f"{r.name}/{t.name}.parquet": None for r in ranks for t in RANK_TABLES[:3]}
+    else:
+        try:
+            files = {rel: size for rel, (size, _) in json.loads(record).items()}
+        except (ValueError, TypeError):
+            return "its catalog row's list of files is not readable"
+    for rel, size in files.items():
+        try:
+            actual = (run_dir / rel).stat().st_size
+        except OSError:
+            folder = rel.split("/")[0]
+            return f"{folder}/ is missing" if not (run_dir / folder).exists() else f"{rel} is missing"
+        if size is not None and actual != size:
+            return f"{rel} has {actual} bytes, not the {size} written (truncated or overwritten)"
+    return None
+
+
+def _file_record(run_dir: Path) -> dict[str, list[int | str]]:
+    """Every file of a run being committed (but its catalog row) by path under ``run_dir``: [bytes, CRC-32]."""
+    files = sorted(p for p in run_dir.rglob("*") if p.is_file() and p.name != "runs.parquet")
+    return {p.relative_to(run_dir).as_posix(): [p.stat().st_size, _crc32(p)] for p in files}
+
+
+def _crc32(path: Path) -> str:
+    """The file's CRC-32 as 8 hex digits (cheap: about 1.3 GB/s; the files are in the page cache at commit)."""
+    crc = 0
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            crc = zlib.crc32(block, crc)
+    return f"{crc:08x}"
+
+
+def _parquet_footer_ok(path: Path) -> bool:
+    import pyarrow.parquet as pq
+
+    try:
+        with path.open("rb") as f:
+            pq.read_metadata(f)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _set_aside_if_damaged(store: Store, run_id: str) -> bool:
+    """Remove the stored run ``run_id`` if it is damaged (its trace is being stored again, to replace
+    it); False if it is whole."""
+    final = store.runs_dir / f"run_id={run_id}"
+    if _read_run(final)[1] is None:
+        return False
+    with suppress(StoreError):  # another process replacing it too removed it first
+        remove_run(store, run_id)
+    return True
 
 
 def rename_run(store: Store, run_id: str, new_name: str) -> None:
@@ -350,12 +533,27 @@ def write_parquet(frame: pl.DataFrame | pl.LazyFrame, path: Path) -> None:
     faster to write), column statistics for filter pushdown, synced to disk. A LazyFrame is streamed, in
     row groups of :data:`ROW_GROUP_ROWS` rows."""
     options = {"compression": "zstd", "compression_level": 1, "statistics": True}
-    if isinstance(frame, pl.LazyFrame):
-        frame.sink_parquet(path, row_group_size=ROW_GROUP_ROWS, **options)
-    else:
-        frame.write_parquet(path, **options)
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
+    try:
+        if isinstance(frame, pl.LazyFrame):
+            frame.sink_parquet(path, row_group_size=ROW_GROUP_ROWS, **options)
+        else:
+            frame.write_parquet(path, **options)
+        with open(path, "rb") as f:
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise StoreError(f"{path.parent}: cannot write the store: {e.strerror or e}") from None
+    except pl.exceptions.ComputeError as e:  # Polars' writer wraps the system's error (a full disk)
+        reason = _io_reason(str(e))
+        if reason is None:
+            raise
+        raise StoreError(f"{path.parent}: cannot write the store: {reason}") from None
+
+
+def _io_reason(message: str) -> str | None:
+    """The system's error inside a Polars error (``... underlying IO error: No space left on device (os
+    error 28)``), or None if it holds none."""
+    m = re.search(r"(?:IO error|io error|Detail): *(.*?\(os error \d+\)|\[errno \d+\][^\n]*)", message)
+    return m.group(1).strip() if m else None
 
 
 def _fsync_dir(path: Path) -> None:

@@ -143,7 +143,9 @@ def _bomb(path: Path, filler: bytes, size: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("filler", "problem"), [(b" ", "no events"), (b"a", "no complete event")])
+@pytest.mark.parametrize(
+    ("filler", "problem"), [(b" ", "no events"), (b"a", "no complete event"), (b"\0", "no complete event")]
+)
 def test_gzip_that_expands_enormously_is_refused_in_bounded_memory(tmp_path: Path, filler: bytes, problem: str) -> None:
     path = tmp_path / "bomb.json.gz"
     _bomb(path, filler, 600 << 20)
@@ -157,10 +159,12 @@ def test_gzip_that_expands_enormously_is_refused_in_bounded_memory(tmp_path: Pat
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600)
     message, peak_mib = done.stdout.strip().splitlines()
     assert problem in message
-    assert int(peak_mib) < 1200  # 600 MB expanded; the reader keeps at most a bounded window
+    # 600 MB expanded; the reader keeps at most a 256 MB window without a complete event (measured: 122 MiB
+    # for whitespace, which is not kept, 474 MiB for the others; the README states these)
+    assert int(peak_mib) < (200 if filler == b" " else 600), peak_mib
 
 
-CASES += ["gzip expanding to 600 MB of whitespace", "gzip expanding to 600 MB of garbage"]
+CASES += [f"gzip expanding to 600 MB of {what}" for what in ("whitespace", "garbage", "zeros")]
 
 
 def _plain_export(tmp_path: Path) -> Path:

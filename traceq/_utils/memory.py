@@ -29,9 +29,9 @@ def _libc(name: str, *argtypes: Any) -> Any:
     """The C library's function ``name`` (returning int), or None where it has none."""
     # the symbols already loaded into this process (the C library among them): finding the library
     # by name runs ldconfig in a subprocess
-    try:
+    try:  # CDLL(None) is a TypeError on Windows
         function = getattr(ctypes.CDLL(None), name)
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):
         return None
     function.argtypes = list(argtypes)
     function.restype = ctypes.c_int

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any, Literal
 
 from traceq._utils.jobs import default_jobs
+from traceq._utils.parent import exit_with_parent
 from traceq.errors import TraceqError
 
 Executor = Literal["local", "ray"]
@@ -53,7 +54,12 @@ def run_tasks(
     # spawn, not fork: forking a process whose Polars/Arrow thread pools have run can deadlock the child.
     with (
         _polars_threads(max(1, default_jobs() // workers)),
-        ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool,
+        ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=exit_with_parent,  # a killed parent leaves no workers behind
+            initargs=(os.getpid(),),
+        ) as pool,
     ):
         futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
         try:

@@ -21,6 +21,7 @@ from traceq.ingest.executors import Executor, run_tasks
 from traceq.ingest.ranks import assign_ranks, natural_key
 from traceq.ingest.task import FileTask, ingest_file
 from traceq.readers import sniff_format
+from traceq.readers.paddle_summary import FORMAT as SUMMARY_FORMAT
 from traceq.readers.source import file_sha256, head_bytes
 from traceq.store import RunWriter, Store
 
@@ -354,7 +355,23 @@ def pick_runs(
 ) -> tuple[str, str]:
     """The run ids of BASE and NEW: as given (run ids, names or trace files, ingested first); NEW alone:
     BASE is the run ingested just before it; neither: the two runs ingested last, BASE the older (by
-    ``ingested_at``). ``steps_from``: both with the steps it names (:func:`run_id_of`)."""
+    ``ingested_at``). ``steps_from``: both with the steps it names (:func:`run_id_of`). Paddle summary
+    text is compared only with summary text (it has no timeline)."""
+    base_id, new_id = _pick_runs(store, base_ref, new_ref, steps_from)
+    formats = store.catalog().filter(pl.col("run_id").is_in([base_id, new_id])).select("run_id", "source_format")
+    summaries = formats.filter(pl.col("source_format") == SUMMARY_FORMAT)["run_id"].to_list()
+    if len(summaries) == 1:
+        which = ("BASE", base_ref or base_id) if summaries[0] == base_id else ("NEW", new_ref or new_id)
+        raise StoreError(
+            f"{which[1]}: {which[0]} is Paddle summary text and the other run a trace; a comparison takes two "
+            "traces or two summaries"
+        )
+    return base_id, new_id
+
+
+def _pick_runs(
+    store: Store, base_ref: str | None, new_ref: str | None, steps_from: str | None
+) -> tuple[str, str]:
     if new_ref is None and base_ref is not None:
         raise StoreError("a comparison with a BASE needs its NEW too")
     if new_ref is None:

@@ -66,7 +66,6 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
         staging = stage_partition(run_dir, task.part, result.tables)
     except (OSError, StoreError) as e:  # StoreError: the events stream from the spill folder as written
         return _store_error(task, e)
-    shutil.rmtree(spill, ignore_errors=True)
     ev = result.overview
     declared = result.distributed.get("rank")
     info = {
@@ -90,8 +89,9 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
             "end_ns": ev.end_ns,
         },
         "events_by_kind": dict(ev.by_kind),
-        "summary": summary_line(result),
+        "summary": summary_line(result),  # (from a summary's cells, which may still be in the spill folder)
     }
+    shutil.rmtree(spill, ignore_errors=True)
     bounded, warnings = result.model_on_disk, list(result.warnings)
     del result, ev  # the metrics below read the staged files: the tables need not stay in memory
     release_free_memory()
@@ -100,7 +100,7 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
         warnings += [] if unstored is None else [unstored]
         info["source"]["warnings"] = json.dumps(warnings)
         publish_partition(staging, run_dir, task.part)
-    except OSError as e:
+    except (OSError, StoreError) as e:
         return _store_error(task, e)
     return {**info, "seconds": time.perf_counter() - start, "peak_rss_bytes": peak_rss_bytes(),
             "worker": f"{socket.gethostname()}:{os.getpid()}"}  # fmt: skip
@@ -125,9 +125,10 @@ def peak_rss_bytes() -> int | None:
 def summary_line(result: ReadResult) -> str:
     """``events by kind, steps, devices, time span`` in one line (for summary text: its tables)."""
     ev = result.overview
-    if not ev.n_events and not result.tables.summary_cells.is_empty():
+    # (the cells may wait in a spill folder: only their sections are read)
+    cells = result.tables.summary_cells.lazy().select(pl.col("section").unique(maintain_order=True))
+    if not ev.n_events and (sections := cells.collect()["section"].to_list()):
         ops = result.tables.op_stats
-        sections = result.tables.summary_cells["section"].unique(maintain_order=True).to_list()
         return (
             f"{result.profiler_version}: {len(sections)} tables ({', '.join(sections)}); "
             f"{ops.filter(pl.col('row_type') == 'op').height:,} op rows, "

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from traceq._utils.lazy_frames import lazy_source
-from traceq.errors import QueryError
+from traceq.errors import QueryError, StoreError, TraceqError
 from traceq.query.files import dependency_order, query_text, requires
 from traceq.query.stored import stored_files
 from traceq.schema import RUNS, TABLES
-from traceq.store import Store
+from traceq.store import Damage, Store, check_store
 
 
 class _OnFirstUse:
@@ -95,6 +95,8 @@ def _connect(
     and plans the metric queries' joins on them, which Arrow scans leave it to guess (~1 row each), and
     the metrics of a report take twice as long over them."""
     store = store if isinstance(store, Store) else Store(store)
+    if runs is None:  # every run that is not damaged, found once for all the tables
+        runs = store.catalog()["run_id"].to_list()
     con = duckdb.connect(":memory:")
     con.execute("SET enable_progress_bar = false")
     # Where a query beyond memory spills (DuckDB makes the folder when it first spills and removes it at
@@ -107,10 +109,12 @@ def _connect(
     for table in TABLES.values():
         files = [str(f) for f in store.table_files(table.name, runs)]
         if files and locked and not own_queries:
-            sources[table.name] = _arrow_dataset(files, store.runs_dir, ranked=table is not RUNS)
+            with reading(store, runs):
+                sources[table.name] = _arrow_dataset(files, store.runs_dir, ranked=table is not RUNS)
             con.register(table.name, sources[table.name])
         elif files:
-            con.execute(f"CREATE VIEW {table.name} AS {_hive_select(_file_list(files), ranked=table is not RUNS)}")
+            with reading(store, runs):
+                con.execute(f"CREATE VIEW {table.name} AS {_hive_select(_file_list(files), ranked=table is not RUNS)}")
         else:
             cols = ", ".join(f"NULL::{_duck_type(c.dtype)} AS {c.name}" for c in table.columns)
             keys = "NULL::VARCHAR AS run_id" + ("" if table is RUNS else ", NULL::BIGINT AS rank")
@@ -131,6 +135,27 @@ def _connect(
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
     return con, sources
+
+
+@contextmanager
+def reading(store: Store | None, runs: Collection[str] | None) -> Iterator[None]:
+    """Reading the files of ``runs`` (None: every run) of ``store``: a file that cannot be read (its
+    size as written, but its bytes not) is looked for by checking those runs in full (:func:`check_store`,
+    only then), and the error names the damaged run; other errors pass unchanged."""
+    try:
+        yield
+    except TraceqError:
+        raise
+    except (OSError, ValueError, duckdb.Error) as e:
+        # pyarrow's ArrowInvalid is a ValueError; DuckDB reports a corrupt file as invalid input or a bare Error
+        sql_error = (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException, duckdb.InterruptException,
+                     duckdb.OutOfMemoryException, duckdb.ConversionException)  # fmt: skip
+        if isinstance(e, sql_error):
+            raise
+        problems = check_store(store, runs) if store is not None else None
+        if problems is None or problems.is_empty():
+            raise
+        raise StoreError(Damage.first_of(problems).message(store)) from None  # type: ignore[arg-type]
 
 
 def _arrow_dataset(files: list[str], runs_dir: Path, ranked: bool = True) -> Any:
@@ -192,7 +217,10 @@ def default_memory_limit() -> int:
             if line.startswith("MemAvailable:"):
                 available = int(line.split()[1]) * 1024
     if available is None:  # no /proc: the machine's memory
-        available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        with suppress(AttributeError, OSError, ValueError):  # no sysconf (Windows)
+            available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if available is None:
+        return MAX_DEFAULT_MEMORY
     return max(min(MAX_DEFAULT_MEMORY, available // 2), 64 * 10**6)
 
 
@@ -237,6 +265,7 @@ def sql(
     """
     check_read_only(query)
     limit = default_memory_limit() if memory_limit is None else memory_bytes(memory_limit)
+    store = store if isinstance(store, Store) else Store(store)
     con = connect(store, runs, memory_limit=limit)
 
     def stop() -> None:
@@ -249,7 +278,8 @@ def sql(
             con.execute(f"CREATE TEMP VIEW {name} AS {_strip_terminator(text)}")
         if timer is not None:
             timer.start()
-        return _plain_types(con.sql(query).pl())
+        with reading(store, runs):
+            return _plain_types(con.sql(query).pl())
     except duckdb.InterruptException:
         raise QueryError(f"query stopped after {timeout:g} s (--timeout)") from None
     except duckdb.OutOfMemoryException:
@@ -474,12 +504,13 @@ class Session:
         """Run ``statement`` (which makes ``name``) on ``con``; out of memory under this session's limit,
         see :meth:`_create_within_limit`."""
         try:
-            try:
-                con.execute(statement)
-            except duckdb.OutOfMemoryException:
-                if self._memory_limit is None:
-                    raise
-                self._create_within_limit(statement, con)
+            with reading(self.store, self.runs):
+                try:
+                    con.execute(statement)
+                except duckdb.OutOfMemoryException:
+                    if self._memory_limit is None:
+                        raise
+                    self._create_within_limit(statement, con)
         except duckdb.Error as e:
             raise QueryError(f"{name}: {_one_line(str(e))}") from None
 
@@ -518,7 +549,8 @@ class Session:
 
     def _run(self, query: str) -> pl.DataFrame:
         try:
-            return _plain_types(self.con.sql(query).pl())
+            with reading(self.store, self.runs):
+                return _plain_types(self.con.sql(query).pl())
         except duckdb.Error as e:
             raise QueryError(_one_line(str(e))) from None
 

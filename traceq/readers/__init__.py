@@ -78,7 +78,7 @@ def read_trace(
 ) -> ReadResult:
     """Read one trace file of any supported format into the canonical tables.
 
-    With ``spill_dir``, a chrome trace's decoded chunks (and a large nsys export's events) wait in that
+    With ``spill_dir``, a chrome trace's decoded chunks (a large nsys export's events, a summary's cells) wait in that
     folder and ``tables.events`` is a LazyFrame that produces the events chunk by chunk (write it with
     ``sink_parquet``: memory stays bounded; the folder must outlive that and is the caller's to remove).
     Otherwise every table is in memory. ``steps_from``: a regular expression; the host ranges whose names
@@ -98,7 +98,7 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None, steps_f
     if fmt == "nsys_sqlite":
         return _read_nsys(path, progress, spill_dir, steps_from)
     if fmt == paddle_summary.FORMAT:
-        tables, warnings = paddle_summary.read_paddle_summary(path)
+        tables, warnings = paddle_summary.read_paddle_summary(path, spill_dir)
         return ReadResult(
             tables=tables,
             source_format=fmt,
@@ -113,7 +113,7 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None, steps_f
     events_of = functools.partial(flavour.events, params=params)
     built = assemble(path, trace.chunks, events_of, flavour.threads(trace), tolerance_ns=params.tolerance_ns,
                      progress=progress, spill_dir=spill_dir, steps_from=steps_from)  # fmt: skip
-    warnings = [*trace.warnings, *built.warnings]
+    warnings = [*trace.warnings, *chrome_common.beyond_warning(params), *built.warnings]
     unsupported = {k: v for k, v in trace.skipped.items() if k not in chrome_common.LINK_PHASES}
     if unsupported:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(unsupported.items()))

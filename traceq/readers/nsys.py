@@ -67,10 +67,18 @@ _RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 _NVTX = "NVTX_EVENTS"
 #: Threads that read the export (each on its own connection) at most; large tables are read in parts.
 _READ_THREADS = 8
+#: The columns read as integers (ids, times, sizes), where a value of another type is refused.
+_INTEGER_COLUMNS = frozenset(
+    ("start", "end", "correlationId", "globalPid", "globalTid", "deviceId", "streamId", "bytes", "nameId",
+     "demangledName", "shortName", "eventType", "textId", "domainId", "copyKind", "syncType")
+)  # fmt: skip
 #: A table read is split into parts (rowid ranges) of at least this many rows, one per reading thread.
 PART_ROWS = 1 << 19
 #: Rows per part where the events go to chunks on disk (a few parts are in memory at once).
 CHUNK_PART_ROWS = 1 << 16
+#: Up to this many parts, a table is cut into rowid ranges however sparse its rowids (empty ranges cost
+#: a query each); beyond it, where rowids are sparse, by row counts.
+MAX_RANGE_PARTS = 1 << 12
 #: The columns of the events of an export read into chunks (its reads' canonical columns).
 CHUNK_SCHEMA = {c: EVENTS.schema[c] for c in ("kind", "category", "name", "ts_ns", "dur_ns", "pid", "tid", "device",
                                               "stream", "correlation", "bytes", "input_shapes", "args")}  # fmt: skip
@@ -173,15 +181,46 @@ class _Export:
         lo, hi = self.query(f'select (select min(rowid) from "{table}"), (select max(rowid) from "{table}")').row(0)
         return lo, hi
 
+    def rows(self, table: str) -> int:
+        """How many rows ``table`` holds."""
+        return int(self.query(f'select count(*) from "{table}"').item())
+
+    def parts(self, table: str, part_rows: int) -> list[tuple[int, int]]:
+        """Rowid ranges (first and last rowid) of about ``part_rows`` rows each covering ``table``, in
+        order: ranges of ``part_rows`` rowids where rowids are dense (an export's), else cut every
+        ``part_rows`` rows (a row at rowid 2^62 makes no 2^46 empty parts)."""
+        lo, hi = self.rowids(table)
+        if lo is None or hi is None:
+            return []
+        # few ranges need no count (a scan of the table, which would meet a corrupt page before any part)
+        if (hi - lo) // part_rows < MAX_RANGE_PARTS or hi - lo + 1 <= 2 * self.rows(table):
+            return [(a, min(a + part_rows - 1, hi)) for a in range(lo, hi + 1, part_rows)]
+        ranges: list[tuple[int, int]] = []
+        while lo <= hi:
+            after = f'select rowid from "{table}" where rowid >= {lo} order by rowid'
+            last = self.query(f"select ({after} limit 1 offset {part_rows - 1})").item()
+            ranges.append((lo, hi if last is None else last))
+            lo = ranges[-1][1] + 1
+        return ranges
+
+    def mistyped(self) -> str | None:
+        """The first column read as integers that holds something else (a BLOB, text), said in words."""
+        for table in sorted(self.tables & {*_GPU_TABLES.values(), _RUNTIME, _NVTX}):
+            for col in sorted(self.columns(table) & _INTEGER_COLUMNS):
+                kind = f'typeof("{col}")'
+                found = self.query(f"select {kind} from \"{table}\" where {kind} not in ('integer', 'null') limit 1")
+                if found.height:
+                    return f"column {col} of {table} holds {found.item()} values where integers belong"
+        return None
+
     def read_parts(
         self,
-        reads: dict[str, tuple[_Read, tuple[int, int]]],
-        part_rows: int,
+        reads: dict[str, tuple[_Read, list[tuple[int, int]]]],
         shape: Callable[[str, pl.DataFrame], pl.DataFrame],
     ) -> Iterator[pl.DataFrame]:
-        """``shape(name, part)`` of every part of ``part_rows`` rowids of each read (with its table's first
-        and last rowid) in turn, in rowid order, read and shaped on a few threads (each part on its own
-        read-only connection), a few parts ahead."""
+        """``shape(name, part)`` of every part of each read (with its table's rowid ranges, :meth:`parts`)
+        in turn, in rowid order, read and shaped on a few threads (each part on its own read-only
+        connection), a few parts ahead."""
 
         def run(name: str, rows: tuple[int, int]) -> pl.DataFrame:
             return shape(name, self._read_rows(reads[name][0], rows))
@@ -189,9 +228,9 @@ class _Export:
         threads = min(_READ_THREADS, default_jobs())
         reading = InOrder("nsys-read", threads, ahead=threads)
         try:
-            for name, (_, (lo, hi)) in reads.items():
-                for a in range(lo, hi + 1, part_rows):
-                    yield from reading.submit(run, name, (a, min(a + part_rows - 1, hi)))
+            for name, (_, ranges) in reads.items():
+                for rows in ranges:
+                    yield from reading.submit(run, name, rows)
             yield from reading.drain()
         finally:
             reading.close()
@@ -251,6 +290,8 @@ def read_nsys(path: Path, progress: Progress | None = None, *, spill_dir: Path |
         export = _Export(local, path)
         try:
             return _read(export, path, progress, spill_dir)
+        except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as e:  # values of the wrong type
+            raise InputError(path, f"corrupt nsys export: {export.mistyped() or _short(e)}") from None
         finally:
             export.close()
 
@@ -268,7 +309,8 @@ def _read(export: _Export, path: Path, progress: Progress | None, spill_dir: Pat
             reads[name] = read
     if not export.has(_RUNTIME) and not any(t in export.tables for t in _GPU_TABLES.values()):
         warnings.append("no CUDA tables in the export: CUDA was not traced")
-    strings = export.read_all({"strings": _Read("StringIds", "id, value")})["strings"]
+    # as text: a BLOB among the names (valid UTF-8 or not) would be binary in Arrow
+    strings = export.read_all({"strings": _Read("StringIds", "id, CAST(value AS TEXT) AS value")})["strings"]
     shape = _Shaping(export, strings, reads)
     meta = {
         "flavour": FLAVOUR,
@@ -276,13 +318,13 @@ def _read(export: _Export, path: Path, progress: Progress | None, spill_dir: Pat
         "devices": _devices(export),
         "warnings": warnings,
     }
-    spans = {name: export.rowids(read.table) for name, read in reads.items()} if spill_dir is not None else {}
-    parts = {name: (reads[name], (lo, hi)) for name, (lo, hi) in spans.items() if lo is not None and hi is not None}
-    # the rows of the tables: an upper bound (rowids may have gaps, and NVTX has rows of other types)
-    large = spill_dir is not None and on_disk.builds_on_disk(sum(hi - lo + 1 for _, (lo, hi) in parts.values()))
+    # the rows of the tables: an upper bound (rowids may have gaps, and NVTX has rows of other types); from
+    # the rowids, not counted (a scan of every table, which would meet a corrupt page before any part)
+    spans = [export.rowids(read.table) for read in reads.values()] if spill_dir is not None else []
+    large = spill_dir is not None and on_disk.builds_on_disk(sum(hi - lo + 1 for lo, hi in spans if lo is not None))
     chunks = Chunks(CHUNK_SCHEMA, spill_dir / "nsys" if large and spill_dir is not None else None)
     try:
-        for part in _read_in_parts(export, parts, shape, progress) if large else _read_whole(export, reads, shape):
+        for part in _read_in_parts(export, reads, shape, progress) if large else _read_whole(export, reads, shape):
             if not part.is_empty():
                 chunks.add(part.to_arrow())
         chunks.finish()
@@ -304,11 +346,12 @@ def _read_whole(export: _Export, reads: dict[str, _Read], shape: _Shaping) -> It
 
 
 def _read_in_parts(
-    export: _Export, parts: dict[str, tuple[_Read, tuple[int, int]]], shape: _Shaping, progress: Progress | None
+    export: _Export, reads: dict[str, _Read], shape: _Shaping, progress: Progress | None
 ) -> Iterator[pl.DataFrame]:
-    """Each read's canonical events in parts of :data:`CHUNK_PART_ROWS` rowids (a few in memory at once)."""
-    n_parts = sum(-(-(hi - lo + 1) // CHUNK_PART_ROWS) for _, (lo, hi) in parts.values())
-    for k, part in enumerate(export.read_parts(parts, CHUNK_PART_ROWS, shape), 1):
+    """Each read's canonical events in parts of :data:`CHUNK_PART_ROWS` rows (a few in memory at once)."""
+    parts = {name: (read, export.parts(read.table, CHUNK_PART_ROWS)) for name, read in reads.items()}
+    n_parts = sum(len(ranges) for _, ranges in parts.values())
+    for k, part in enumerate(export.read_parts(parts, shape), 1):
         report_stage(progress, f"reading the export in parts: {k:,} of {n_parts:,}")
         yield part
 
@@ -437,7 +480,7 @@ def _nvtx_read(export: _Export) -> _Read | None:
         return None
     cols = export.columns(_NVTX)
     sel = ["start", '"end"', "eventType", "globalTid"]
-    sel += ["text"] if "text" in cols else ["NULL AS text"]
+    sel += ["CAST(text AS TEXT) AS text"] if "text" in cols else ["NULL AS text"]
     sel += ["textId"] if "textId" in cols else ["NULL AS textId"]
     sel += ["domainId"] if "domainId" in cols else ["NULL AS domainId"]
     types = ", ".join(str(t) for t in (*NVTX_RANGE_TYPES, NVTX_MARK))

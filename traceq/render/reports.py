@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import polars as pl
 
 from traceq.analysis.findings import Finding
-from traceq.analysis.results import Comparison, RunReport
+from traceq.analysis.results import Comparison, RunReport, most_cpu_first
 from traceq.render.frames import console as make_console
 from traceq.render.frames import literal, markdown, table, visible
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
@@ -232,7 +232,7 @@ def _top_ops(report: RunReport, n: int = 15) -> pl.DataFrame:
             pl.col("fp16_coverage").round(2),
             pl.col("tensor_core_coverage").round(2),
         ]
-    return ops.sort(cpu, descending=True, nulls_last=True).head(n).select(cols)
+    return most_cpu_first(ops).head(n).select(cols)
 
 
 def report_blocks(report: RunReport) -> list[Block]:

@@ -73,16 +73,23 @@ class TraceParams:
     tolerance_ns: int = 0
     #: Paddle: the absolute time (ns) of its relative times' zero, where those are used.
     origin_ns: int | None = None
+    #: Events whose start or duration is beyond int64 nanoseconds (:data:`MAX_US`): left out.
+    beyond: int = 0
+
+
+#: The largest magnitude of a time in microseconds kept (its nanoseconds fit in int64, about 285 years).
+MAX_US = 9e15
 
 
 def trace_params(chunks: Chunks) -> TraceParams:
     """The :class:`TraceParams` of a trace from one pass over its times and ids: the earliest start,
     the lookups, and a 1 us nesting tolerance where every start and duration is a whole number of
     microseconds (older Kineto, Paddle ``ts``)."""
-    starts, whole, cats, pids, tids = [], True, [], [], []
-    for start, whole_ts, whole_dur, cat, pid, tid in chunks.map(_chunk_facts, ["ts_us", "dur_us", *_IDS]):
+    starts, whole, cats, pids, tids, beyond = [], True, [], [], [], 0
+    for start, whole_ts, whole_dur, out, cat, pid, tid in chunks.map(_chunk_facts, ["ts_us", "dur_us", *_IDS]):
         starts += [] if start is None else [float(start)]
         whole = whole and whole_ts and whole_dur
+        beyond += out
         cats.append(cat)
         pids.append(pid)
         tids.append(tid)
@@ -92,6 +99,7 @@ def trace_params(chunks: Chunks) -> TraceParams:
         pids=id_ints(_distinct(pids)),
         tids=id_ints(_distinct(tids)),
         tolerance_ns=TICK_NS if whole else 0,
+        beyond=beyond,
     )
 
 
@@ -99,11 +107,12 @@ _IDS = ("cat", "pid_raw", "tid_raw")
 
 
 def _chunk_facts(f: pl.DataFrame) -> tuple[Any, ...]:
-    """A chunk's earliest start, whether its starts and durations are whole microseconds, and its
-    distinct categories, process and thread ids."""
+    """A chunk's earliest start, whether its starts and durations are whole microseconds, how many of its
+    events have a time beyond :data:`MAX_US`, and its distinct categories, process and thread ids."""
     facts = f.select(
-        pl.col("ts_us").min().alias("start"),
+        pl.col("ts_us").filter(pl.col("ts_us").abs() < MAX_US).min().alias("start"),
         *((pl.col(c).drop_nulls() % 1 == 0).all().alias(f"whole_{c}") for c in ("ts_us", "dur_us")),
+        ((pl.col("ts_us").abs() >= MAX_US) | (pl.col("dur_us").abs() >= MAX_US)).sum().alias("beyond"),
     ).row(0)
     return (*facts, *(f.get_column(c).unique() for c in _IDS))
 
@@ -130,8 +139,8 @@ def kind_expr(kinds: dict[str, str | None]) -> pl.Expr:
 
 
 def leading_int(col: str) -> pl.Expr:
-    """The integer at the start of a raw id (``"3698(C++)"`` -> 3698; ``"Spans"`` -> null)."""
-    return pl.col(col).str.extract(r"^\s*(-?\d+)", 1).cast(pl.Int64)
+    """The integer at the start of a raw id (``"3698(C++)"`` -> 3698; ``"Spans"``, or beyond int64 -> null)."""
+    return pl.col(col).str.extract(r"^\s*(-?\d+)", 1).cast(pl.Int64, strict=False)
 
 
 def id_ints(distinct: pl.Series) -> dict[str, int | None] | None:
@@ -151,10 +160,24 @@ def leading_int_of(col: str, ints: dict[str, int | None] | None) -> pl.Expr:
 
 
 def us_to_ns(col: str | pl.Expr, base_us: float) -> pl.Expr:
-    """Microseconds (float) to int64 ns, exact to the ns near ``base_us`` (large values lose bits)."""
+    """Microseconds (float) to int64 ns, exact to the ns near ``base_us`` (large values lose bits); null
+    beyond :data:`MAX_US`."""
     e = pl.col(col) if isinstance(col, str) else col
-    base = float(int(base_us))
-    return ((e - base) * 1000.0).round().cast(pl.Int64) + int(base) * 1000
+    base = float(int(base_us)) if abs(base_us) < MAX_US else 0.0
+    ns = ((e - base) * 1000.0).round().cast(pl.Int64, strict=False) + int(base) * 1000
+    return pl.when(e.abs() < MAX_US).then(ns)
+
+
+def dur_to_ns(col: str) -> pl.Expr:
+    """A duration in microseconds (float; none: 0) to int64 ns; null beyond :data:`MAX_US`."""
+    us = pl.col(col).fill_null(0.0)
+    return pl.when(us.abs() < MAX_US).then((us * 1000.0).round().cast(pl.Int64, strict=False))
+
+
+def beyond_warning(params: TraceParams) -> list[str]:
+    """The warning for the events left out for times beyond int64 nanoseconds (none if there are none)."""
+    n = params.beyond
+    return [f"{n} event{'s' if n != 1 else ''} with a start or duration beyond int64 nanoseconds left out"] if n else []
 
 
 def gpu_device_stream(is_gpu: pl.Expr) -> list[pl.Expr]:

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import msgspec
 import polars as pl
@@ -39,6 +39,7 @@ MAX_PENDING = 256 << 20
 #: fewer where Polars' pool is smaller (a worker of a multi-file ingest gets its share of the cores).
 DECODE_THREADS = 4
 _WHITESPACE = b"\xef\xbb\xbf \t\r\n"
+_NOT_BLANK = re.compile(rb"[^\xef\xbb\xbf \t\r\n]")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{)")
 _LAST_BOUNDARY_WINDOW = 1 << 16
@@ -93,6 +94,10 @@ _RawArgs = msgspec.defstruct(
 )
 _RAW_ARGS = msgspec.json.Decoder(_RawArgs)
 _EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
+#: The events of an array holding other values too (a number, a string, ``null``, ``true``, ``[]``).
+_ELEMENTS_DECODER = msgspec.json.Decoder(list[Union[_Event, int, float, str, bool, list, None]])  # noqa: UP007
+#: What a failed decode raises: invalid JSON, or values nested deeper than msgspec recurses.
+_DECODE_ERRORS = (msgspec.DecodeError, RecursionError)
 _ONE_EVENT = msgspec.json.Decoder(_Event)
 _ARGS_DECODER = msgspec.json.Decoder(list[KnownArgs])
 _ONE_ARGS = msgspec.json.Decoder(KnownArgs)
@@ -168,6 +173,7 @@ class _Decoder:
         self.warnings: list[str] = []
         self.repaired = 0
         self.dropped = 0
+        self.flattened = 0
         self.n_events = 0
         self.decoded_by: Counter[str] = Counter()
         #: The decode threads (None: one body at a time, here): bodies in flight, their results in order.
@@ -191,6 +197,8 @@ class _Decoder:
             self.warnings.append(f"{self.repaired} events had unescaped or invalid characters and were repaired")
         if self.dropped:
             self.warnings.append(f"{self.dropped} malformed events could not be decoded and were skipped")
+        if self.flattened:
+            self.warnings.append(f"{self.flattened} values nested deeper than {_MAX_DEPTH} levels replaced by null")
         self.chunks.finish()
         return ChromeTrace(self.meta, self.chunks, self.metadata_events, self.skipped, self.warnings, self.decoded_by)
 
@@ -200,17 +208,26 @@ class _Decoder:
             head, bare = self._read_head(blocks)
             buf += head
             del head
+            # Whitespace completes no event: searching the buffer again for each block of it took time growing
+            # with the square of its length (92 s of CPU for 1.2 GB of it), and between events it is not kept.
+            scanned = False  # whether buf was searched for events since its last non-whitespace bytes
+            blank_buf = not _NOT_BLANK.search(buf)  # whether buf holds only whitespace
             for block in blocks:
+                blank = not block.strip(_WHITESPACE)
+                if blank and blank_buf:
+                    continue
                 buf += block
-                if len(buf) >= self.chunk:
+                scanned, blank_buf = scanned and blank, blank_buf and blank
+                if len(buf) >= self.chunk and not scanned:
                     buf = self._consume_front(buf)
-                    if len(buf) > MAX_PENDING:
-                        if not buf.strip(_WHITESPACE):
-                            buf.clear()  # padding: nothing to keep
-                            continue
-                        raise InputError(
-                            self.path, f"no complete event in {len(buf) >> 20} MB: not a chrome trace, or corrupt"
-                        )
+                    scanned, blank_buf = True, not _NOT_BLANK.search(buf)
+                if len(buf) > MAX_PENDING:
+                    if not _NOT_BLANK.search(buf):  # (strip would copy the window)
+                        buf.clear()  # padding: nothing to keep
+                        continue
+                    raise InputError(
+                        self.path, f"no complete event in {len(buf) >> 20} MB: not a chrome trace, or corrupt"
+                    )
         except TruncatedInput as e:
             truncated = str(e)
         self._finish(buf, bare, truncated)
@@ -240,7 +257,7 @@ class _Decoder:
         if buf.lstrip()[:1] == b"{":
             try:
                 _ANY.decode(buf)
-            except msgspec.DecodeError:
+            except _DECODE_ERRORS:
                 raise InputError(self.path, "not valid JSON") from None
             raise InputError(self.path, "JSON without a traceEvents array (not a chrome trace)")
         raise InputError(self.path, "not JSON (expected a chrome trace object or array)")
@@ -323,11 +340,29 @@ class _Decoder:
         body = bytes(body)
         try:
             events = _EVENTS_DECODER.decode(b"[" + body + b"]")
-        except msgspec.DecodeError:
-            return False
+        except _DECODE_ERRORS:
+            try:
+                elements = self._elements(body)
+            except _DECODE_ERRORS:
+                return False
+            events = [e for e in elements if isinstance(e, _Event)]
+            self.skipped["not an object"] += len(elements) - len(events)
         self._add(events)
         self.decoded_by["python"] += 1
         return True
+
+    def _elements(self, body: bytes) -> list[Any]:
+        """The values of an event array's ``body`` (events and anything else); values nested too deep for
+        msgspec are replaced by null first (counted in :attr:`flattened`)."""
+        try:
+            return _ELEMENTS_DECODER.decode(b"[" + body + b"]")
+        except RecursionError:
+            body, n = _shallow(body)
+            if not n:
+                raise
+        elements = _ELEMENTS_DECODER.decode(b"[" + body + b"]")
+        self.flattened += n
+        return elements
 
     def _try_decode_repairing(self, body: bytes | memoryview, native: bool = True) -> bool:
         """Decode ``body`` as is, else after repairing names and encoding; False if neither works.
@@ -358,7 +393,7 @@ class _Decoder:
                 candidate = text if j == len(pieces) - 1 else text + b"}"
                 try:
                     yield _ONE_EVENT.decode(candidate)
-                except msgspec.DecodeError:
+                except _DECODE_ERRORS:
                     continue
                 self.repaired += 1 if j > i else 0
                 i = j + 1
@@ -431,7 +466,7 @@ def _to_frame(events: list[_Event]) -> pl.DataFrame:
     args_json = b"[" + b",".join(raws) + b"]"
     try:
         known = _ARGS_DECODER.decode(args_json)
-    except msgspec.DecodeError:
+    except _DECODE_ERRORS:
         known = [_lenient_args(r) for r in raws]
     cols: dict[str, Any] = {
         "ph": [e.ph for e in events],
@@ -458,11 +493,11 @@ def _lenient_args(raw: Any) -> KnownArgs:
     its own, so one bad value does not cost the others)."""
     try:
         return _ONE_ARGS.decode(raw)
-    except msgspec.DecodeError:
+    except _DECODE_ERRORS:
         pass
     try:
         raws = _RAW_ARGS.decode(raw)
-    except msgspec.DecodeError:
+    except _DECODE_ERRORS:
         return KnownArgs()  # args that are not an object
     values: dict[str, Any] = {}
     for f in _ARG_FIELDS:
@@ -474,7 +509,7 @@ def _lenient_args(raw: Any) -> KnownArgs:
             continue
         try:
             values[f.name] = msgspec.json.decode(text, type=f.type)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (*_DECODE_ERRORS, msgspec.ValidationError):
             continue
     return KnownArgs(**values)
 
@@ -492,7 +527,7 @@ def _raw_to_obj(raw: Any) -> dict[str, Any]:
         return {}
     try:
         obj = _ANY.decode(raw)
-    except msgspec.DecodeError:
+    except _DECODE_ERRORS:
         return {}
     return obj if isinstance(obj, dict) else {}
 
@@ -500,7 +535,7 @@ def _raw_to_obj(raw: Any) -> dict[str, Any]:
 def _parse_object(text: bytes) -> dict[str, Any]:
     try:
         obj = _ANY.decode(text)
-    except msgspec.DecodeError:
+    except _DECODE_ERRORS:
         return {}
     return obj if isinstance(obj, dict) else {}
 
@@ -539,6 +574,33 @@ def _last_boundary(buf: bytes) -> tuple[int, int] | None:
         if lo == 0:
             return None
         lo = max(0, len(buf) - (len(buf) - lo) * 8)  # a window 8 times wider
+
+
+#: JSON strings and brackets, for :func:`_shallow`.
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+#: Containers nested deeper than this cannot be decoded (msgspec recurses once per level, within
+#: Python's recursion limit): :func:`_shallow` replaces them.
+_MAX_DEPTH = 200
+
+
+def _shallow(body: bytes) -> tuple[bytes, int]:
+    """``body`` (events, without the array's brackets) with each value of an event's field (an ``args``
+    value, say) that holds containers nested more than :data:`_MAX_DEPTH` deep replaced by ``null``; and
+    how many were replaced."""
+    out, last, stack, cut, n = [], 0, [], None, 0
+    for m in _TOKENS.finditer(body):
+        token = m.group()
+        if token in (b"[", b"{"):
+            stack.append(m.start())
+            if len(stack) > _MAX_DEPTH and cut is None:
+                cut = 2  # the value at depth 3: event {, field value {, its value
+        elif token in (b"]", b"}") and stack:
+            start = stack.pop()
+            if cut is not None and len(stack) == cut:
+                out += [body[last:start], b"null"]
+                last, cut, n = m.end(), None, n + 1
+    out.append(body[last:])
+    return b"".join(out), n
 
 
 def _repair(body: bytes) -> bytes:

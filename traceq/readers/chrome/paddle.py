@@ -17,6 +17,7 @@ import polars as pl
 from traceq.readers.chrome.common import (
     TICK_NS,
     TraceParams,
+    dur_to_ns,
     gpu_device_stream,
     kind_expr,
     leading_int_of,
@@ -80,7 +81,7 @@ def events(raw: pl.LazyFrame, params: TraceParams) -> pl.LazyFrame:
             kind_expr(params.kinds).alias("kind"),
             pl.col("cat").alias("category"),
             ts_ns.alias("ts_ns"),
-            (pl.col("dur_us").fill_null(0.0) * 1000.0).round().cast(pl.Int64).alias("dur_ns"),
+            dur_to_ns("dur_us").alias("dur_ns"),
             leading_int_of("pid_raw", params.pids).alias("pid"),
             leading_int_of("tid_raw", params.tids).alias("tid"),
             pl.coalesce("correlation_id", "correlation").alias("correlation"),
@@ -89,7 +90,7 @@ def events(raw: pl.LazyFrame, params: TraceParams) -> pl.LazyFrame:
             pl.when(pl.col("input_shapes") != "{}").then(pl.col("input_shapes")).alias("input_shapes"),
         )
         .with_columns(*gpu_device_stream(is_gpu))
-        .filter(pl.col("ts_ns").is_not_null())
+        .filter(pl.col("ts_ns").is_not_null() & pl.col("dur_ns").is_not_null())
     )
 
 
