@@ -28,7 +28,7 @@
 --   tid          BIGINT   that thread
 --   held_at      BIGINT   for a gap explained whole: an instant inside the call that held the host, ns
 --   cause        VARCHAR  launch_overhead, host_sync, input_pipeline, algorithm_search, allocator, cast_overhead, python_overhead or unexplained
-WITH gaps AS (  -- each gap with the thread that explains it (window end: the thread that launched the work before)
+WITH gaps AS MATERIALIZED (  -- each gap with the thread that explains it (window end: the thread that launched the work before)
   SELECT g.run_id, g.rank, g.step, g.device, g.kind, g.gap_start_ns, g.gap_end_ns, g.gap_ns,
          coalesce(g.launch_pid, pl.pid) AS pid, coalesce(g.launch_tid, pl.tid) AS tid, g.launch_ts_ns,
          row_number() OVER () AS gap_id
@@ -42,45 +42,54 @@ edges AS (  -- each mark opens and closes its cause on its thread
   UNION ALL
   SELECT run_id, rank, pid, tid, end_ns AS t, -1 AS d, event_id, cause FROM _host_marks
 ),
-running AS (  -- marks of each cause open after each edge, in time order (closes before opens at one instant)
+running AS (  -- marks of each cause open after each edge, in time order (closes before opens at one instant),
+              -- and the edge's number on its thread. One running sum carries the six counts, 21 bits each
+              -- (a count never goes below 0: a mark closes after it opens), in one sort of the edges.
   SELECT run_id, rank, pid, tid, t,
-         sum(d) FILTER (WHERE cause = 'algorithm_search') OVER thread_time AS n_search,
-         sum(d) FILTER (WHERE cause = 'input_pipeline') OVER thread_time AS n_input,
-         sum(d) FILTER (WHERE cause = 'host_sync') OVER thread_time AS n_sync,
-         sum(d) FILTER (WHERE cause = 'allocator') OVER thread_time AS n_alloc,
-         sum(d) FILTER (WHERE cause = 'cast_overhead') OVER thread_time AS n_cast,
-         sum(d) FILTER (WHERE cause = 'launch_overhead') OVER thread_time AS n_launch,
-         lead(t) OVER thread_time AS next_t
+         sum(d * (1::HUGEINT << (21 * CASE cause WHEN 'algorithm_search' THEN 0 WHEN 'input_pipeline' THEN 1
+                                                  WHEN 'host_sync' THEN 2 WHEN 'allocator' THEN 3
+                                                  WHEN 'cast_overhead' THEN 4 WHEN 'launch_overhead' THEN 5 END)))
+           OVER thread_time AS open_marks,
+         lead(t) OVER thread_time AS next_t,
+         row_number() OVER thread_time AS k
   FROM edges
-  WINDOW thread_time AS (PARTITION BY run_id, rank, pid, tid ORDER BY t, d, event_id)
+  WINDOW thread_time AS (PARTITION BY run_id, rank, pid, tid ORDER BY t, d, event_id
+                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
-segments AS (  -- the thread's time cut where its open marks change; each piece with the winning cause
+segments AS (  -- the thread's time cut where its open marks change; each piece with the winning cause, and
+               -- a number that grows with time on its thread (its last edge's)
   SELECT run_id, rank, pid, tid, t AS seg_start, next_t AS seg_end,
-         CASE WHEN n_search > 0 THEN 'algorithm_search' WHEN n_input > 0 THEN 'input_pipeline'
-              WHEN n_sync > 0 THEN 'host_sync' WHEN n_alloc > 0 THEN 'allocator'
-              WHEN n_cast > 0 THEN 'cast_overhead' WHEN n_launch > 0 THEN 'launch_overhead'
+         CASE WHEN open_marks & 2097151 > 0 THEN 'algorithm_search'
+              WHEN (open_marks >> 21) & 2097151 > 0 THEN 'input_pipeline'
+              WHEN (open_marks >> 42) & 2097151 > 0 THEN 'host_sync'
+              WHEN (open_marks >> 63) & 2097151 > 0 THEN 'allocator'
+              WHEN (open_marks >> 84) & 2097151 > 0 THEN 'cast_overhead'
+              WHEN (open_marks >> 105) & 2097151 > 0 THEN 'launch_overhead'
               ELSE 'no_call' END AS cause,
-         row_number() OVER (PARTITION BY run_id, rank, pid, tid ORDER BY t) AS k
+         k
   FROM running
   WHERE next_t > t  -- the last edge at an instant holds the state after it
 ),
-located AS (  -- the segments holding each gap's start, its launch, and the last one starting before its end
-  SELECT g.*, s.k AS k_first, s.cause AS start_cause, s.seg_start AS start_seg_start
+probes AS (  -- the instants each gap needs its thread's segment at: its start, its launch, its last instant
+  SELECT gap_id, run_id, rank, pid, tid, 0 AS at, gap_start_ns AS t FROM gaps
+  UNION ALL
+  SELECT gap_id, run_id, rank, pid, tid, 1 AS at, launch_ts_ns AS t FROM gaps WHERE launch_ts_ns IS NOT NULL
+  UNION ALL
+  SELECT gap_id, run_id, rank, pid, tid, 2 AS at, gap_end_ns - 1 AS t FROM gaps
+),
+found AS (  -- the segment holding each such instant (the last one starting at or before it): one as-of join
+  SELECT p.gap_id, p.at, s.k, s.cause, s.seg_start
+  FROM probes p
+  ASOF JOIN segments s
+    ON s.run_id = p.run_id AND s.rank = p.rank AND s.pid = p.pid AND s.tid = p.tid AND p.t >= s.seg_start
+),
+spans AS (  -- the segments holding each gap's start, its launch, and the last one starting before its end
+  SELECT g.*, f.k AS k_first, f.cause AS start_cause, f.seg_start AS start_seg_start, l.cause AS launch_cause,
+         e.k AS k_last
   FROM gaps g
-  ASOF LEFT JOIN segments s
-    ON s.run_id = g.run_id AND s.rank = g.rank AND s.pid = g.pid AND s.tid = g.tid AND g.gap_start_ns >= s.seg_start
-),
-located_launch AS (
-  SELECT g.*, s.cause AS launch_cause
-  FROM located g
-  ASOF LEFT JOIN segments s
-    ON s.run_id = g.run_id AND s.rank = g.rank AND s.pid = g.pid AND s.tid = g.tid AND g.launch_ts_ns >= s.seg_start
-),
-spans AS (
-  SELECT g.*, s.k AS k_last
-  FROM located_launch g
-  ASOF LEFT JOIN segments s
-    ON s.run_id = g.run_id AND s.rank = g.rank AND s.pid = g.pid AND s.tid = g.tid AND g.gap_end_ns > s.seg_start
+  LEFT JOIN found f ON f.gap_id = g.gap_id AND f.at = 0
+  LEFT JOIN found l ON l.gap_id = g.gap_id AND l.at = 1
+  LEFT JOIN found e ON e.gap_id = g.gap_id AND e.at = 2
 ),
 drains AS (  -- gaps that began while the host was held, having been at least 50 us ahead of the device:
              -- the lead it lost is the time it was held while the device still had work

@@ -40,17 +40,27 @@ host AS (  -- launches and waits on the threads, to be counted inside calls
          c.cause = 'host_sync' OR r.name LIKE '%MemGetInfo%' AS wait
   FROM events r
   JOIN _call_causes c ON c.kind = r.kind AND c.name = r.name
-  WHERE r.kind = 'runtime'
+  WHERE r.kind = 'runtime' AND r.pid IS NOT NULL AND r.tid IS NOT NULL
 ),
-inside AS (  -- per call of those ops: launches and waits within it on its thread
+counted AS (  -- per thread and instant: the launches and waits on it up to that instant, inclusive
+  SELECT run_id, rank, pid, tid, ts_ns,
+         sum(count(*) FILTER (WHERE launch)) OVER upto AS launches,
+         sum(count(*) FILTER (WHERE wait)) OVER upto AS waits
+  FROM host
+  GROUP BY run_id, rank, pid, tid, ts_ns
+  WINDOW upto AS (PARTITION BY run_id, rank, pid, tid ORDER BY ts_ns ROWS UNBOUNDED PRECEDING)
+),
+inside AS (  -- per call of those ops: launches and waits within it on its thread (those before its end less
+             -- those before its start: two as-of lookups, not a range join of every call with every launch)
   SELECT c.run_id, c.rank, c.event_id,
-         count(*) FILTER (WHERE h.launch) AS kernels,
-         count(*) FILTER (WHERE h.wait) AS syncs
+         (coalesce(e.launches, 0) - coalesce(b.launches, 0))::BIGINT AS kernels,
+         (coalesce(e.waits, 0) - coalesce(b.waits, 0))::BIGINT AS syncs
   FROM calls c
   JOIN slow USING (run_id, rank, name)
-  LEFT JOIN host h ON h.run_id = c.run_id AND h.rank = c.rank AND h.pid = c.pid AND h.tid = c.tid
-   AND h.ts_ns >= c.ts_ns AND h.ts_ns < c.end_ns
-  GROUP BY ALL
+  ASOF LEFT JOIN counted e
+    ON e.run_id = c.run_id AND e.rank = c.rank AND e.pid = c.pid AND e.tid = c.tid AND c.end_ns > e.ts_ns
+  ASOF LEFT JOIN counted b
+    ON b.run_id = c.run_id AND b.rank = c.rank AND b.pid = c.pid AND b.tid = c.tid AND c.ts_ns > b.ts_ns
 ),
 judged AS (
   SELECT c.*, i.kernels, i.syncs,

@@ -1,0 +1,73 @@
+"""Profile: each query a report makes on a stored run, with its time and the process's peak memory while
+it ran, in the order the report makes them (one process; the stored metrics are read where the run has
+them, as the report reads them).
+
+Usage: python benchmarks/report_queries.py RUN --store STORE [--no-stored]
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from pathlib import Path
+
+from traceq.analysis.report import run_report
+from traceq.query.engine import Session
+from traceq.store import Store
+
+
+class PeakRss:
+    """The process's resident memory, sampled every 5 ms on a thread: the peak since :meth:`reset`."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, rss())
+
+    def reset(self) -> None:
+        self.peak = rss()
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run")
+    ap.add_argument("--store", type=Path, required=True)
+    ap.add_argument("--no-stored", action="store_true", help="compute every metric from the events")
+    args = ap.parse_args()
+    store = Store(args.store)
+    run_id = store.resolve(args.run)
+    memory = PeakRss()
+    rows: list[tuple[str, float, int, int]] = []
+    real_create = Session._create
+
+    def timed(self: Session, name: str, statement: str, con: object) -> None:
+        memory.reset()
+        start = time.perf_counter()
+        real_create(self, name, statement, con)  # type: ignore[arg-type]
+        ((n,),) = con.execute(f"SELECT count(*) FROM {name}").fetchall()  # type: ignore[attr-defined]
+        rows.append((name, time.perf_counter() - start, memory.peak, n))
+
+    Session._create = timed  # type: ignore[method-assign]
+    start = time.perf_counter()
+    with Session(store, [run_id], own_queries=True, use_stored=not args.no_stored) as session:
+        run_report(run_id, store, session)
+    total = time.perf_counter() - start
+    print(f"{'query':<24}{'s':>8}{'peak MB':>10}{'rows':>12}")
+    for name, s, peak, n in rows:
+        print(f"{name:<24}{s:>8.2f}{peak / 1e6:>10,.0f}{n:>12,}")
+    print(f"{'report (all)':<24}{total:>8.2f}{max(r[2] for r in rows) / 1e6:>10,.0f}")
+
+
+if __name__ == "__main__":
+    main()
