@@ -25,6 +25,7 @@ from traceq.analysis.split import Split
 from traceq.analysis.summary_compare import compare_summaries
 from traceq.errors import TraceqError
 from traceq.query.engine import Session
+from traceq.query.stored import stored_metrics
 from traceq.store import Store
 
 #: A part is a finding when it changed by at least this many ms per step and this share of the longer
@@ -72,9 +73,14 @@ def compare(
     base_id, new_id = store.resolve(base_ref), store.resolve(new_ref)
     measured = _measured(base_step_ms, new_step_ms)
     if session is not None:
-        return _compare(base_id, new_id, store, session, measured, top)
-    with Session(store, [base_id, new_id], own_queries=True) as session:
-        return _compare(base_id, new_id, store, session, measured, top)
+        return _compare(base_id, new_id, store, (session, session), measured, top)
+    if stored_metrics(store, base_id) == stored_metrics(store, new_id):
+        with Session(store, [base_id, new_id], own_queries=True) as one:  # both runs' metrics in one pass
+            return _compare(base_id, new_id, store, (one, one), measured, top)
+    # One run has metrics stored that the other lacks: a session over both would compute them for both (a
+    # session reads stored results only where every run has them), so each run gets its own.
+    with Session(store, [base_id], own_queries=True) as base, Session(store, [new_id], own_queries=True) as new:
+        return _compare(base_id, new_id, store, (base, new), measured, top)
 
 
 def _measured(base_ms: float | None, new_ms: float | None) -> dict[str, float] | None:
@@ -89,11 +95,13 @@ def _compare(
     base_id: str,
     new_id: str,
     store: Store,
-    session: Session,
+    sessions: tuple[Session, Session],
     measured: dict[str, float] | None = None,
     top: int | None = TOP_OPS,
 ) -> Comparison:
-    base, new = run_report(base_id, store, session, None), run_report(new_id, store, session, None)
+    """The comparison, each run's metrics from its session of ``sessions`` (BASE's, NEW's: one session
+    twice, or one per run)."""
+    base, new = run_report(base_id, store, sessions[0], None), run_report(new_id, store, sessions[1], None)
     if "paddle_summary" in (base.run["source_format"], new.run["source_format"]):
         return compare_summaries(base, new, top)
     op_deltas = _op_deltas(base.ops, new.ops, absent_is_zero=True)
@@ -129,7 +137,7 @@ def _compare(
     )
     ranks = pl.DataFrame()
     if not (base.ranks.is_empty() and new.ranks.is_empty()):
-        ranks = rank_views.aligned(_per_rank(base, session), _per_rank(new, session))
+        ranks = rank_views.aligned(_per_rank(base, sessions[0]), _per_rank(new, sessions[1]))
         if ranks.null_count().sum_horizontal().item():
             notes.append(
                 f"The runs have different ranks (BASE {base.run['n_ranks']}, NEW {new.run['n_ranks']}): "

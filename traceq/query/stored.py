@@ -62,3 +62,8 @@ def stored_files(runs_dir: Path | None, runs: list[str] | None, name: str) -> li
                 return None
             files.append(path)
     return files
+
+
+def stored_metrics(store: Store, run_id: str) -> frozenset[str]:
+    """The metrics of :data:`CACHED` stored (and current) for every rank of run ``run_id``."""
+    return frozenset(name for name in CACHED if stored_files(store, [run_id], name) is not None)
