@@ -74,7 +74,7 @@ def compare(
     measured = _measured(base_step_ms, new_step_ms)
     if session is not None:
         return _compare(base_id, new_id, store, (session, session), measured, top)
-    if stored_metrics(store, base_id) == stored_metrics(store, new_id):
+    if stored_metrics(store.runs_dir, base_id) == stored_metrics(store.runs_dir, new_id):
         with Session(store, [base_id, new_id], own_queries=True) as one:  # both runs' metrics in one pass
             return _compare(base_id, new_id, store, (one, one), measured, top)
     # One run has metrics stored that the other lacks: a session over both would compute them for both (a

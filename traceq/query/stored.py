@@ -64,6 +64,7 @@ def stored_files(runs_dir: Path | None, runs: list[str] | None, name: str) -> li
     return files
 
 
-def stored_metrics(store: Store, run_id: str) -> frozenset[str]:
-    """The metrics of :data:`CACHED` stored (and current) for every rank of run ``run_id``."""
-    return frozenset(name for name in CACHED if stored_files(store, [run_id], name) is not None)
+def stored_metrics(runs_dir: Path, run_id: str) -> frozenset[str]:
+    """The metrics of :data:`CACHED` stored (and current) for every rank of run ``run_id`` (under a store's
+    ``runs_dir``)."""
+    return frozenset(name for name in CACHED if stored_files(runs_dir, [run_id], name) is not None)
