@@ -46,7 +46,8 @@ def test_mixed_comparison_computes_only_the_missing_metrics(tmp_path: Path, monk
     mixed, plain = tmp_path / "mixed", tmp_path / "plain"
     base = _ingest(FP32, mixed, True, monkeypatch)
     new = _ingest(FP16, mixed, False, monkeypatch)
-    assert stored_metrics(Store(mixed).runs_dir, base) == frozenset(CACHED) and not stored_metrics(Store(mixed).runs_dir, new)
+    runs_dir = Store(mixed).runs_dir
+    assert stored_metrics(runs_dir, base) == frozenset(CACHED) and not stored_metrics(runs_dir, new)
     assert (_ingest(FP32, plain, False, monkeypatch), _ingest(FP16, plain, False, monkeypatch)) == (base, new)
     opened = _sessions_opened(monkeypatch)
     compared = comparing.compare(base, new, mixed)

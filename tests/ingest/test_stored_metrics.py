@@ -94,7 +94,7 @@ def test_a_run_built_on_disk_stores_the_same_events_and_metrics(
     in_memory = traceq.ingest([path], store=tmp_path / "memory", jobs=1)["run_id"][0]
     monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
     monkeypatch.setattr(on_disk, "BUCKET_ROWS", 4000)
-    monkeypatch.setattr(metrics, "BOUNDED_MEMORY_LIMIT", "64MB")
+    monkeypatch.setattr(metrics, "bounded_memory_limit", lambda: "64MB")
     run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
     assert memory_limits == [None, "64MB"]  # the metrics of a model built on disk keep to the limit
     events = traceq.sql("select * exclude (run_id) from events order by event_id", store=store_dir)
@@ -134,7 +134,7 @@ def test_metrics_that_cannot_keep_to_the_limit_are_computed_without_it(
     path = RUNS["kineto"]
     in_memory = traceq.ingest([path], store=tmp_path / "memory", jobs=1)["run_id"][0]
     monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
-    monkeypatch.setattr(metrics, "BOUNDED_MEMORY_LIMIT", "1MB")
+    monkeypatch.setattr(metrics, "bounded_memory_limit", lambda: "1MB")
     run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
     assert memory_limits == [None, "1MB"]
     with Session(Store(store_dir), [run_id]) as session:
@@ -186,3 +186,12 @@ def test_stored_results_are_read_in_place_and_the_report_counts_gaps_in_sql(stor
     expected = live.group_by("kind").agg(pl.len().alias("gaps"), pl.col("gap_ns").sum()).sort("kind")
     assert by_kind.equals(expected.cast(by_kind.schema))
     assert report.gap_histogram["gaps"].sum() == live.height
+
+
+@pytest.mark.parametrize(("available", "limit"), [(10**9, "256MB"), (4 * 10**9, "500MB"), (24 * 10**9, "640MB")])
+def test_the_limit_of_metrics_built_on_disk_is_sized_from_the_available_memory(
+    available: int, limit: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An eighth of what is available, within the bounds that keep the ingest under about 1 GB."""
+    monkeypatch.setattr(metrics, "available_memory", lambda: available)
+    assert metrics.bounded_memory_limit() == limit

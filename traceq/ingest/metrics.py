@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from traceq.errors import QueryError
-from traceq.query.engine import Session
+from traceq.query.engine import Session, available_memory
 from traceq.query.stored import CACHED, FINGERPRINT, FOLDER, fingerprint
 from traceq.readers.source import Progress, report_stage
 from traceq.store import write_parquet
@@ -30,13 +30,21 @@ def stores_metrics(n_events: int) -> bool:
     return n_events >= max(STORE_MIN_EVENTS, 1)
 
 
-#: DuckDB's memory limit for the metrics of a rank whose model was built on disk: beyond it, it spills
-#: under the system's temporary folder instead of growing with the events. At 6 M events here the
-#: metrics took 13-16 s at a peak of 610-640 MB with 384 MB, against 19-20 s at 520-540 MB with 256 MB,
-#: and 12 s at 740 MB with 512 MB: 384 MB keeps the ingest's peak below the in-memory build's just under
-#: :data:`traceq.model.on_disk.MIN_EVENTS`. A query that cannot keep to it runs again on fewer DuckDB
-#: threads, then without it (see :meth:`traceq.query.engine.Session.over_ranks`).
-BOUNDED_MEMORY_LIMIT = "384MB"
+#: DuckDB's memory limit for the metrics of a rank whose model was built on disk (beyond it, it spills under
+#: the system's temporary folder instead of growing with the events) is an eighth of the memory available
+#: when they start, within these bounds, bytes. At 6 M events here the metrics took 13-16 s at a peak of
+#: 610-640 MB with 384 MB, 19-20 s at 520-540 MB with 256 MB, 12 s at 740 MB with 512 MB and 10.4 s at
+#: 2.26 GB with 4 GB: the upper bound keeps the ingest's peak under about 1 GB, the lower one lets a
+#: machine short of memory still finish (more slowly). A query that cannot keep to the limit runs again on
+#: fewer DuckDB threads, then without it (see :meth:`traceq.query.engine.Session.over_ranks`).
+BOUNDED_MEMORY_MIN, BOUNDED_MEMORY_MAX = 256 * 10**6, 640 * 10**6
+
+
+def bounded_memory_limit() -> str:
+    """DuckDB's memory limit for the stored metrics of a rank built on disk, sized from the memory
+    available now (see :data:`BOUNDED_MEMORY_MIN`)."""
+    return f"{min(max(available_memory() // 8, BOUNDED_MEMORY_MIN), BOUNDED_MEMORY_MAX) // 10**6}MB"
+
 
 #: Metric queries made at once (where this process's share of the cores, Polars' pool, allows): one at a
 #: time, DuckDB kept one of two cores busy for most of them; two at a time (a thread each) the stored
@@ -48,12 +56,12 @@ def save(folder: Path, n_events: int, bounded: bool = False, progress: Progress 
     """Compute and write the stored metrics into one staged rank folder of ``n_events`` events (none
     where :func:`stores_metrics` says so), its fingerprint last. Each result streams from DuckDB into its
     file, so none is held whole. ``bounded``: the rank's model was built on disk, and the metrics keep to
-    :data:`BOUNDED_MEMORY_LIMIT` too. ``progress`` hears each metric once it is stored. They are a cache: where
+    :func:`bounded_memory_limit` too. ``progress`` hears each metric once it is stored. They are a cache: where
     one cannot be computed, none is stored (reports compute them from the events) and the returned warning
     says why."""
     if not stores_metrics(n_events):
         return None
-    limit = BOUNDED_MEMORY_LIMIT if bounded else None
+    limit = bounded_memory_limit() if bounded else None
     (folder / FOLDER).mkdir()
     stored: list[str] = []
     report_stage(progress, f"storing the report metrics: 0 of {len(CACHED)} stored")

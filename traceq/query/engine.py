@@ -211,17 +211,19 @@ def default_memory_limit() -> int:
     made outside DuckDB's bound) and to the machine's other work; 4 GB is well above what the metric
     queries take on whole stores here (``gpu_busy.sql`` and ``cast_overhead.sql`` over 970 k events: a
     peak of 0.6 GB for the whole process)."""
-    available = None
+    return max(min(MAX_DEFAULT_MEMORY, available_memory() // 2), 64 * 10**6)
+
+
+def available_memory() -> int:
+    """The memory available now (``MemAvailable``; without ``/proc``, the machine's memory; failing
+    both, :data:`MAX_DEFAULT_MEMORY` twice), bytes."""
     with suppress(OSError, ValueError):
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
-                available = int(line.split()[1]) * 1024
-    if available is None:  # no /proc: the machine's memory
-        with suppress(AttributeError, OSError, ValueError):  # no sysconf (Windows)
-            available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    if available is None:
-        return MAX_DEFAULT_MEMORY
-    return max(min(MAX_DEFAULT_MEMORY, available // 2), 64 * 10**6)
+                return int(line.split()[1]) * 1024
+    with suppress(AttributeError, OSError, ValueError):  # no /proc: the machine's memory (no sysconf: Windows)
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return 2 * MAX_DEFAULT_MEMORY
 
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}

@@ -1,0 +1,142 @@
+"""Benchmark: nsys ingest against its read floor, the same tables read through ADBC into Arrow, in one run.
+
+The floor: every table read the ingest makes (kernels, copies, sets, runtime calls, NVTX ranges and the
+string table, the columns it selects), read whole through the ADBC SQLite driver into Arrow tables, on one
+connection, nothing else done. The ingest: ``traceq.ingest`` of the same export into a new store (one
+process, its stages timed from the progress it reports: reading and shaping, the model, Parquet, the
+stored report metrics). Each measurement runs in a fresh process, in alternating rounds; prints rows per
+second of both (rows: the table rows the reads return), the ratio, each ingest stage's share, and the
+peak memory (VmHWM) of each.
+
+The export: a real one (``nsys_ingest.py``'s default) replicated ``--copies`` times (its kernel and runtime
+rows shifted in time and correlation id, as ``nsys_ingest.py`` builds its synthetic export).
+
+Usage: python benchmarks/nsys_floor.py [EXPORT.sqlite[.gz]] [--copies 9] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nsys_ingest import DEFAULT, peak_mb, plain_copy, replicate
+
+
+def floor(db: Path) -> dict[str, float]:
+    """The ingest's table reads, whole, through ADBC into Arrow: seconds and rows."""
+    import adbc_driver_sqlite.dbapi as adbc
+
+    from traceq.readers import nsys
+
+    export = nsys._Export(db, db)
+    reads = {kind: r for kind, t in nsys._GPU_TABLES.items() if (r := nsys._gpu_read(export, kind, t)) is not None}
+    reads |= {name: r for name, plan in (("runtime", nsys._runtime_read), ("nvtx", nsys._nvtx_read))
+              if (r := plan(export)) is not None}  # fmt: skip
+    reads["strings"] = nsys._Read("StringIds", "id, value")
+    export.close()
+    start = time.perf_counter()
+    rows = 0
+    con = adbc.connect(f"file:{db}?mode=ro")
+    try:
+        for read in reads.values():
+            cur = con.cursor()
+            cur.execute(read.sql())
+            rows += cur.fetch_arrow_table().num_rows
+            cur.close()
+    finally:
+        con.close()
+    return {"seconds": time.perf_counter() - start, "rows": rows, "peak_mb": peak_mb()}
+
+
+class _Stages:
+    """The stages an ingest reports, timed (reading and shaping: until the first other stage)."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[str, float]] = [("reading and shaping", time.perf_counter())]
+
+    def stage(self, text: str) -> None:
+        name = ("stored report metrics" if text.startswith("storing the report metrics")
+                else "reading and shaping" if text.startswith("reading the export")
+                else "model" if text.startswith(("building the model", "classifying")) else text)  # fmt: skip
+        if name != self.marks[-1][0]:
+            self.marks.append((name, time.perf_counter()))
+
+
+def ingest(db: Path, store: Path) -> dict[str, object]:
+    import traceq
+
+    stages = _Stages()
+    start = time.perf_counter()
+    result = traceq.ingest([db], store=store, jobs=1, progress=lambda label, size: _Progress(stages))
+    end = time.perf_counter()
+    assert result["status"][0] == "ingested", result["error"][0]
+    marks = [*stages.marks, ("end", end)]
+    spent: dict[str, float] = {}
+    for (name, t), (_, t_next) in itertools.pairwise(marks):
+        spent[name] = spent.get(name, 0.0) + t_next - t
+    return {"seconds": end - start, "stages": spent, "peak_mb": peak_mb()}
+
+
+class _Progress:
+    """One file's progress: bytes are ignored, stages go to the timer."""
+
+    def __init__(self, stages: _Stages) -> None:
+        self.stages = stages
+
+    def __call__(self, n: int) -> None:
+        pass
+
+    def stage(self, text: str) -> None:
+        self.stages.stage(text)
+
+
+def in_fresh_process(what: str, *paths: Path) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--one", what, *map(str, paths)], capture_output=True,
+                          text=True)  # fmt: skip
+    if done.returncode:
+        raise SystemExit(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("export", nargs="?", type=Path, default=DEFAULT)
+    ap.add_argument("--copies", type=int, default=9)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        what, *paths = args.one
+        print(json.dumps(floor(Path(paths[0])) if what == "floor" else ingest(Path(paths[0]), Path(paths[1]))))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        db = plain_copy(args.export, Path(tmp) / "export.sqlite")
+        if args.copies:
+            replicate(db, args.copies)
+        floors, ingests = [], []
+        for i in range(args.rounds):
+            floors.append(in_fresh_process("floor", db))
+            ingests.append(in_fresh_process("ingest", db, Path(tmp) / f"store{i}"))
+    rows = floors[0]["rows"]
+    f = statistics.median(r["seconds"] for r in floors)
+    t = statistics.median(r["seconds"] for r in ingests)
+    print(f"export: {args.export.name} x{args.copies + 1}, {rows:,} table rows; medians of {args.rounds} rounds")
+    print(f"{'ADBC read into Arrow (floor)':<32}{f:>8.2f} s{rows / f:>12,.0f} rows/s"
+          f"{statistics.median(r['peak_mb'] for r in floors):>8,.0f} MiB")  # fmt: skip
+    print(f"{'traceq ingest':<32}{t:>8.2f} s{rows / t:>12,.0f} rows/s"
+          f"{statistics.median(r['peak_mb'] for r in ingests):>8,.0f} MiB   {t / f:.1f}x the floor")  # fmt: skip
+    for name in ingests[0]["stages"]:
+        s = statistics.median(r["stages"].get(name, 0.0) for r in ingests)
+        print(f"  {name:<30}{s:>8.2f} s  ({s / t:.0%})")
+
+
+if __name__ == "__main__":
+    main()
