@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from tests.conftest import SAMPLES, run_cli
-from traceq.analysis.results import TOP_OPS
+from traceq.analysis.report import TOP_OPS
 
 #: every case below is counted in the README's reliability tally
 CASES: list[str] = []
