@@ -69,8 +69,11 @@ def test_report_terminal_and_markdown(tmp_path: Path) -> None:
 
 
 def test_report_of_an_unknown_run_is_a_one_line_error(tmp_path: Path) -> None:
+    run_report(str(SHARED / "paddle" / "issue48321_fp32_operator_summary.txt"), tmp_path / "s")  # a store
     done = run_cli("report", "no_such_run", "--store", str(tmp_path / "s"))
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1 and "no such run" in done.stderr
+    missing = run_cli("report", "no_such_run", "--store", str(tmp_path / "nothing"))
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "no such store" in missing.stderr
 
 
 def test_a_cpu_only_trace_gets_its_host_step_times(tmp_path: Path) -> None:

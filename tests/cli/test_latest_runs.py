@@ -115,7 +115,7 @@ def test_the_library_picks_the_same_runs(quick_start: tuple[Path, dict[str, str]
         ([FP32], ["report", "--compare", BASE], f"{BASE}: the store's first run; no run was ingested before it"),
         ([FP32], ["report", BASE, NEW], "give one RUN, or --compare [[BASE] NEW]"),
         ([FP32], ["report", "--compare", "a", "b", "c"], "--compare takes BASE NEW"),
-        ([FP32], ["report", BASE, "--html", "x.html"], "--html needs --compare"),
+        ([FP32], ["report", BASE, "--base-step-ms", "30"], "--base-step-ms needs --compare"),
     ],
 )
 def test_too_few_runs_and_wrong_counts_are_refused_in_one_line(
