@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from tests.conftest import SAMPLES, SHARED, PairStore, run_cli
@@ -102,3 +104,34 @@ def test_nsys_pair_shows_conv_cpu_growth(nsys_b4: PairStore) -> None:
     conv = result.op_deltas.filter(name="aten::conv1d").row(0, named=True)
     assert conv["new_cpu_ms"] > 2 * conv["base_cpu_ms"]
     assert conv["gpu_delta_ms"] < 0.1 * conv["cpu_delta_ms"]
+
+
+def _op_row(path: Path, op: str) -> tuple[int, list[float], list[float]]:
+    """An op's calls, CPU and GPU Total/Avg/Max/Min (ms) from the first row of a pasted Operator Summary."""
+    line = next(x for x in path.read_text().splitlines() if x.split(" ", 1)[0] == op)
+    cells = re.split(r"\s{2,}", line.strip())
+    cpu, gpu = ([float(v) for v in c.split(" / ")[:4]] for c in cells[2:4])
+    return int(cells[1]), cpu, gpu
+
+
+def test_summary_texts_of_the_paddle_issue_compare_by_cause(tmp_path: Path) -> None:
+    """The FP32 table of Paddle issue 48321 against a pasted excerpt of its AMP table: only matmul_v2_grad is
+    in both; the verdict comes from its totals, the other ops are absent (not 0 ms), and its longest call
+    (30x its average in AMP, 6.6x in FP32) is named as algorithm search. Numbers from the pasted text."""
+    fp32 = SHARED / "paddle" / "issue48321_fp32_operator_summary.txt"
+    amp = SHARED / "paddle" / "summaries_from_issues" / "Paddle_issue_48321_amp_slower_fragment1.txt"
+    result = compare(str(fp32), str(amp), tmp_path / "s")
+    (calls_b, cpu_b, gpu_b), (calls_n, cpu_n, gpu_n) = _op_row(fp32, "matmul_v2_grad"), _op_row(amp, "matmul_v2_grad")
+    assert (
+        f"CPU time is {cpu_n[0] - cpu_b[0]:+,.0f} ms and its GPU time {gpu_n[0] - gpu_b[0]:+,.0f} ms" in result.verdict
+    )
+    assert "host side grew more than the GPU work" in result.verdict  # +67 ms CPU against -8 ms GPU
+    ops = result.op_deltas
+    assert ops.filter(pl.col("present") == "both")["name"].to_list() == ["matmul_v2_grad"]
+    absent = ops.filter(pl.col("present") == "base")
+    assert absent.height > 50 and absent["new_cpu_ms"].null_count() == absent.height  # absent, not 0 ms
+    search = next(f for f in result.findings if f.id == "algorithm_search")
+    ratio_b, ratio_n = cpu_b[2] / (cpu_b[0] / calls_b), cpu_n[2] / (cpu_n[0] / calls_n)
+    assert f"{ratio_n:.1f}" in search.evidence["ops"]["matmul_v2_grad"] and ratio_n > 4 * ratio_b
+    assert [f.id for f in result.findings].count("algorithm_search") == 1
+    assert not [f for f in result.findings if f.id == "launch_overhead" and "matmul_v2_grad" in f.evidence["ops"]]

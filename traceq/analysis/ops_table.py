@@ -6,10 +6,9 @@ import polars as pl
 
 
 def top_ops(ops: pl.DataFrame, top: int | None) -> pl.DataFrame:
-    """The ``top`` ops of a report's op table (trace ops by inclusive CPU time; summary rows in table
-    order); None: all."""
-    if top is None or ops.is_empty():
-        return ops
-    if "cpu_incl_ns" in ops.columns:
-        ops = ops.sort("cpu_incl_ns", descending=True, nulls_last=True)
-    return ops.head(top)
+    """The ``top`` ops of a report's op table, the most CPU time (inclusive) first; None: all of them,
+    in that order."""
+    if ops.is_empty() or "cpu_incl_ns" not in ops.columns:
+        return ops if top is None else ops.head(top)
+    ops = ops.sort("cpu_incl_ns", descending=True, nulls_last=True, maintain_order=True)
+    return ops if top is None else ops.head(top)

@@ -68,12 +68,6 @@ class Timeline:
     host: pl.DataFrame
 
 
-def most_cpu_first(ops: pl.DataFrame) -> pl.DataFrame:
-    """A report's ops, the most CPU time (inclusive, per step where there are steps) first."""
-    cpu = "cpu_incl_ns_per_step" if "cpu_incl_ns_per_step" in ops.columns else "cpu_incl_ns"
-    return ops.sort(cpu, descending=True, nulls_last=True, maintain_order=True)
-
-
 @dataclass
 class RunReport:
     """A run's report: headline numbers (``summary``), findings and the tables behind them."""

@@ -16,6 +16,7 @@ from traceq.analysis.causes import CAUSES
 from traceq.analysis.findings import Finding
 from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import Comparison, RunReport
+from traceq.errors import TraceqError
 
 #: A longest call this many times its op's average call, where the other run's ratio is far lower, is the
 #: signature of algorithm search on new shapes (the first call of a shape tunes, the rest reuse).
@@ -79,10 +80,12 @@ def summary_op_deltas(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
 
 
 def compare_summaries(base: RunReport, new: RunReport, top: int | None) -> Comparison:
-    """Compare two summary-text runs (or a summary text with a trace's op table): verdict from the totals,
-    one finding per cause, absent ops shown as absent. ``base``/``new`` carry their full op tables."""
+    """Compare two summary-text runs: verdict from the totals, one finding per cause, absent ops shown as
+    absent. ``base``/``new`` carry their full op tables. Summary text against a trace is refused."""
     if "cpu_max_ns" not in base.ops.columns or "cpu_max_ns" not in new.ops.columns:
-        return _mixed(base, new, top)
+        raise TraceqError(
+            "one run is Paddle summary text and the other a trace: a comparison takes two traces or two summaries"
+        )
     ops = summary_op_deltas(base.ops, new.ops)
     both = ops.filter(pl.col("present") == "both")
     cpu_d, gpu_d = float(both["cpu_delta_ms"].sum()), float(both["gpu_delta_ms"].sum())
@@ -239,24 +242,3 @@ def _sum(frame: pl.DataFrame, col: str) -> float:
 
 def _top(report: RunReport, top: int | None) -> RunReport:
     return replace(report, ops=top_ops(report.ops, top))
-
-
-def _mixed(base: RunReport, new: RunReport, top: int | None) -> Comparison:
-    """Summary text against a trace: op tables only, the trace's op totals taken over its whole profile."""
-    note = (
-        "One run is summary text and the other a trace: only op tables compare (a trace's ops are per step, "
-        "summary text's over the whole profile), so no verdict on step time."
-    )
-    return Comparison(
-        base=_top(base, top),
-        new=_top(new, top),
-        step_time_delta_ms=None,
-        waterfall=None,
-        findings=[],
-        explained_ms=None,
-        unexplained_ms=None,
-        verdict=note,
-        op_deltas=pl.DataFrame(),
-        steps=pl.DataFrame(),
-        notes=list(new.notes),
-    )

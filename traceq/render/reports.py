@@ -18,7 +18,8 @@ from typing import Any, TextIO
 import polars as pl
 
 from traceq.analysis.findings import Finding
-from traceq.analysis.results import Comparison, RunReport, most_cpu_first
+from traceq.analysis.ops_table import top_ops
+from traceq.analysis.results import Comparison, RunReport
 from traceq.render.frames import console as make_console
 from traceq.render.frames import literal, markdown, table, visible
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
@@ -232,7 +233,7 @@ def _top_ops(report: RunReport, n: int = 15) -> pl.DataFrame:
             pl.col("fp16_coverage").round(2),
             pl.col("tensor_core_coverage").round(2),
         ]
-    return most_cpu_first(ops).head(n).select(cols)
+    return top_ops(ops, n).select(cols)
 
 
 def report_blocks(report: RunReport) -> list[Block]:
