@@ -104,7 +104,7 @@ def _compare(
     base, new = run_report(base_id, store, sessions[0], None), run_report(new_id, store, sessions[1], None)
     if "paddle_summary" in (base.run["source_format"], new.run["source_format"]):
         return compare_summaries(base, new, top)
-    op_deltas = _op_deltas(base.ops, new.ops, absent_is_zero=True)
+    op_deltas = _op_deltas(base.ops, new.ops)
     base, new = _with_top_ops(base, top), _with_top_ops(new, top)
     assert base.split is not None and new.split is not None
     b, n = base.split, new.split
@@ -303,19 +303,17 @@ def _with_top_ops(report: RunReport, top: int | None) -> RunReport:
     return replace(report, ops=top_ops(report.ops, top))
 
 
-def _op_deltas(base: pl.DataFrame, new: pl.DataFrame, absent_is_zero: bool) -> pl.DataFrame:
+def _op_deltas(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
     """Per op name: CPU time and the GPU time it caused (launched by it or beneath it) per step in each run,
-    and NEW minus BASE, from each run's full op list.
-    An op in one run only is 0 ms in the other where the lists are complete (traces); in summary text,
-    where a paste or a row limit may have cut it, its times and deltas there are null (absent)."""
+    and NEW minus BASE, from each trace's full op list (an op in one run only is 0 ms in the other; summary
+    text, where an op may be absent, is :func:`traceq.analysis.summary_compare.summary_op_deltas`)."""
     if base.is_empty() and new.is_empty():
         return pl.DataFrame()
     cpu, gpu = ("cpu_incl_ns_per_step", "gpu_incl_ns_per_step") if "cpu_incl_ns_per_step" in new.columns else (
         "cpu_incl_ns", "gpu_ns")  # fmt: skip
     cols = ["name", cpu, gpu]
     joined = new.select(cols).join(base.select(cols), on="name", how="full", coalesce=True, suffix="_base")
-    if absent_is_zero:
-        joined = joined.fill_null(0)
+    joined = joined.fill_null(0)
     return (
         joined.select(
             "name",
@@ -328,9 +326,9 @@ def _op_deltas(base: pl.DataFrame, new: pl.DataFrame, absent_is_zero: bool) -> p
         )
         .with_columns(
             pl.max_horizontal(
-                pl.col("cpu_delta_ms").abs().fill_null(0) + pl.col("gpu_delta_ms").abs().fill_null(0),
-                pl.col("base_cpu_ms").fill_null(0) + pl.col("base_gpu_ms").fill_null(0),
-                pl.col("new_cpu_ms").fill_null(0) + pl.col("new_gpu_ms").fill_null(0),
+                pl.col("cpu_delta_ms").abs() + pl.col("gpu_delta_ms").abs(),
+                pl.col("base_cpu_ms") + pl.col("base_gpu_ms"),
+                pl.col("new_cpu_ms") + pl.col("new_gpu_ms"),
             ).alias("_size")
         )
         .sort("_size", descending=True)
