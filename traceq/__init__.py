@@ -1,108 +1,77 @@
 """traceq: why did mixed precision make training slower? Evidence from profiler traces.
 
 The library does the work and returns polars frames and typed results (reports, comparisons); the
-``traceq`` command only renders them. This module is the Python API: each function calls the stages
-(see the README's Architecture section); reports and comparisons also take a trace file, ingested first.
+``traceq`` command only renders them. This module is the Python API (:mod:`traceq.api` and the stages'
+own entry points); each name is imported on first use, so that ``import traceq`` (and every command of
+the ``traceq`` CLI) pays only for what it uses.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import polars as pl
+import sys
+from importlib import import_module
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from traceq._version import __version__
-from traceq.analysis import compare as comparison
-from traceq.analysis import report as reporting
-from traceq.analysis.replay.explain import with_replay
-from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import InputError, QueryError, StoreError, TraceqError
-from traceq.ingest.ingest import ingest, latest_run, pick_runs, run_id_of
-from traceq.query.engine import query, sql
-from traceq.readers import read_trace
-from traceq.store import Store, check_store
-from traceq.store import remove_run as _remove_run
-from traceq.store import rename_run as _rename_run
+
+if TYPE_CHECKING:
+    from traceq.analysis.results import Comparison, RunReport
+    from traceq.api import check, compare, remove_run, rename_run, run_report, runs
+    from traceq.ingest.ingest import ingest
+    from traceq.query.engine import query, sql
+    from traceq.readers import read_trace
+    from traceq.store import Store
+
+#: Where each public name lives (imported on first use).
+_HOMES = {
+    "Comparison": "traceq.analysis.results",
+    "RunReport": "traceq.analysis.results",
+    "Store": "traceq.store",
+    "check": "traceq.api",
+    "compare": "traceq.api",
+    "ingest": "traceq.ingest.ingest",
+    "query": "traceq.query.engine",
+    "read_trace": "traceq.readers",
+    "remove_run": "traceq.api",
+    "rename_run": "traceq.api",
+    "run_report": "traceq.api",
+    "runs": "traceq.api",
+    "sql": "traceq.query.engine",
+}
 
 
-def runs(store: Store | str | Path | None = None) -> pl.DataFrame:
-    """The run catalog (the ``runs`` table) of ``store``."""
-    return _store(store).catalog()
+class _Api(ModuleType):
+    """This module: ``traceq.ingest`` and ``traceq.query`` name the API's functions, though they are also
+    subpackages, whose import would otherwise rebind the names to themselves."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not (name in _HOMES and isinstance(value, ModuleType)):
+            super().__setattr__(name, value)
 
 
-def check(store: Store | str | Path | None = None) -> pl.DataFrame:
-    """Every problem of every run in ``store`` (``run_id``, ``name``, ``file``, ``problem``; no rows: whole):
-    catalog rows, file sizes and CRC-32s against those written, Parquet footers."""
-    return check_store(_store(store))
+sys.modules[__name__].__class__ = _Api
 
 
-def remove_run(ref: str, store: Store | str | Path | None = None) -> str:
-    """Remove a stored run (a run id, a unique run id prefix or a run name; a damaged run too) from
-    ``store``; returns its id."""
-    store = _store(store)
-    run_id = store.resolve(ref, damaged_ok=True)
-    _remove_run(store, run_id)
-    return run_id
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'traceq' has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
 
 
-def rename_run(ref: str, new_name: str, store: Store | str | Path | None = None) -> str:
-    """Give a stored run (a run id, a unique run id prefix or a run name) the name ``new_name``; returns its
-    id. A name another run has is refused."""
-    store = _store(store)
-    run_id = store.resolve(ref)
-    _rename_run(store, run_id, new_name)
-    return run_id
-
-
-def run_report(
-    ref: str | None = None,
-    store: Store | str | Path | None = None,
-    *,
-    steps_from: str | None = None,
-    top: int | None = reporting.TOP_OPS,
-    what_if: bool = False,
-    unprofiled: bool = False,
-) -> RunReport:
-    """The report of one run: a run id, a run name, or a trace file (ingested first if not stored yet);
-    by default the run ingested last. ``steps_from``: a regular expression naming the host ranges that are
-    the steps (the trace is read again with it). ``top``: how many ops to list (None: all). ``what_if``:
-    replay the run with each cause removed (``report.what_if``, each finding's ``what_if_ms``);
-    ``unprofiled``: estimate its step time without the profiler (``report.unprofiled``)."""
-    store = _store(store)
-    run_id = run_id_of(ref if ref is not None else latest_run(store), store, steps_from)
-    return with_replay(reporting.run_report(run_id, store, top=top), store, what_if, unprofiled)
-
-
-def compare(
-    base_ref: str | None = None,
-    new_ref: str | None = None,
-    store: Store | str | Path | None = None,
-    *,
-    base_step_ms: float | None = None,
-    new_step_ms: float | None = None,
-    steps_from: str | None = None,
-    top: int | None = reporting.TOP_OPS,
-    what_if: bool = False,
-    unprofiled: bool = False,
-) -> Comparison:
-    """Why NEW's step is slower or faster than BASE's: each a run id, a run name, or a trace file (ingested
-    first if not stored yet). Without runs, the two runs ingested last; with NEW alone, the run ingested
-    just before it is BASE. ``base_step_ms``/``new_step_ms``: step times measured without the profiler.
-    ``steps_from``, ``what_if``: see :func:`run_report`; ``unprofiled``: the verdict on both runs' step
-    times estimated without the profiler (``diff.unprofiled``), unless measured ones are given."""
-    store = _store(store)
-    base_id, new_id = pick_runs(store, base_ref, new_ref, steps_from)
-    result = comparison.compare(base_id, new_id, store, base_step_ms, new_step_ms, top=top)
-    return with_replay(result, store, what_if, unprofiled)
-
-
-def _store(store: Store | str | Path | None) -> Store:
-    return store if isinstance(store, Store) else Store(store)
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
 
 
 __all__ = [
+    "Comparison",
     "InputError",
     "QueryError",
+    "RunReport",
     "Store",
     "StoreError",
     "TraceqError",

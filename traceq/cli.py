@@ -1,4 +1,7 @@
-"""The ``traceq`` command: parses arguments, calls the library, renders the frames it returns."""
+"""The ``traceq`` command: parses arguments, calls the library, renders the frames it returns.
+
+Each command imports the library parts it uses when it runs (Polars, DuckDB and the analysis take
+several times Python's own start-up to import), so ``--help`` and the light commands start at once."""
 
 from __future__ import annotations
 
@@ -7,34 +10,22 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import polars as pl
 import typer
 import typer.core
 
 from traceq._version import __version__
-from traceq.analysis.compare import compare as compare_runs
-from traceq.analysis.replay.explain import with_replay
-from traceq.analysis.report import TOP_OPS, run_report
-from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import TraceqError
 from traceq.export import Target
-from traceq.export import export as export_runs
-from traceq.ingest.executors import EXECUTORS
-from traceq.ingest.ingest import ingest as ingest_files
-from traceq.ingest.ingest import latest_run, pick_runs, run_id_of
-from traceq.model.nesting import native_available as nesting_native
-from traceq.query.engine import DEFAULT_TIMEOUT_S
-from traceq.query.engine import query as run_query
-from traceq.query.engine import sql as run_sql
-from traceq.query.files import list_queries, source_dir
-from traceq.readers.chrome.decoder import native_available as decoder_native
-from traceq.render import Format, FrameFormat, ReportFormat, check_format, render
-from traceq.render.frames import literal, visible
-from traceq.render.html import write_html
-from traceq.schema import markdown_reference
-from traceq.store import STORE_ENV, Store, check_store, remove_run, rename_run
+from traceq.ingest import EXECUTORS
+from traceq.locations import STORE_ENV
+from traceq.query import DEFAULT_TIMEOUT_S
+from traceq.render.formats import FrameFormat, ReportFormat
+from traceq.render.text import literal, visible
+
+if TYPE_CHECKING:
+    from traceq.store import Store
 
 
 class _Commands(typer.core.TyperGroup):
@@ -54,6 +45,7 @@ app = typer.Typer(
     help="Why did mixed precision (AMP) make training slower? Evidence from profiler traces.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     cls=_Commands,
 )
 
@@ -137,9 +129,15 @@ def ingest(
 ) -> None:
     """Read trace files into the store (one run per file; with --name, one run of many ranks).
 
+    \b
     Example: traceq ingest sample_traces/kineto_conformer_fp16_b4_2steps.json.gz --name amp
     Example: traceq ingest sample_traces/ddp/fp32 --name ddp --jobs 2
     """  # fmt: skip
+    import polars as pl
+
+    from traceq.ingest.ingest import ingest as ingest_files
+    from traceq.render import render
+
     if executor not in EXECUTORS:
         raise typer.BadParameter(f"{executor!r}; choose one of {', '.join(EXECUTORS)}", param_hint="--executor")
     if jobs is not None and executor != "local":
@@ -171,7 +169,7 @@ def ingest(
         raise typer.Exit(1)
 
 
-runs_app = typer.Typer(cls=_Commands, no_args_is_help=False)
+runs_app = typer.Typer(cls=_Commands, no_args_is_help=False, rich_markup_mode=None)
 app.add_typer(runs_app, name="runs")
 
 
@@ -179,6 +177,7 @@ app.add_typer(runs_app, name="runs")
 def runs(ctx: typer.Context, store: StoreOpt = None, fmt: FrameFormatOpt = FrameFormat.table) -> None:
     """List the runs in the store (`traceq runs rm RUN` removes one, `traceq runs rename RUN NAME` renames it).
 
+    \b
     Example: traceq runs --format json
     """
     if ctx.invoked_subcommand is not None:
@@ -186,6 +185,8 @@ def runs(ctx: typer.Context, store: StoreOpt = None, fmt: FrameFormatOpt = Frame
         if given:
             raise TraceqError(f"{given[0]} goes after `runs {ctx.invoked_subcommand}`, not before it")
         return
+    from traceq.render import render
+
     cat = _store(store).catalog()
     if fmt is FrameFormat.table:
         shown = ("run_id", "name", "n_ranks", "flavour", "profiler_version", "n_events", "n_steps", "ingested_at")
@@ -200,8 +201,11 @@ RunArg = Annotated[str, typer.Argument(help="Run id, unique run id prefix, or ru
 def runs_rm(run: RunArg, store: StoreOpt = None) -> None:
     """Remove a run from the store (a damaged one too).
 
+    \b
     Example: traceq runs rm kineto_conformer_fp16_b4_2steps
     """
+    from traceq.store import remove_run
+
     stored = _store(store, warn=False)
     run_id = stored.resolve(run, damaged_ok=True)
     label = _named(stored, run_id)
@@ -217,8 +221,11 @@ def runs_rename(
 ) -> None:
     """Give a run another name.
 
+    \b
     Example: traceq runs rename kineto_conformer_fp16_b4_2steps amp_b4
     """
+    from traceq.store import rename_run
+
     stored = _store(store)
     run_id = stored.resolve(run)
     label = _named(stored, run_id)
@@ -232,8 +239,12 @@ def check(store: StoreOpt = None, fmt: FrameFormatOpt = FrameFormat.table) -> No
 
     Exit code 1 if any run is damaged (each such run is named with its problem).
 
+    \b
     Example: traceq check
     """
+    from traceq.render import render
+    from traceq.store import check_store
+
     stored = _store(store, warn=False)
     problems = check_store(stored)
     if fmt is not FrameFormat.table or problems.height:
@@ -261,8 +272,12 @@ def sql(
 
     Stopped after --timeout seconds; beyond --memory-limit DuckDB spills to disk, or the query fails.
 
+    \b
     Example: traceq sql "select kind, count(*) n, sum(dur_ns) d from events group by kind" --format json
     """
+    from traceq.query.engine import sql as run_sql
+    from traceq.render import render
+
     if (query is None) == (file is None):
         raise TraceqError("give a query or --file, not both or neither")
     if file is not None:
@@ -335,12 +350,19 @@ def report(
 
     No RUN: the run ingested last. --compare alone: the two runs ingested last; --compare NEW: it and the one before.
 
+    \b
     Example: traceq report --compare conformer_fp32_b64 conformer_fp16_b64 --html amp.html
     """
+    from traceq.analysis.compare import compare as compare_runs
+    from traceq.analysis.replay.explain import with_replay
+    from traceq.analysis.report import TOP_OPS, run_report
+    from traceq.ingest.ingest import latest_run, pick_runs, run_id_of
+    from traceq.render import render
+    from traceq.render.html import write_html
+
     runs = runs or []
     if len(runs) > (2 if compare else 1):
         raise TraceqError("give one RUN, or --compare [[BASE] NEW]" if not compare else "--compare takes BASE NEW")
-    check_format(Comparison if compare else RunReport, Format(fmt.value))
     only_compare = {"--fail-if-slower": fail_if_slower, "--base-step-ms": base_step_ms,
                     "--new-step-ms": new_step_ms}  # fmt: skip
     given = [option for option, value in only_compare.items() if value is not None]
@@ -394,8 +416,12 @@ def query(
 ) -> None:
     """Run a metric query by name: the SQL files installed with traceq (`traceq queries` lists them).
 
+    \b
     Example: traceq query gpu_busy --run kineto_conformer_fp16_b4_2steps --format json
     """
+    from traceq.query.engine import query as run_query
+    from traceq.render import render
+
     render(run_query(name, _store(store), run, timeout=timeout, memory_limit=memory_limit), fmt)
 
 
@@ -403,8 +429,12 @@ def query(
 def queries(fmt: FrameFormatOpt = FrameFormat.table) -> None:
     """List the metric queries (run one with `traceq query NAME`).
 
+    \b
     Example: traceq query gpu_busy --format json
     """
+    from traceq.query.files import list_queries, source_dir
+    from traceq.render import render
+
     render(list_queries(), fmt)
     if fmt is FrameFormat.table:
         typer.echo(f"files: {source_dir()}")
@@ -413,12 +443,17 @@ def queries(fmt: FrameFormatOpt = FrameFormat.table) -> None:
 @app.command()
 def schema() -> None:
     """Print the canonical tables and columns (Markdown)."""
+    from traceq.schema import markdown_reference
+
     typer.echo(markdown_reference(), nl=False)
 
 
 @app.command()
 def version() -> None:
     """Print traceq's version and whether its optional C parts were built."""
+
+    from traceq.model.nesting import native_available as nesting_native
+    from traceq.readers.chrome.decoder import native_available as decoder_native
 
     def built(yes: bool) -> str:
         return "built" if yes else "not in use (Python path)"
@@ -450,9 +485,13 @@ def export(
 ) -> None:
     """Export runs: a trace for Perfetto UI with traceq's analysis as tracks, or an SQLite file for Datasette.
 
+    \b
     Example: traceq export --compare conformer_fp32_b4 conformer_fp16_b4 --to perfetto amp.json.gz
     Example: traceq export --to sqlite runs.db
     """
+    from traceq.export import export as export_runs
+    from traceq.ingest.ingest import latest_run, pick_runs, run_id_of
+
     if to is None or to[0] not in {t.value for t in Target}:
         raise TraceqError("say what to write: --to perfetto FILE or --to sqlite FILE")
     target, path = Target(to[0]), to[1]
@@ -476,6 +515,8 @@ def _store(path: Path | None, *, existing: bool = True, warn: bool = True) -> St
     """The store ``--store`` names, else the default one (:func:`~traceq.store.default_store_path`). One
     named by ``--store`` or ``$TRACEQ_STORE`` must hold a store, unless the command may create it. Each
     damaged run is named in a warning (``warn``) and left out of everything read."""
+    from traceq.store import Store
+
     named = path if path is not None else os.environ.get(STORE_ENV) or None
     store = Store.open(named) if named is not None and existing else Store(named)
     for damage in store.damaged().values() if warn else ():  # damaged runs are left out of everything read
@@ -539,6 +580,8 @@ def _pattern(regex: str | None) -> str | None:
     """``--steps-from``, checked: a regular expression (Rust's syntax, as Polars matches it)."""
     if regex is None:
         return None
+    import polars as pl
+
     try:
         pl.Series([""]).str.contains(regex)
     except pl.exceptions.ComputeError as e:
@@ -548,6 +591,8 @@ def _pattern(regex: str | None) -> str | None:
 
 def _named(store: Store, run_id: str) -> str:
     """``name (run id)`` of a stored run."""
+    import polars as pl
+
     cat = store.catalog()
     name = cat.filter(pl.col("run_id") == run_id)["name"].to_list()
     return f"{name[0]} ({run_id})" if name else run_id

@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from traceq.analysis.compare import compare
-from traceq.analysis.report import run_report
 from traceq.errors import TraceqError
-from traceq.export.perfetto import PerfettoExport, write_perfetto
-from traceq.export.sqlite import SqliteExport, write_sqlite
-from traceq.query.engine import Session
-from traceq.store import Store
+
+if TYPE_CHECKING:
+    from traceq.export.perfetto import PerfettoExport
+    from traceq.export.sqlite import SqliteExport
+    from traceq.store import Store
 
 
 class Target(str, Enum):
@@ -35,6 +35,12 @@ def export(
     in that order) aligned on their first step, BASE with its report's findings and NEW with the
     comparison's. ``sqlite``: the runs (every run of the store when ``run_ids`` is empty) with every metric.
     """
+    from traceq.analysis.compare import compare
+    from traceq.analysis.report import run_report
+    from traceq.export.perfetto import write_perfetto
+    from traceq.export.sqlite import write_sqlite
+    from traceq.query.engine import Session
+
     target, path = Target(to), Path(path)
     ids = list(dict.fromkeys(run_ids))
     if target is Target.perfetto and len(ids) != (2 if compare_runs else 1):

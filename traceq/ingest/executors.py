@@ -17,9 +17,9 @@ from typing import Any, Literal
 from traceq._utils.jobs import default_jobs
 from traceq._utils.parent import exit_with_parent
 from traceq.errors import TraceqError
+from traceq.ingest import EXECUTORS
 
 Executor = Literal["local", "ray"]
-EXECUTORS: tuple[str, ...] = ("local", "ray")
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
 POLARS_THREADS_ENV = "POLARS_MAX_THREADS"
 

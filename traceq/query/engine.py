@@ -29,6 +29,7 @@ import polars as pl
 
 from traceq._utils.lazy_frames import lazy_source
 from traceq.errors import QueryError, StoreError, TraceqError
+from traceq.query import DEFAULT_TIMEOUT_S
 from traceq.query.files import dependency_order, query_text, requires
 from traceq.query.stored import stored_files
 from traceq.schema import RUNS, TABLES
@@ -196,8 +197,6 @@ def _hive_select(files: str, ranked: bool = True) -> str:
     )
 
 
-#: Seconds a users' query may run (``traceq sql --timeout``) before it is stopped.
-DEFAULT_TIMEOUT_S = 60.0
 #: At most this much memory for a users' query by default (:func:`default_memory_limit`), bytes.
 MAX_DEFAULT_MEMORY = 4 * 10**9
 

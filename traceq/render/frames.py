@@ -6,25 +6,14 @@ import contextlib
 import io
 import json
 import math
-import re
 import sys
-from enum import Enum
 from typing import Any, BinaryIO, TextIO
 
 import polars as pl
 
+from traceq.render.formats import Format
+from traceq.render.text import visible
 from traceq.schema import JSON_COLUMNS
-
-
-class Format(str, Enum):
-    """Output formats shared by all commands."""
-
-    table = "table"
-    csv = "csv"
-    json = "json"
-    markdown = "markdown"
-    parquet = "parquet"
-    html = "html"
 
 
 def render(frame: pl.DataFrame, fmt: Format | str, out: TextIO | None = None, title: str | None = None) -> None:
@@ -75,24 +64,6 @@ def _flatten(frame: pl.DataFrame) -> pl.DataFrame:
 
 def _to_json(v: object) -> str:
     return json.dumps(v.to_list() if isinstance(v, pl.Series) else v)
-
-
-#: Control characters a terminal acts on: C0 but tab and newline, DEL, C1.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def visible(text: object) -> str:
-    """``text`` for a terminal: each control character (C0 but tab and newline, DEL, C1) written as its
-    ``\\x1b``-style escape, so a file or event name cannot colour, move the cursor or clear the screen."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
-
-
-def literal(text: object) -> str:
-    """``text`` placed inside rich markup, shown as written (``[/bold]``, ``[red]x[/red]``) and
-    :func:`visible`."""
-    from rich.markup import escape
-
-    return escape(visible(text))
 
 
 def console(out: TextIO, width: int) -> Any:

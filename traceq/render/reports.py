@@ -21,8 +21,9 @@ from traceq.analysis.findings import Finding
 from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import Comparison, RunReport
 from traceq.render.frames import console as make_console
-from traceq.render.frames import literal, markdown, table, visible
+from traceq.render.frames import markdown, table
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
+from traceq.render.text import literal, visible
 
 #: Sites listed under "Where the idle time went".
 TOP_SITES = 10
@@ -41,7 +42,7 @@ class Block:
 
 @contextmanager
 def _visible(out: TextIO | None) -> Iterator[TextIO]:
-    """A buffer whose text is written to ``out`` (stdout) :func:`~traceq.render.frames.visible` at the end."""
+    """A buffer whose text is written to ``out`` (stdout) :func:`~traceq.render.text.visible` at the end."""
     buffer = io.StringIO()
     yield buffer
     (out or sys.stdout).write(visible(buffer.getvalue()))
@@ -292,7 +293,7 @@ def to_markdown(report: RunReport, out: TextIO | None = None) -> None:
 
 def to_terminal(report: RunReport, out: TextIO | None = None) -> None:
     """The report for a terminal: names (runs, ops, files) shown as written, never read as rich markup,
-    and :func:`~traceq.render.frames.visible`."""
+    and :func:`~traceq.render.text.visible`."""
     out = out or sys.stdout
     run = report.run
     head = (f"[bold]traceq report[/bold]  {literal(run['name'])}  ({literal(run['run_id'])}, "

@@ -1,0 +1,103 @@
+"""Benchmark: how long each interactive command takes, whole process, against a bare ``python -c pass``,
+in one run.
+
+A store is made in a temporary folder from the bundled real Kineto sample (FP16 AMP, batch 4), with its
+report metrics stored at ingest as a large run's are (the store a user reports from). Then, in rounds,
+each command runs in a fresh process (the ``traceq`` script of this interpreter's environment), its
+output discarded, alternating with ``python -c pass``; a command's cost is its wall time minus the
+bare interpreter's in the same round. Prints the median and best of each, the target (at most
+``--target`` seconds over the bare interpreter) met or not, and what each third-party library the
+commands may load costs to import alone (what dominates those that miss).
+
+Usage: python benchmarks/command_latency.py [--rounds 9] [--target 0.15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "sample_traces" / "kineto_conformer_fp16_b4_2steps.json.gz"
+TRACEQ = Path(sys.executable).with_name("traceq")
+#: The commands timed (the issue's four first); RUN is the stored run's name.
+COMMANDS = {
+    "traceq --help": ["--help"],
+    "traceq runs": ["runs"],
+    'traceq sql "select 1"': ["sql", "select 1"],
+    "traceq report RUN (metrics stored)": ["report", "RUN"],
+    "traceq report RUN --format json": ["report", "RUN", "--format", "json"],
+    "traceq version": ["version"],
+    "traceq queries": ["queries"],
+}
+LIBRARIES = ("typer", "rich.table", "polars", "duckdb", "pyarrow.parquet")
+
+
+def wall(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def make_store(store: Path) -> str:
+    """Ingest the sample into ``store`` with its report metrics stored; return the run's name."""
+    code = (
+        "import sys, traceq; from traceq.ingest import metrics; metrics.STORE_MIN_EVENTS = 0; "
+        "traceq.ingest([sys.argv[1]], store=sys.argv[2], jobs=1, name='bench')"
+    )
+    subprocess.run([sys.executable, "-c", code, str(SAMPLE), str(store)], check=True)
+    stored = list(store.glob("runs/run_id=*/rank=*/metrics"))
+    if not stored:
+        sys.exit("the run's metrics were not stored; the report would compute them")
+    return "bench"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--target", type=float, default=0.15, help="seconds over the bare interpreter")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "store"
+        run = make_store(store)
+        # as a user's: bytecode cached (an environment that sets PYTHONDONTWRITEBYTECODE compiles every module
+        # of traceq's at every start, about 0.13 s for a report)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"TRACEQ_STORE": str(store)}
+        bare_argv = [sys.executable, "-c", "pass"]
+        times: dict[str, list[float]] = {name: [] for name in ("python -c pass", *COMMANDS)}
+        overs: dict[str, list[float]] = {name: [] for name in COMMANDS}
+        for argv in COMMANDS.values():  # once each, so that no round pays for the first read of a file
+            wall([str(TRACEQ), *(run if a == "RUN" else a for a in argv)], env)
+        for _ in range(args.rounds):
+            for name, argv in COMMANDS.items():
+                bare = wall(bare_argv, env)
+                took = wall([str(TRACEQ), *(run if a == "RUN" else a for a in argv)], env)
+                times["python -c pass"].append(bare)
+                times[name].append(took)
+                overs[name].append(took - bare)
+        imports = {lib: [] for lib in LIBRARIES}
+        for _ in range(args.rounds):
+            for lib in LIBRARIES:
+                imports[lib].append(wall([sys.executable, "-c", f"import {lib}"], env) - wall(bare_argv, env))
+
+    print(f"{args.rounds} rounds, each command alternating with `python -c pass` in fresh processes")
+    print(f"{'command':<38} {'median':>8} {'best':>8} {'over bare (median)':>19}  target +{args.target:.2f} s")
+    bare = statistics.median(times["python -c pass"])
+    print(f"{'python -c pass':<38} {bare:>7.3f}s {min(times['python -c pass']):>7.3f}s")
+    for name in COMMANDS:
+        over = statistics.median(overs[name])
+        verdict = "met" if over <= args.target else f"not met ({over / args.target:.1f}x)"
+        print(f"{name:<38} {statistics.median(times[name]):>7.3f}s {min(times[name]):>7.3f}s "
+              f"{over:>+18.3f}s  {verdict}")  # fmt: skip
+    print("import alone, over the bare interpreter (median): " + ", ".join(
+        f"{lib} {statistics.median(v):+.3f}s" for lib, v in imports.items()))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

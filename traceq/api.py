@@ -1,0 +1,94 @@
+"""The Python API: each function calls the stages (see the README's Architecture section) and returns
+polars frames or typed results; reports and comparisons also take a trace file, ingested first. Imported
+by :mod:`traceq` on first use of one of its names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from traceq.analysis import compare as comparison
+from traceq.analysis import report as reporting
+from traceq.analysis.replay.explain import with_replay
+from traceq.analysis.results import Comparison, RunReport
+from traceq.ingest.ingest import latest_run, pick_runs, run_id_of
+from traceq.store import Store, check_store
+from traceq.store import remove_run as _remove_run
+from traceq.store import rename_run as _rename_run
+
+
+def runs(store: Store | str | Path | None = None) -> pl.DataFrame:
+    """The run catalog (the ``runs`` table) of ``store``."""
+    return _store(store).catalog()
+
+
+def check(store: Store | str | Path | None = None) -> pl.DataFrame:
+    """Every problem of every run in ``store`` (``run_id``, ``name``, ``file``, ``problem``; no rows: whole):
+    catalog rows, file sizes and CRC-32s against those written, Parquet footers."""
+    return check_store(_store(store))
+
+
+def remove_run(ref: str, store: Store | str | Path | None = None) -> str:
+    """Remove a stored run (a run id, a unique run id prefix or a run name; a damaged run too) from
+    ``store``; returns its id."""
+    store = _store(store)
+    run_id = store.resolve(ref, damaged_ok=True)
+    _remove_run(store, run_id)
+    return run_id
+
+
+def rename_run(ref: str, new_name: str, store: Store | str | Path | None = None) -> str:
+    """Give a stored run (a run id, a unique run id prefix or a run name) the name ``new_name``; returns its
+    id. A name another run has is refused."""
+    store = _store(store)
+    run_id = store.resolve(ref)
+    _rename_run(store, run_id, new_name)
+    return run_id
+
+
+def run_report(
+    ref: str | None = None,
+    store: Store | str | Path | None = None,
+    *,
+    steps_from: str | None = None,
+    top: int | None = reporting.TOP_OPS,
+    what_if: bool = False,
+    unprofiled: bool = False,
+) -> RunReport:
+    """The report of one run: a run id, a run name, or a trace file (ingested first if not stored yet);
+    by default the run ingested last. ``steps_from``: a regular expression naming the host ranges that are
+    the steps (the trace is read again with it). ``top``: how many ops to list (None: all). ``what_if``:
+    replay the run with each cause removed (``report.what_if``, each finding's ``what_if_ms``);
+    ``unprofiled``: estimate its step time without the profiler (``report.unprofiled``)."""
+    store = _store(store)
+    run_id = run_id_of(ref if ref is not None else latest_run(store), store, steps_from)
+    return with_replay(reporting.run_report(run_id, store, top=top), store, what_if, unprofiled)
+
+
+def compare(
+    base_ref: str | None = None,
+    new_ref: str | None = None,
+    store: Store | str | Path | None = None,
+    *,
+    base_step_ms: float | None = None,
+    new_step_ms: float | None = None,
+    steps_from: str | None = None,
+    top: int | None = reporting.TOP_OPS,
+    what_if: bool = False,
+    unprofiled: bool = False,
+) -> Comparison:
+    """Why NEW's step is slower or faster than BASE's: each a run id, a run name, or a trace file (ingested
+    first if not stored yet). Without runs, the two runs ingested last; with NEW alone, the run ingested
+    just before it is BASE. ``base_step_ms``/``new_step_ms``: step times measured without the profiler.
+    ``steps_from``, ``what_if``: see :func:`run_report`; ``unprofiled``: the verdict on both runs' step
+    times estimated without the profiler (``diff.unprofiled``), unless measured ones are given."""
+    store = _store(store)
+    base_id, new_id = pick_runs(store, base_ref, new_ref, steps_from)
+    result = comparison.compare(base_id, new_id, store, base_step_ms, new_step_ms, top=top)
+    return with_replay(result, store, what_if, unprofiled)
+
+
+def _store(store: Store | str | Path | None) -> Store:
+    return store if isinstance(store, Store) else Store(store)
+

@@ -1,0 +1,27 @@
+"""The output formats of the commands, and which results are written in which (no third-party imports:
+the CLI's options are declared with them before any result is made)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Format(str, Enum):
+    """Output formats shared by all commands."""
+
+    table = "table"
+    csv = "csv"
+    json = "json"
+    markdown = "markdown"
+    parquet = "parquet"
+    html = "html"
+
+
+#: The formats of frames (rows of a table): every format but HTML.
+FRAME_FORMATS = tuple(f for f in Format if f is not Format.html)
+#: The formats of a run's report and of a comparison.
+REPORT_FORMATS = (Format.table, Format.json, Format.markdown, Format.html)
+#: The formats a command that prints rows offers (its ``--help`` lists these alone).
+FrameFormat = Enum("FrameFormat", {f.name: f.value for f in FRAME_FORMATS}, type=str)  # type: ignore[misc]
+#: The formats ``report`` offers.
+ReportFormat = Enum("ReportFormat", {f.name: f.value for f in REPORT_FORMATS}, type=str)  # type: ignore[misc]
