@@ -33,7 +33,7 @@ WITH calls AS (
 slow AS (  -- the ops that have a call far slower than their median call
   SELECT DISTINCT run_id, rank, name FROM calls WHERE dur_ns >= greatest(1000000, 20 * typical_ns)
 ),
-host AS (  -- launches and waits on the threads, to be counted inside calls
+host_calls AS (
   SELECT r.run_id, r.rank, r.pid, r.tid, r.ts_ns,
          EXISTS (SELECT 1 FROM events g WHERE g.run_id = r.run_id AND g.rank = r.rank AND g.launch_id = r.event_id)
            AS launch,
@@ -41,6 +41,10 @@ host AS (  -- launches and waits on the threads, to be counted inside calls
   FROM events r
   JOIN _call_causes c ON c.kind = r.kind AND c.name = r.name
   WHERE r.kind = 'runtime' AND r.pid IS NOT NULL AND r.tid IS NOT NULL
+),
+host AS (  -- launches and waits on the threads, to be counted inside calls (other calls count for neither:
+           -- left out, they leave the counts at every instant as they are, in a third of the rows)
+  SELECT * FROM host_calls WHERE launch OR wait
 ),
 counted AS (  -- per thread and instant: the launches and waits on it up to that instant, inclusive
   SELECT run_id, rank, pid, tid, ts_ns,
