@@ -26,6 +26,7 @@ def _ingest(path: Path, store: Path, stored: bool, monkeypatch: pytest.MonkeyPat
     """Ingest ``path`` (in this process), its metrics stored or not."""
     with monkeypatch.context() as m:
         m.setattr(metrics, "STORE_MIN_EVENTS", 0 if stored else 10**12)
+        m.setattr(metrics, "DIAGNOSIS_MIN_EVENTS", 0)
         return traceq.ingest([path], store=store, jobs=1)["run_id"][0]
 
 

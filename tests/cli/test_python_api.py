@@ -65,9 +65,9 @@ class _Recorder:
 
 def test_progress_hears_every_byte_then_each_later_stage(tmp_path: Path, monkeypatch) -> None:
     from traceq.ingest import metrics
-    from traceq.query.stored import CACHED
+    from traceq.query.stored import SUMMARY
 
-    monkeypatch.setattr(metrics, "STORE_MIN_EVENTS", 0)  # so that this small trace stores metrics
+    monkeypatch.setattr(metrics, "STORE_MIN_EVENTS", 0)  # so that this small trace stores metrics (not the diagnosis)
     bars: dict[str, _Recorder] = {}
 
     def factory(label: str, size: int) -> _Recorder:
@@ -85,8 +85,8 @@ def test_progress_hears_every_byte_then_each_later_stage(tmp_path: Path, monkeyp
     ]
     made = [re.fullmatch(r"storing the report metrics: (\d) of 8 stored \((\w+)\)", s) for s in bar.stages[4:]]
     assert [int(m[1]) for m in made] == list(range(1, 9))  # each metric once, in the order they were made
-    assert sorted(m[2] for m in made) == sorted(CACHED)
-    assert len(CACHED) == 8
+    assert sorted(m[2] for m in made) == sorted(SUMMARY)
+    assert len(SUMMARY) == 8
 
 
 def test_progress_says_when_the_model_is_built_on_disk(tmp_path: Path, monkeypatch) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 #: The metric queries a report and a comparison read, stored per rank at ingest. (``rank_balance`` is
 #: across ranks, so it is computed from the stored ``gpu_busy`` and ``launch_bound`` when needed.)
-CACHED: tuple[str, ...] = (
+SUMMARY: tuple[str, ...] = (
     "gpu_busy",
     "gpu_gaps",
     "launch_bound",
@@ -30,6 +30,20 @@ CACHED: tuple[str, ...] = (
     "op_summary",
     "gpu_time",
 )
+#: The diagnosis a report reads: idle time by cause and call site, the host calls and searches behind it,
+#: the analysis windows and the idle pieces the HTML page's timeline draws (stored for the largest runs
+#: only: see :data:`traceq.ingest.metrics.DIAGNOSIS_MIN_EVENTS`).
+DIAGNOSIS: tuple[str, ...] = (
+    "idle_causes",
+    "idle_sites",
+    "host_calls",
+    "search_gpu_time",
+    "_search_calls",
+    "_windows",
+    "_idle_pieces",
+)
+#: Every metric that may be stored.
+CACHED: tuple[str, ...] = SUMMARY + DIAGNOSIS
 #: The folder of a rank's stored results, and the file naming the query files that made them.
 FOLDER = "metrics"
 FINGERPRINT = "fingerprint.txt"
