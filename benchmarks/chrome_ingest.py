@@ -1,25 +1,29 @@
-"""Benchmark: chrome-trace ingest, traceq against HTA 0.5 (and Perfetto if it runs), over 4 trace sizes.
+"""Benchmark: chrome-trace ingest, traceq against HTA releases (and Perfetto if it runs), over 4 trace sizes.
 
 Traces are built from a real one (HTA's V100 DDP ``df_index_resolver`` trace by default) by replicating
 its steps in time (``replicate_trace.py``; 1 copy is the original file, more copies are written compact,
 so their MB per event is lower). For each size, each tool loads the same file in a fresh
 process: traceq ingests it into a new store (read, model, write Parquet); HTA builds its
-``TraceAnalysis`` (parse into a DataFrame). Times exclude interpreter start and imports (both tools'
-imports are printed once); peak memory is the process's VmHWM. The last table fits time against events to
-show how cost grows, and says where each size's model was built (in memory, or on disk from
-``traceq.model.on_disk.MIN_EVENTS`` events on, so that memory stops growing).
+``TraceAnalysis`` (parse into a DataFrame). Times exclude interpreter start and imports (each tool's
+import time is printed after the table); peak memory is the process's VmHWM. The last table fits time
+against events to show how cost grows, and says where each size's model was built (in memory, or on disk
+from ``traceq.model.on_disk.MIN_EVENTS`` events on, so that memory stops growing).
 
-HTA runs in the interpreter given by ``--hta-python`` (a venv with ``pip install
-holistictraceanalysis==0.5.0``); it is skipped, with a note, when it cannot be imported there.
+HTA runs in the interpreter given by ``--hta-python``, which may be given more than once to compare
+several HTA releases in one run: a venv with ``pip install holistictraceanalysis==0.5.0``, another with
+``pip install traceinsight==0.6.1`` (HTA's current release; it still installs the ``hta`` package). Each
+is labelled with the release found there (the distribution that provides ``hta``, read with
+``importlib.metadata`` in that interpreter) and skipped, with a note, when ``hta`` is not installed there.
 
 Usage: python benchmarks/chrome_ingest.py [--source TRACE] [--copies 1,2,5,10] [--work DIR]
-       [--hta-python PYTHON] [--skip-hta-above MB] [--repeat N] [--no-python-path]
-       [--perfetto-shell TRACE_PROCESSOR_SHELL]
+       [--hta-python PYTHON [--hta-python PYTHON ...]] [--skip-hta-above MB] [--repeat N]
+       [--no-python-path] [--perfetto-shell TRACE_PROCESSOR_SHELL]
 
-With ``--repeat N`` every tool loads every size N times, traceq and HTA alternating, and the fastest
-run of each is shown; "pairs x" is the median (and range) of HTA's time over traceq's in each pair of
-neighbouring runs, which this machine's slow and fast phases (20-30 %, sometimes more) move less than
-they move either tool's best.
+With ``--repeat N`` every tool loads every size N times, traceq and each HTA alternating (the HTA
+releases take turns going first after traceq), and the fastest run of each is shown; "pairs x" is the
+median (and range) of that HTA's time over traceq's in each round's runs, which this machine's slow and
+fast phases (20-30 %, sometimes more) move less than they move either tool's best. Each size has one
+line per HTA release, traceq's columns on the first.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -81,6 +86,19 @@ frame = next(iter(analysis.t.traces.values()))
 print(json.dumps({"import": t1 - t0, "load": t2 - t1, "cpu": c2 - c1, "peak": _peak(), "events": len(frame)}))
 """
 )
+#: Which release of HTA an interpreter has: the distribution that installs the ``hta`` package (HTA 0.5 is
+#: ``holistictraceanalysis``, 0.6 ``traceinsight``), its version and pandas's; found without importing HTA.
+_HTA_RELEASE = """
+import importlib.metadata as md, importlib.util, json
+if importlib.util.find_spec("hta") is None:
+    raise SystemExit("no hta package installed there")
+names = md.packages_distributions().get("hta") or ["hta"]
+try:
+    pandas = md.version("pandas")
+except md.PackageNotFoundError:
+    pandas = "-"
+print(json.dumps({"dist": names[0], "version": md.version(names[0]), "pandas": pandas}))
+"""
 _PERFETTO = """
 import json, sys, time
 from perfetto.trace_processor import TraceProcessor
@@ -108,6 +126,30 @@ print(json.dumps({"load": float(loaded.group(1)), "peak": peak, "slices": slices
 """
 
 
+@dataclass(frozen=True)
+class Peer:
+    """An HTA release to compare against: its label in the tables and the interpreter it runs in."""
+
+    label: str
+    python: str
+
+
+def _peers(pythons: list[str]) -> list[Peer]:
+    """The HTA releases in ``pythons``, labelled by version (a note for each one without HTA)."""
+    peers: list[Peer] = []
+    for python in dict.fromkeys(pythons):
+        found = _child(python, _HTA_RELEASE)
+        if isinstance(found, str):
+            print(f"HTA at {python}: skipped ({found})")
+            continue
+        label = f"HTA {found['version']}"
+        if any(p.label == label for p in peers):
+            label += f" #{len(peers) + 1}"
+        peers.append(Peer(label, python))
+        print(f"{label}: {found['dist']} {found['version']}, pandas {found['pandas']} ({python})")
+    return peers
+
+
 def _child(python: str, code: str, *args: str, env: dict[str, str] | None = None) -> dict | str:
     proc = subprocess.run(
         [python, "-c", code, *args], capture_output=True, text=True, check=False, env={**os.environ, **(env or {})}
@@ -129,10 +171,19 @@ def _best(results: list[dict | str]) -> dict | str:
     return min(ok, key=lambda r: r["load"]) if ok else results[0]
 
 
-def _pair_ratios(ours: list[dict | str], hta: list[dict | str]) -> list[float]:
-    """HTA's load time over traceq's in each pair of neighbouring runs where both ran."""
-    pairs = zip(ours, hta, strict=False)
+def _pair_ratios(ours: list[dict | str], peer: list[dict | str]) -> list[float]:
+    """A peer's load time over traceq's in each round of runs where both ran."""
+    pairs = zip(ours, peer, strict=False)
     return [h["load"] / o["load"] for o, h in pairs if isinstance(o, dict) and isinstance(h, dict)]
+
+
+def _print_imports(imports: dict[str, list[float]]) -> None:
+    """Each tool's import time: the median (and range) over all its runs, at every size."""
+    done = {tool: times for tool, times in imports.items() if times}
+    if done:
+        print("\nimport s (median, range over all runs): " + "; ".join(
+            f"{tool} {statistics.median(t):.2f} ({min(t):.2f}-{max(t):.2f})" for tool, t in done.items()
+        ))  # fmt: skip
 
 
 def _raw_mb(path: Path) -> float:
@@ -148,7 +199,13 @@ def main() -> None:
     ap.add_argument("--source", type=Path, default=DEFAULT)
     ap.add_argument("--copies", default="1,2,5,10")
     ap.add_argument("--work", type=Path, default=None, help="where the built traces are kept (reused)")
-    ap.add_argument("--hta-python", default=sys.executable)
+    ap.add_argument(
+        "--hta-python",
+        action="append",
+        default=None,
+        help="an interpreter with HTA installed (holistictraceanalysis or traceinsight); may be given more than once,"
+        " one per HTA release (default: this interpreter)",
+    )
     ap.add_argument("--skip-hta-above", type=float, default=float("inf"), help="raw MB above which HTA is skipped")
     ap.add_argument("--repeat", type=int, default=1, help="runs per tool and size; the fastest is shown")
     ap.add_argument(
@@ -165,8 +222,10 @@ def main() -> None:
     a = ap.parse_args()
     work = a.work or Path(tempfile.mkdtemp(prefix="traceq-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    hta_pythons = a.hta_python or [sys.executable]
+    peers = _peers(hta_pythons)
     if a.perfetto_shell is None:
-        perfetto = _child(a.hta_python, _PERFETTO, str(a.source))
+        perfetto = _child(hta_pythons[0], _PERFETTO, str(a.source))
         if isinstance(perfetto, str) and "CalledProcessError" in perfetto:
             perfetto = "its package downloads the trace_processor binary at first use, and that download failed"
         ran = f"loaded the 1-copy trace in {perfetto['load']:.2f} s" if isinstance(perfetto, dict) else None
@@ -174,6 +233,7 @@ def main() -> None:
     else:
         print(f"Perfetto trace_processor: {a.perfetto_shell} (its 'Trace loaded' time; peak: its ru_maxrss)")
     rows = []
+    imports: dict[str, list[float]] = {"traceq": [], **{p.label: [] for p in peers}}
     for k in (int(x) for x in a.copies.split(",")):
         path = a.source if k == 1 else work / f"{a.source.name.split('.')[0]}_x{k}.json.gz"
         if not path.exists():
@@ -184,47 +244,78 @@ def main() -> None:
             hta_dir.mkdir()
             (hta_dir / path.name).symlink_to(path.resolve())
 
-            ours_runs, hta_runs, perfetto_runs = [], [], []
-            for i in range(a.repeat):  # alternating, so that each pair shares the machine's phase
+            ours_runs: list[dict | str] = []
+            peer_runs: dict[Peer, list[dict | str]] = {p: [] for p in peers}
+            perfetto_runs: list[dict | str] = []
+            for i in range(a.repeat):  # alternating, so that each round shares the machine's phase
                 ours_runs.append(_child(sys.executable, _TRACEQ, str(path), str(Path(tmp) / "c" / str(i))))
-                if mb <= a.skip_hta_above:
-                    hta_runs.append(_child(a.hta_python, _HTA, str(hta_dir)))
+                if peers and mb <= a.skip_hta_above:
+                    for p in peers[i % len(peers) :] + peers[: i % len(peers)]:  # each release goes first in turn
+                        peer_runs[p].append(_child(p.python, _HTA, str(hta_dir)))
                 if a.perfetto_shell is not None:
                     perfetto_runs.append(_child(sys.executable, _PERFETTO_SHELL, a.perfetto_shell, str(path)))
-            ours, hta = _best(ours_runs), _best(hta_runs) if hta_runs else "skipped (size)"
+            for tool, runs in (("traceq", ours_runs), *((p.label, peer_runs[p]) for p in peers)):
+                imports[tool] += [r["import"] for r in runs if isinstance(r, dict)]
+            ours = _best(ours_runs)
             if perfetto_runs:
                 _print_perfetto(k, mb, ours, _best(perfetto_runs), _pair_ratios(ours_runs, perfetto_runs))
             python_path = "-"
             if a.python_path:
                 python_path = _traceq_runs(path, Path(tmp) / "py", a.repeat, {"TRACEQ_NATIVE": "0"})
-        rows.append((k, mb, ours, hta))
-        _print_row(k, mb, ours, python_path, hta, _pair_ratios(ours_runs, hta_runs))
+        rows.append((k, mb, ours))
+        lines = [
+            (p.label, _best(peer_runs[p]) if peer_runs[p] else "skipped (size)", _pair_ratios(ours_runs, peer_runs[p]))
+            for p in peers
+        ] or [("-", "no HTA to compare with", [])]
+        width = max(len("HTA"), *(len(label) for label, _, _ in lines)) + 2
+        for j, (label, hta, pairs) in enumerate(lines):
+            _print_row(k, mb, ours, python_path, label, hta, pairs, width, again=j > 0)
+    _print_imports(imports)
     _print_fit(rows)
 
 
+#: The width of traceq's columns in a size's line (copies to py s), left blank on its further HTA lines.
+_OURS_WIDTH = 6 + 9 + 11 + 10 + 7 + 7 + 9 + 9 + 7
+
+
 def _print_row(
-    k: int, mb: float, ours: dict | str, python_path: dict | str, hta: dict | str, pairs: list[float]
+    k: int,
+    mb: float,
+    ours: dict | str,
+    python_path: dict | str,
+    label: str,
+    hta: dict | str,
+    pairs: list[float],
+    width: int,
+    again: bool = False,
 ) -> None:
+    """A size's line for one HTA release; ``again``: traceq's columns were on the size's first line."""
     if len(_print_row.__dict__) == 0:
         _print_row.__dict__["done"] = True
         print("(py s: the same traceq with its C parts off, TRACEQ_NATIVE=0; cpu s: user + system time of all the")
-        print(" process's threads during the load; MB/cpu-s: raw MB per CPU second, the throughput of one core)")
+        print(" process's threads during the load; MB/cpu-s: raw MB per CPU second, the throughput of one core;")
+        print(" speed x: HTA's time over traceq's (fastest runs); memory x: traceq's peak over HTA's)")
         print(f"\n{'copies':>6}{'raw MB':>9}{'events':>11}{'traceq s':>10}{'MB/s':>7}{'cpu s':>7}{'MB/cpu-s':>9}"
-              f"{'peak MB':>9}{'py s':>7}{'HTA s':>8}{'MB/s':>7}{'cpu s':>7}{'peak MB':>9}{'speed x':>9}"
+              f"{'peak MB':>9}{'py s':>7}{'HTA':>{width}}{'s':>8}{'MB/s':>7}{'cpu s':>7}{'peak MB':>9}{'speed x':>9}"
               f"{'memory x':>10}  pairs x (range)")  # fmt: skip
     if isinstance(ours, str):
-        print(f"{k:>6}{mb:>9.1f}  traceq failed: {ours}")
+        if not again:
+            print(f"{k:>6}{mb:>9.1f}  traceq failed: {ours}")
         return
-    py = f"{python_path['load']:>7.2f}" if isinstance(python_path, dict) else f"{'-':>7}"
-    line = (f"{k:>6}{mb:>9.1f}{ours['events']:>11,}{ours['load']:>10.2f}{mb / ours['load']:>7.1f}"
-            f"{ours['cpu']:>7.2f}{mb / ours['cpu']:>9.1f}{ours['peak'] / 1e6:>9.0f}{py}")  # fmt: skip
+    if again:
+        line = " " * _OURS_WIDTH
+    else:
+        py = f"{python_path['load']:>7.2f}" if isinstance(python_path, dict) else f"{'-':>7}"
+        line = (f"{k:>6}{mb:>9.1f}{ours['events']:>11,}{ours['load']:>10.2f}{mb / ours['load']:>7.1f}"
+                f"{ours['cpu']:>7.2f}{mb / ours['cpu']:>9.1f}{ours['peak'] / 1e6:>9.0f}{py}")  # fmt: skip
+    line += f"{label:>{width}}"
     if isinstance(hta, dict):
         line += (f"{hta['load']:>8.2f}{mb / hta['load']:>7.1f}{hta['cpu']:>7.2f}{hta['peak'] / 1e6:>9.0f}"
                  f"{hta['load'] / ours['load']:>9.2f}{ours['peak'] / hta['peak']:>10.2f}")  # fmt: skip
         if pairs:
             line += f"  {statistics.median(pairs):.2f} ({min(pairs):.2f}-{max(pairs):.2f})"
     else:
-        line += f"  HTA: {hta}"
+        line += f"  {hta}"
     print(line, flush=True)
 
 
@@ -242,7 +333,7 @@ def _print_perfetto(k: int, mb: float, ours: dict | str, perfetto: dict | str, p
     print(line, flush=True)
 
 
-def _print_fit(rows: list[tuple[int, float, dict | str, dict | str]]) -> None:
+def _print_fit(rows: list[tuple[int, float, dict | str]]) -> None:
     ok = [(r[2]["events"], r[2]["load"], r[2]["peak"]) for r in rows if isinstance(r[2], dict)]
     if len(ok) < 2:
         return
