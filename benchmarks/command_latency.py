@@ -2,7 +2,7 @@
 in one run.
 
 A store is made in a temporary folder from the bundled real Kineto sample (FP16 AMP, batch 4), with its
-report metrics stored at ingest as a large run's are (the store a user reports from). Then, in rounds,
+report metrics and diagnosis stored at ingest as the largest runs' are (a report then reads them all). Then, in rounds,
 each command runs in a fresh process (the ``traceq`` script of this interpreter's environment), its
 output discarded, alternating with ``python -c pass``; a command's cost is its wall time minus the
 bare interpreter's in the same round. Prints the median and best of each, the target (at most
@@ -48,7 +48,8 @@ def wall(argv: list[str], env: dict[str, str]) -> float:
 def make_store(store: Path) -> str:
     """Ingest the sample into ``store`` with its report metrics stored; return the run's name."""
     code = (
-        "import sys, traceq; from traceq.ingest import metrics; metrics.STORE_MIN_EVENTS = 0; "
+        "import sys, traceq; from traceq.ingest import metrics; "
+        "metrics.STORE_MIN_EVENTS = metrics.DIAGNOSIS_MIN_EVENTS = 0; "
         "traceq.ingest([sys.argv[1]], store=sys.argv[2], jobs=1, name='bench')"
     )
     subprocess.run([sys.executable, "-c", code, str(SAMPLE), str(store)], check=True)
