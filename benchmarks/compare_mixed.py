@@ -2,8 +2,8 @@
 the two runs' reports, in one run.
 
 Two real H200 Conformer traces (FP32 and FP16 AMP, batch 64), replicated in time until each run holds at
-least ``--min-events`` events (enough for its metrics to be stored at ingest), are ingested; then the
-stored metrics of the FP32 run are removed (as a store written by an older traceq would hold it). Each
+least ``--min-events`` events (enough for its metrics to be stored at ingest), are ingested, the FP32
+run without its metrics stored (as a store written by an older traceq holds it). Each
 round runs, in fresh processes, the report of each run and the comparison; the comparison should cost no
 more than the two reports together (it computes only the metrics the FP32 run lacks). Prints medians
 and the ratio of each round's comparison to its two reports.
@@ -62,13 +62,10 @@ def main() -> None:
             copies = -(-args.min_events // events_in(source))
             big = work / f"{label}_x{copies}.json.gz"
             replicate(source, big, copies)
-            subprocess.run([sys.executable, "-m", "traceq", "ingest", str(big), "--name", label, "--store", str(store),
-                            "-q"], check=True, stdout=subprocess.DEVNULL)  # fmt: skip
-        listed = subprocess.run([sys.executable, "-m", "traceq", "runs", "--store", str(store), "--format", "json"],
-                                capture_output=True, text=True, check=True).stdout  # fmt: skip
-        fp32 = next(r["run_id"] for r in json.loads(listed) if r["name"] == "fp32")
-        for metrics in (store / "runs" / f"run_id={fp32}").glob("rank=*/metrics"):
-            shutil.rmtree(metrics)
+            # FP32 as a store written by an older traceq holds it: its metrics not stored
+            stored = "" if label == "fp16" else "from traceq.ingest import metrics; metrics.STORE_MIN_EVENTS = 10**12; "
+            code = f"import sys, traceq; {stored}traceq.ingest([sys.argv[1]], store=sys.argv[2], name=sys.argv[3])"
+            subprocess.run([sys.executable, "-c", code, str(big), str(store), label], check=True)
     rounds: dict[str, list[float]] = {"report fp16 (stored metrics)": [], "report fp32 (no stored metrics)": [],
                                       "report --compare fp32 fp16": []}  # fmt: skip
     for _ in range(args.rounds):
@@ -82,6 +79,8 @@ def main() -> None:
     print(f"{'sum of the two reports':<36}{statistics.median([x + y for x, y in zip(a, b, strict=True)]):>8.2f} s")
     print(f"comparison / sum of its two reports, per round: median {statistics.median(ratios):.2f} "
           f"({min(ratios):.2f}-{max(ratios):.2f})")  # fmt: skip
+    verdict = "met" if statistics.median(ratios) <= 1 else "not met"
+    print(f"target: the comparison costs no more than its two reports: {verdict}")
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
 
