@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pytest
@@ -15,8 +16,11 @@ from tests.conftest import SAMPLES
 from traceq.analysis.findings import Finding
 from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import TraceqError
-from traceq.render import Format, Result, render
+from traceq.render import Format, render
 from traceq.render.html import write_html
+
+if TYPE_CHECKING:
+    from traceq.render import Result
 
 FP32 = SAMPLES / "kineto_conformer_fp32_b4_2steps.json.gz"
 FP16 = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"

@@ -24,30 +24,23 @@ if TYPE_CHECKING:
     Result = pl.DataFrame | RunReport | Comparison
 
 
-def __getattr__(name: str) -> Any:
-    if name != "Result":
-        raise AttributeError(f"module 'traceq.render' has no attribute {name!r}")
-    import polars as pl
+__all__ = ["Format", "FrameFormat", "ReportFormat", "check_format", "render"]
 
+
+def _report_writers() -> dict[type, dict[Format, Callable[[Any, TextIO | None], None]]]:
+    """How a run's report and a comparison are written, per format (:data:`REPORT_FORMATS`):
+    ``writer(result, out)``."""
     from traceq.analysis.results import Comparison, RunReport
-
-    return pl.DataFrame | RunReport | Comparison
-
-__all__ = ["Format", "FrameFormat", "ReportFormat", "Result", "check_format", "render"]
-
-
-def _report_writers() -> dict[str, dict[Format, Callable[[Any, TextIO | None], None]]]:
-    """How a run's report and a comparison are written, per format: ``writer(result, out)``."""
     from traceq.render import html, reports
 
     return {
-        "RunReport": {
+        RunReport: {
             Format.table: reports.to_terminal,
             Format.json: reports.to_json,
             Format.markdown: reports.to_markdown,
             Format.html: html.to_html,
         },
-        "Comparison": {
+        Comparison: {
             Format.table: reports.compare_terminal,
             Format.json: reports.compare_json,
             Format.markdown: reports.compare_markdown,
@@ -69,13 +62,12 @@ def check_format(kind: type, fmt: Format) -> None:
 
 def render(result: Result, fmt: Format | str, out: TextIO | None = None, title: str | None = None) -> None:
     """Write ``result`` to ``out`` (stdout) in ``fmt``; a frame's table gets ``title``."""
-    from traceq.analysis.results import Comparison, RunReport
     from traceq.render import frames
 
     fmt = Format(fmt.value if isinstance(fmt, Enum) else fmt)
-    kind = type(result)
-    check_format(kind, fmt)
-    if kind in (RunReport, Comparison):
-        _report_writers()[kind.__name__][fmt](result, out)
+    check_format(type(result), fmt)
+    writers = _report_writers().get(type(result))
+    if writers is not None:
+        writers[fmt](result, out)
     else:
         frames.render(result, fmt, out, title)
