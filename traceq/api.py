@@ -54,13 +54,14 @@ def run_report(
     steps_from: str | None = None,
     top: int | None = reporting.TOP_OPS,
     what_if: bool = False,
-    unprofiled: bool = False,
+    unprofiled: bool | None = None,
 ) -> RunReport:
     """The report of one run: a run id, a run name, or a trace file (ingested first if not stored yet);
     by default the run ingested last. ``steps_from``: a regular expression naming the host ranges that are
     the steps (the trace is read again with it). ``top``: how many ops to list (None: all). ``what_if``:
     replay the run with each cause removed (``report.what_if``, each finding's ``what_if_ms``);
-    ``unprofiled``: estimate its step time without the profiler (``report.unprofiled``)."""
+    ``unprofiled``: its step time estimated without the profiler (``report.unprofiled``): by default
+    wherever the replay can run, False for the traced report only."""
     store = _store(store)
     run_id = run_id_of(ref if ref is not None else latest_run(store), store, steps_from)
     return with_replay(reporting.run_report(run_id, store, top=top), store, what_if, unprofiled)
@@ -76,13 +77,14 @@ def compare(
     steps_from: str | None = None,
     top: int | None = reporting.TOP_OPS,
     what_if: bool = False,
-    unprofiled: bool = False,
+    unprofiled: bool | None = None,
 ) -> Comparison:
     """Why NEW's step is slower or faster than BASE's: each a run id, a run name, or a trace file (ingested
     first if not stored yet). Without runs, the two runs ingested last; with NEW alone, the run ingested
     just before it is BASE. ``base_step_ms``/``new_step_ms``: step times measured without the profiler.
     ``steps_from``, ``what_if``: see :func:`run_report`; ``unprofiled``: the verdict on both runs' step
-    times estimated without the profiler (``diff.unprofiled``), unless measured ones are given."""
+    times estimated without the profiler (``diff.unprofiled``; by default wherever the replay can run, False
+    for the traced comparison only), unless measured ones are given."""
     store = _store(store)
     base_id, new_id = pick_runs(store, base_ref, new_ref, steps_from)
     result = comparison.compare(base_id, new_id, store, base_step_ms, new_step_ms, top=top)

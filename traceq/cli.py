@@ -336,9 +336,11 @@ def report(
         bool, typer.Option("--what-if", help="Replay the run with each cause removed: the step time each fix saves.")
     ] = False,
     unprofiled: Annotated[
-        bool, typer.Option("--unprofiled", help="Estimate the step time without the profiler (with --compare: "
-                           "the verdict on it, unless measured times are given).")
-    ] = False,
+        bool | None,
+        typer.Option("--unprofiled/--traced-only", help="Lead with the step time estimated without the profiler "
+                     "(with --compare: the verdict on it, unless measured times are given); the default wherever "
+                     "the replay can run. --traced-only: the traced numbers alone.", show_default=False),
+    ] = None,
     steps_from: StepsFromOpt = None,
     all_ops: Annotated[bool, typer.Option("--all", help="List every op (default: the top 30 by CPU time).")] = False,
     store: StoreOpt = None,

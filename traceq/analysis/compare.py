@@ -115,7 +115,7 @@ def _compare(
     threshold = max(MIN_IMPACT_MS, MIN_IMPACT_SHARE * longer)
     flavour = new.run["flavour"]
     findings = [
-        _change(c, bp[c], np_[c], base.evidence.get(c, {}), new.evidence.get(c, {}), flavour)
+        _change(c, bp[c], np_[c], base.evidence.get(c, {}), new.evidence.get(c, {}), flavour, n.window_ms)
         for c in bp
         if abs(np_[c] - bp[c]) >= threshold
     ]
@@ -162,8 +162,15 @@ def _compare(
     )
 
 
-def _change(cause: str, b: float, n: float, ev_b: dict[str, Any], ev_n: dict[str, Any], flavour: str | None) -> Finding:
-    """The finding for one part that changed: its title says which way, by how much, from what to what."""
+#: A part holding at least this share of NEW's step still calls for its fix, even where it shrank.
+STILL_LARGE_SHARE = 0.2
+
+
+def _change(
+    cause: str, b: float, n: float, ev_b: dict[str, Any], ev_n: dict[str, Any], flavour: str | None, step_ms: float
+) -> Finding:
+    """The finding for one part that changed: its title says which way, by how much, from what to what; a
+    part that shrank but still holds a large share of NEW's step (``step_ms``) keeps its fix."""
     d = n - b
     title = f"{_CHANGE[cause]} {'grew' if d > 0 else 'fell'} by {abs(d):.2f} ms per step ({b:.2f} -> {n:.2f} ms)"
     detail = _mechanism(cause, ev_b, ev_n)
@@ -173,6 +180,11 @@ def _change(cause: str, b: float, n: float, ev_b: dict[str, Any], ev_n: dict[str
         step = CAUSES[cause].next_step(flavour)
     elif cause == "gpu_compute":
         step = "Kernels got faster: the parts that grew say where the saving went."
+    elif step_ms > 0 and n >= STILL_LARGE_SHARE * step_ms:
+        step = (
+            f"{CAUSES[cause].label.capitalize()} cost less in NEW than in BASE but still takes {n:.2f} of NEW's "
+            f"{step_ms:.2f} ms traced step ({n / step_ms:.0%}): {CAUSES[cause].next_step(flavour)}"
+        )
     else:
         step = f"No action needed: {CAUSES[cause].label} cost less in NEW than in BASE."
     return Finding(id=cause, title=title, impact_ms=round(d, 3), evidence=_paired(ev_b, ev_n), next_step=step)

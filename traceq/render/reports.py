@@ -239,12 +239,13 @@ def _top_ops(report: RunReport, n: int = 15) -> pl.DataFrame:
 
 def report_blocks(report: RunReport) -> list[Block]:
     """What a run's report says, in order."""
-    blocks = [Block("", [f"{k}: {v}" for k, v in headline(report)])]
+    blocks = []
+    if report.unprofiled is not None:  # the question is about the run without the profiler: its estimate leads
+        blocks.append(Block("Step time without the profiler (replay)", unprofiled_lines(report.unprofiled)))
+    blocks.append(Block("", [f"{k}: {v}" for k, v in headline(report)]))
     split = split_table(report)
     if not split.is_empty():
-        blocks.append(Block("Where the step goes (ms per step)", frame=split))
-    if report.unprofiled is not None:
-        blocks.append(Block("Step time without the profiler (replay)", unprofiled_lines(report.unprofiled)))
+        blocks.append(Block("Where the step goes in the trace (ms per step)", frame=split))
     lines = [line for i, f in enumerate(report.findings, 1) for line in finding_lines(i, f, signed=False)]
     blocks.append(Block("Findings (largest first)", lines or ["No finding cleared its threshold."]))
     if not report.what_if.is_empty():
@@ -325,13 +326,13 @@ def waterfall_table(result: Comparison, min_share: float = 0.005) -> pl.DataFram
 def compare_blocks(result: Comparison) -> list[Block]:
     """What a comparison says, in order."""
     blocks = [Block("", [result.verdict])]
-    water = waterfall_table(result)
-    if not water.is_empty():
-        blocks.append(Block("Waterfall (ms per step)", frame=water))
     if result.unprofiled is not None:
         for side in ("base", "new"):
             title = f"{side.upper()} without the profiler (replay)"
             blocks.append(Block(title, unprofiled_lines(result.unprofiled[side])))
+    water = waterfall_table(result)
+    if not water.is_empty():
+        blocks.append(Block("Waterfall of the traced steps (ms per step)", frame=water))
     lines = [line for i, f in enumerate(result.findings, 1) for line in finding_lines(i, f, signed=True)]
     blocks.append(Block("Findings (largest change first)", lines or ["No part changed enough to matter."]))
     if not result.new.what_if.is_empty():

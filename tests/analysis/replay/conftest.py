@@ -9,14 +9,26 @@ from pathlib import Path
 import pytest
 
 import traceq
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, SHARED
 from traceq.analysis.replay import Replayer
 from traceq.query.engine import Session
 from traceq.store import Store
 
 PLANTED = SAMPLES / "planted"
-#: The Conformer b4 samples' step times measured without the profiler (shared traces' runs.json).
-CONFORMER_MS = {"kineto_conformer_fp32_b4_2steps": 32.453, "kineto_conformer_fp16_b4_2steps": 44.519}
+#: The Conformer b4 samples (cut from the shared traces) and the shared traces they were cut from.
+CONFORMER_SAMPLES = {"kineto_conformer_fp32_b4_2steps": "conformer_fp32_b4.json.gz",
+                     "kineto_conformer_fp16_b4_2steps": "conformer_fp16_b4.json.gz"}  # fmt: skip
+
+
+def conformer_ms() -> dict[str, dict]:
+    """The Conformer samples' clean step times: ``step_ms_clean`` of the shared traces' runs.json (each round
+    timed in a process that had not profiled), with its rounds."""
+    runs = {r["trace"]: r for r in json.loads((SHARED / "kineto" / "runs.json").read_text())["runs"]}
+    return {name: {"step_ms": runs[trace]["step_ms_clean"], "step_ms_rounds": runs[trace]["step_ms_clean_rounds"]}
+            for name, trace in CONFORMER_SAMPLES.items()}  # fmt: skip
+
+
+CONFORMER_MS = conformer_ms()
 
 
 @pytest.fixture(scope="session")
@@ -25,7 +37,7 @@ def manifest() -> dict[str, dict]:
     doc = json.loads((PLANTED / "manifest.json").read_text())
     out = {name[: -len(".json.gz")]: v for name, v in doc["traces"].items()}
     out.update(doc.get("measured_only", {}))  # fixes measured but not committed as traces
-    out.update({name: {"step_ms": ms} for name, ms in CONFORMER_MS.items()})
+    out.update(CONFORMER_MS)
     return out
 
 

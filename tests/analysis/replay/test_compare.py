@@ -10,15 +10,17 @@ from traceq.analysis.replay import compare_replayers
 
 
 def test_conformer_b4_flip(replayers, manifest):
-    """The Conformer at batch 4: traced, AMP looks faster; measured without the profiler it is 37% slower.
-    The fp32 trace's host ran the same trivial ops clearly slower, and is scaled to the fp16 trace's speed."""
+    """The Conformer at batch 4: traced, AMP looks faster; measured cleanly it is about 20% slower, though
+    its rounds overlap (a launch-bound pair). The fp32 trace's host ran the same trivial ops clearly slower,
+    and is scaled to the fp16 trace's speed; the estimate's band holds the measured change."""
     base, new = "kineto_conformer_fp32_b4_2steps", "kineto_conformer_fp16_b4_2steps"
     v = compare_replayers(replayers[base], replayers[new])
     measured = (manifest[new]["step_ms"] / manifest[base]["step_ms"] - 1) * 100
     assert v.traced_change_pct < 0 < measured
-    assert v.change_pct > 0 and v.flips and not v.uncertain
+    assert v.change_pct > 0 and v.flips
+    assert v.change_low <= measured <= v.change_high
+    assert v.change_pct == pytest.approx(measured, abs=10)
     assert v.scaled == "base" and v.host_ratio < 1 / 1.2
-    assert "flips" in v.text
     json.dumps(v.to_dict())
 
 

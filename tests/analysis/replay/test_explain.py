@@ -46,29 +46,39 @@ def test_the_input_pipeline_saving_is_the_measured_one(input_report, manifest):
 def test_the_estimate_is_in_the_report_and_its_json(input_report, manifest):
     est = input_report.unprofiled
     assert est is not None and est["low_ms"] <= est["unprofiled_ms"] <= est["high_ms"]
-    assert est["unprofiled_ms"] == pytest.approx(manifest["input8_fp16_3steps"]["step_ms"], rel=0.15)
+    assert est["low_ms"] <= manifest["input8_fp16_3steps"]["step_ms"] <= est["high_ms"]
     doc = json.loads(json.dumps(input_report.to_dict(), default=str))
     assert doc["unprofiled"]["unprofiled_ms"] == pytest.approx(est["unprofiled_ms"], abs=1e-3)
     assert [r["cause"] for r in doc["what_if"]] == list(FIXES)
 
 
-def test_without_flags_the_report_is_unchanged(replay_store):
+def test_traced_only_leaves_the_report_unchanged_and_the_default_adds_the_estimate(replay_store):
     plain = run_report("enc_fp16_3steps", replay_store)
-    same = with_replay(plain, replay_store)
+    same = with_replay(plain, replay_store, unprofiled=False)
     assert same is plain and same.what_if.is_empty() and same.unprofiled is None
     assert all("what_if_ms" not in f.to_dict() for f in plain.findings)
+    default = with_replay(plain, replay_store)
+    assert default.unprofiled is not None and default.what_if.is_empty()
+    assert default.unprofiled["unprofiled_ms"] < default.unprofiled["traced_ms"]
 
 
 def test_the_verdict_without_the_profiler_flips_the_traced_one(replay_store, manifest):
-    """Conformer b4: the traced steps say AMP is faster, measured without the profiler it is 37% slower."""
+    """Conformer b4: the traced steps say AMP is faster; measured cleanly it is about 20 % slower (its rounds
+    overlap). The estimate leads the verdict, says NEW is slower, and gives a band that holds the measured
+    change; where that band includes no change the verdict says the difference is within its noise."""
     base, new = CONFORMER
     result = with_replay(compare(base, new, replay_store), replay_store, unprofiled=True)
-    measured = manifest[new]["step_ms"] - manifest[base]["step_ms"]
+    measured = manifest[new]["step_ms"] / manifest[base]["step_ms"] * 100 - 100
     assert measured > 0 > result.step_time_delta_ms
-    assert result.unprofiled is not None and result.unprofiled["flips"] and result.unprofiled["change_pct"] > 0
-    assert result.verdict.startswith("Estimated without the profiler (replay), NEW is ")
-    assert " slower than BASE" in result.verdict.split(";")[0]
-    assert "flips the traced conclusion" in result.verdict
+    est = result.unprofiled
+    assert est is not None and est["flips"] and est["change_pct"] > 0
+    assert est["change_low"] <= measured <= est["change_high"]
+    assert result.verdict.startswith("Estimated without the profiler (replay), NEW ")
+    if est["uncertain"]:
+        assert "within the estimate's noise" in result.verdict.split(";")[0]
+    else:
+        assert " slower than BASE" in result.verdict.split(";")[0]
+        assert "flips the traced conclusion" in result.verdict
     assert result.to_dict()["unprofiled"]["new"]["run_id"] == result.new.run["run_id"]
 
 
@@ -117,7 +127,7 @@ def test_the_comparison_page_shows_the_estimate(replay_store):
     out = run_cli("report", "--compare", base, new, "--unprofiled", "--what-if", "--format", "html",
                   "--store", str(replay_store.root))  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert "Without the profiler (replay)" in out.stdout and "flips the traced conclusion" in out.stdout
+    assert "Without the profiler (replay)" in out.stdout and "Estimated without the profiler (replay)" in out.stdout
     assert "What each fix would save" in out.stdout
 
 

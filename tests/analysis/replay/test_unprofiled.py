@@ -3,38 +3,53 @@
 from __future__ import annotations
 
 import json
+import math
+import statistics
 
 import pytest
 
-from traceq.analysis.replay.overhead import OverheadModel
+from traceq.analysis.replay.overhead import BAND_FLOOR, OverheadModel
 
-#: Runs whose measurement is consistent (the mean over 30 back-to-back steps and the median of 30 steps
-#: timed one by one agree within 6%): cudnn_var_fp16 (813 against 631 ms) and its nobench twin (22.9
-#: against 19.1 ms) are not, and are left out of the accuracy test.
-CONSISTENT = [
-    "enc_fp32_3steps", "enc_fp16_3steps", "control_fp32_3steps", "control_fp16_3steps", "resnet18_b4_fp32_3steps",
-    "resnet18_b4_fp16_3steps", "input8_fp16_3steps", "workers8_fp16_3steps", "sync128_fp32_3steps",
-    "base128_fp32_3steps", "base128_fp32_c5_3steps", "alloc128_fp32_c5_3steps",
+#: Runs traced on the host their clean rounds were timed on (the manifest's ``same_host``; launch-bound
+#: runs differ 10-25 % between hosts, so the others count only in ratios with their twins).
+SAME_HOST = [
+    "control_fp32_3steps", "control_fp16_3steps", "resnet18_b4_fp32_3steps", "resnet18_b4_fp16_3steps",
+    "resnet50_b64_fp32_3steps", "resnet50_b64_fp16_3steps", "bert_b4_fp32_3steps", "input8_fp16_3steps",
+    "workers8_fp16_3steps", "sync128_fp32_3steps", "base128_fp32_3steps", "alloc128_fp32_3steps",
+    "cudnn_var_nobench_fp16_3steps",
 ]  # fmt: skip
 
 
-def test_the_consistent_runs_are_the_consistently_measured_ones(manifest):
+def test_every_measured_time_is_the_median_of_three_clean_rounds(manifest):
     for name, v in manifest.items():
-        each = v.get("step_ms_each_median")
-        if each is not None and name.endswith("_3steps"):
-            assert (abs(v["step_ms"] - each) / v["step_ms"] < 0.06) == (name in CONSISTENT), name
+        if "step_ms_rounds" not in v:
+            continue  # the Conformer samples: their rounds are the shared runs.json's
+        assert len(v["step_ms_rounds"]) >= 3, name
+        assert v["step_ms"] == pytest.approx(statistics.median(v["step_ms_rounds"])), name
+    same = sorted(n for n, v in manifest.items() if v.get("same_host") and n.endswith("_3steps"))
+    assert same == sorted(SAME_HOST)
 
 
-@pytest.mark.parametrize("name", CONSISTENT)
-def test_estimate_within_15_percent_of_the_measured_step(replayers, manifest, name):
+def test_bands_hold_the_clean_measurement_of_most_runs(replayers, manifest):
+    """The acceptance of the band: it holds the clean step time on at least 80 % of the runs traced on
+    the host that timed them."""
+    held = [n for n in SAME_HOST if replayers[n].unprofiled().low_ms <= manifest[n]["step_ms"]
+            <= replayers[n].unprofiled().high_ms]  # fmt: skip
+    assert len(held) >= 0.8 * len(SAME_HOST), sorted(set(SAME_HOST) - set(held))
+
+
+@pytest.mark.parametrize("name", SAME_HOST)
+def test_estimate_is_nearer_the_clean_step_than_the_trace(replayers, manifest, name):
     est = replayers[name].unprofiled()
-    assert est.step_ms == pytest.approx(manifest[name]["step_ms"], rel=0.15)
+    measured = manifest[name]["step_ms"]
+    assert abs(est.step_ms - measured) <= abs(est.traced_ms - measured) + 0.02 * measured
 
 
-@pytest.mark.parametrize("name", CONSISTENT)
+@pytest.mark.parametrize("name", SAME_HOST)
 def test_band_and_per_step(replayers, name):
     est = replayers[name].unprofiled()
-    assert est.low_ms <= est.step_ms <= est.high_ms <= est.traced_ms + 1e-6
+    assert est.low_ms <= est.step_ms <= est.high_ms <= max(est.traced_ms, est.step_ms) * math.exp(BAND_FLOOR) + 1e-6
+    assert math.log(est.high_ms / est.step_ms) <= est.width + 1e-9
     steps = est.per_step
     assert steps.height == replayers[name].timeline.n_steps
     assert (steps["low_ms"] <= steps["unprofiled_ms"] + 1e-9).all()
@@ -43,9 +58,11 @@ def test_band_and_per_step(replayers, name):
     json.dumps(est.to_dict())
 
 
-def test_the_profiler_costs_a_launch_bound_run_a_third_and_a_gpu_bound_one_nothing(replayers):
-    enc = replayers["enc_fp32_3steps"].unprofiled()
-    assert 0.25 < enc.profiler_ms / enc.traced_ms < 0.5
+def test_the_profiler_costs_a_launch_bound_run_its_measured_share_and_a_gpu_bound_one_nothing(replayers, manifest):
+    name = "resnet18_b4_fp32_3steps"
+    r18 = replayers[name].unprofiled()
+    measured_share = 1 - manifest[name]["step_ms"] / r18.traced_ms
+    assert r18.profiler_ms / r18.traced_ms == pytest.approx(measured_share, abs=0.1)
     control = replayers["control_fp32_3steps"].unprofiled()
     assert control.profiler_ms == pytest.approx(0.0, abs=0.01 * control.traced_ms)
 
@@ -56,6 +73,7 @@ def test_the_profiler_costs_a_launch_bound_run_a_third_and_a_gpu_bound_one_nothi
         ("enc_fp32_3steps", "enc_fp16_3steps"),
         ("control_fp32_3steps", "control_fp16_3steps"),
         ("resnet18_b4_fp32_3steps", "resnet18_b4_fp16_3steps"),
+        ("resnet50_b64_fp32_3steps", "resnet50_b64_fp16_3steps"),
     ],
 )
 def test_amp_direction_as_measured(replayers, manifest, fp32, fp16):

@@ -22,26 +22,30 @@ def test_input_pipeline_overlapped_saves_what_workers_saved(replayers, manifest)
 
 
 def test_autotuning_once_saves_what_benchmark_off_saved(replayers, manifest):
-    """cudnn_var_fp16 autotunes every step (a new length each step); benchmark=False never does."""
+    """cudnn_var_fp16 autotunes every step (a new length each step); benchmark=False never does. Its clean
+    rounds vary 338-951 ms (the first process on a host also fills the kernel cache on disk), so the
+    prediction is held to the range the rounds give the saving."""
     w = replayers["cudnn_var_fp16_3steps"].what_if(["algorithm_search"]).row(0, named=True)
-    measured = _measured(manifest, "cudnn_var_fp16", "cudnn_var_nobench_fp16")
-    assert w["saving_ms"] == pytest.approx(measured, rel=0.25)
+    slow, fixed = manifest["cudnn_var_fp16_3steps"]["step_ms_rounds"], manifest["cudnn_var_nobench_fp16_3steps"]
+    assert min(slow) - max(fixed["step_ms_rounds"]) <= w["saving_ms"] <= max(slow) - min(fixed["step_ms_rounds"])
     assert int(w["notes"].split(": ")[1].split(" ")[0]) >= 3  # searching calls: at least one per step
 
 
 def test_syncs_removed_save_time_where_the_gpu_was_ahead(replayers, manifest):
     """sync128_fp32 (a NaN guard per layer, GPU-bound at batch 128) against base128_fp32: the waits drain the
-    GPU's queue. The guard's own ops (isfinite, all) stay in the replay, so it predicts less than the fix
-    measured (1.9 against 3.1 ms; 2.3 ms by the one-by-one medians)."""
+    GPU's queue. The fix removes the guard (its isfinite and all ops, the read and the sync), as the
+    what-if does: within 25 % of the clean rounds' medians."""
     w = replayers["sync128_fp32_3steps"].what_if(["host_sync"]).row(0, named=True)
     measured = _measured(manifest, "sync128_fp32", "base128_fp32")
-    assert 0.5 * measured < w["saving_ms"] < 1.25 * measured
+    assert w["saving_ms"] == pytest.approx(measured, rel=0.25)
+    predicates = int(w["notes"].split(" reads of device values, ")[1].split(" ")[0])
+    assert predicates == 2 * 6 * 3  # isfinite and all after each of 6 layers, 3 steps
 
 
 def test_a_launch_bound_run_gains_most_from_cuda_graphs_a_gpu_bound_one_nothing(replayers):
-    enc = replayers["enc_fp32_3steps"].what_if(["launch_overhead"]).row(0, named=True)
-    base = replayers["enc_fp32_3steps"].unprofiled().step_ms
-    assert enc["saving_ms"] > 0.5 * base
+    r18 = replayers["resnet18_b4_fp32_3steps"].what_if(["launch_overhead"]).row(0, named=True)
+    base = replayers["resnet18_b4_fp32_3steps"].unprofiled().step_ms
+    assert r18["saving_ms"] > 0.3 * base
     control = replayers["control_fp32_3steps"].what_if(["launch_overhead"]).row(0, named=True)
     assert control["saving_ms"] == pytest.approx(0.0, abs=0.005 * control["step_ms"])
 

@@ -4,6 +4,7 @@ would save. Everything returns polars frames or dataclasses with ``to_dict()`` (
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +12,7 @@ import polars as pl
 
 from traceq.analysis.replay.engine import Replay, Scenario, recorded_windows, replay
 from traceq.analysis.replay.graph import Graph, build_graph
-from traceq.analysis.replay.overhead import OverheadModel, overhead_scenario
+from traceq.analysis.replay.overhead import BAND_FLOOR, OverheadModel, band_width, overhead_scenario
 from traceq.analysis.replay.speed import step_spread
 from traceq.analysis.replay.timeline import Timeline, timeline_from_frames
 from traceq.analysis.replay.whatif import CHANGES, FIXES, SCENARIOS
@@ -40,9 +41,10 @@ def load_timeline(session: Session, run_id: str, rank: int | None = None) -> Tim
 @dataclass
 class Estimate:
     """A run's step time without the profiler. ``step_ms`` is the estimate, ``low_ms``..``high_ms`` its
-    band (the model's constants at the ends of their calibrated spread), ``traced_ms`` the traced step
-    time (mean analysis window). ``per_step``: ``step``, ``traced_ms``, ``unprofiled_ms``, ``low_ms``,
-    ``high_ms``. ``notes``: how it was made and what to keep in mind."""
+    band (:func:`~traceq.analysis.replay.overhead.band_width`: ``width`` is its natural-log half-width;
+    above the traced step by no more than the band's floor), ``traced_ms`` the traced step time (mean analysis window).
+    ``per_step``: ``step``, ``traced_ms``, ``unprofiled_ms``, ``low_ms``, ``high_ms``. ``notes``: how it
+    was made and what to keep in mind."""
 
     run_id: str
     traced_ms: float
@@ -51,6 +53,7 @@ class Estimate:
     high_ms: float
     per_step: pl.DataFrame
     notes: list[str] = field(default_factory=list)
+    width: float = 0.0
 
     @property
     def profiler_ms(self) -> float:
@@ -64,6 +67,7 @@ class Estimate:
             "unprofiled_ms": round(self.step_ms, 3),
             "low_ms": round(self.low_ms, 3),
             "high_ms": round(self.high_ms, 3),
+            "band_width": round(self.width, 4),
             "profiler_ms": round(self.profiler_ms, 3),
             "per_step": self.per_step.to_dicts(),
             "notes": self.notes,
@@ -121,24 +125,32 @@ class Replayer:
         """The step time without the profiler's host cost, with its band; ``host_scale`` multiplies the
         host CPU time left (a host-speed normalisation against another trace)."""
         base = self.traced()
-        low_model, high_model = self.model.band()
-        mid, low, high = (self.unprofiled_replay(m, host_scale) for m in (self.model, low_model, high_model))
+        mid = self.unprofiled_replay(self.model, host_scale)
+        steps = mid.windows["ms"]
+        cv = float(steps.std() / steps.mean()) if steps.len() > 1 and steps.mean() else 0.0  # type: ignore[operator]
+        width = band_width(base.step_ms, mid.step_ms, cv)
+        low_f, high_f = math.exp(-width), math.exp(width)
+        cap_f = math.exp(BAND_FLOOR)  # without the profiler a step is not slower than traced, but for noise
         per_step = (
             base.windows.select("step", traced_ms="ms")
             .join(mid.windows.select("step", unprofiled_ms="ms"), on="step", how="left")
-            .join(low.windows.select("step", low_ms="ms"), on="step", how="left")
-            .join(high.windows.select("step", high_ms="ms"), on="step", how="left")
+            .with_columns(
+                low_ms=pl.col("unprofiled_ms") * low_f,
+                high_ms=pl.min_horizontal(
+                    pl.col("unprofiled_ms") * high_f, pl.max_horizontal("traced_ms", "unprofiled_ms") * cap_f
+                ),
+            )
         )
         tl = self.timeline
-        alphas = sorted((low_model.alpha, high_model.alpha))
         notes = [
             f"replayed {tl.n_steps} steps of {tl.n_events} events; profiler cost per host transition taken from "
-            f"the trace (alpha={self.model.alpha:g}, band {alphas[0]:g}-{alphas[1]:g})",
+            f"the trace (alpha={self.model.alpha:g}); the band (x{low_f:.2f} to x{high_f:.2f}) grows with the "
+            "share of the traced step removed, as the calibration's errors did",
         ]
         if tl.stacks:
             notes.append(
                 "Python stacks were recorded: the tracer's cost is large and less certain "
-                f"(pure Python time less {self.model.beta:g}, band {high_model.beta:g}-{low_model.beta:g})"
+                f"(pure Python time less {self.model.beta:g})"
             )
         if tl.flavour == "nsys":
             notes.append(
@@ -161,10 +173,11 @@ class Replayer:
             run_id=tl.run_id,
             traced_ms=base.step_ms,
             step_ms=mid.step_ms,
-            low_ms=min(low.step_ms, high.step_ms),
-            high_ms=max(low.step_ms, high.step_ms),
+            low_ms=mid.step_ms * low_f,
+            high_ms=min(mid.step_ms * high_f, max(base.step_ms, mid.step_ms) * cap_f),
             per_step=per_step,
             notes=notes,
+            width=width,
         )
 
     def what_if(self, causes: list[str] | None = None) -> pl.DataFrame:

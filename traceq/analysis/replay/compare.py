@@ -6,15 +6,18 @@ variation seen inside single traces), the slower trace's remaining host time is 
 one's speed, and the result says so: without that a Conformer's fp32 trace, whose host ran 1.4x slower
 than its fp16 trace's, would say AMP won where it lost by 37% without the profiler. The verdict flips the
 traced one when the signs of the two differences disagree; it is uncertain when the band of the
-difference (both runs under the same ends of the model's band) includes no change.
+difference (the two runs' bands combined, :data:`~traceq.analysis.replay.overhead.RATIO_SHARE`) includes
+no change.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from traceq.analysis.replay.api import Estimate, Replayer
+from traceq.analysis.replay.overhead import RATIO_SHARE
 from traceq.analysis.replay.speed import speed_ratio
 from traceq.query.engine import Session
 
@@ -44,9 +47,12 @@ class Verdict:
     @property
     def text(self) -> str:
         word = "slower" if self.change_pct > 0 else "faster"
-        out = f"NEW is {abs(self.change_pct):.1f}% {word} than BASE without the profiler"
+        band = f"{self.change_low:+.1f}% to {self.change_high:+.1f}%"
         if self.uncertain:
-            out += f" (uncertain: {self.change_low:+.1f}% to {self.change_high:+.1f}%)"
+            out = (f"Without the profiler NEW and BASE take the same time within the estimate's noise "
+                   f"(NEW {self.change_pct:+.1f}%, band {band})")  # fmt: skip
+        else:
+            out = f"NEW is {abs(self.change_pct):.1f}% {word} than BASE without the profiler (band {band})"
         if self.flips:
             traced = "slower" if self.traced_change_pct > 0 else "faster"
             out += f"; the traced steps say NEW is {abs(self.traced_change_pct):.1f}% {traced}: the profiler flips it"
@@ -85,10 +91,11 @@ def compare_replayers(base: Replayer, new: Replayer, normalize_host: bool = True
             f"its host time was scaled to the other's speed"
         )
     b, n = base.unprofiled(scale_base), new.unprofiled(scale_new)
-    change = (n.step_ms / b.step_ms - 1) * 100
-    # the difference under each end of the band, both runs at the same end
-    ends = [(n.low_ms / b.low_ms - 1) * 100, (n.high_ms / b.high_ms - 1) * 100]
-    low, high = min(*ends, change), max(*ends, change)
+    ratio_est = n.step_ms / b.step_ms
+    change = (ratio_est - 1) * 100
+    # the two runs' bands combined as independent errors of their log step times, less what cancels
+    width = RATIO_SHARE * math.hypot(b.width, n.width)
+    low, high = (ratio_est * math.exp(-width) - 1) * 100, (ratio_est * math.exp(width) - 1) * 100
     traced = (n.traced_ms / b.traced_ms - 1) * 100
     flips = (change > 0) != (traced > 0)
     uncertain = low < 0 < high

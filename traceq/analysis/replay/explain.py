@@ -68,17 +68,22 @@ def with_replay(
     result: RunReport | Comparison,
     store: Store | str | Path | None = None,
     what_if: bool = False,
-    unprofiled: bool = False,
+    unprofiled: bool | None = None,
 ) -> RunReport | Comparison:
     """A run's report or a comparison (of runs in ``store``) with the replay's what-ifs and step times
-    without the profiler, as asked. A comparison's verdict then rests on the estimated step times unless
+    without the profiler. ``unprofiled``: None (the default) estimates them wherever the replay can run
+    (traces with a timeline and GPU work), True asks for them (a note says why not where it cannot), False
+    gives the traced report only. A comparison's verdict then rests on the estimated step times unless
     measured ones were given (they win); each of its findings gets the saving of its fix in NEW, and both
-    runs' reports their own what-ifs. Summary text, which has no timeline, gets a note instead."""
+    runs' reports their own what-ifs."""
+    reports = [result] if isinstance(result, RunReport) else [result.base, result.new]
+    why_not = _cannot_replay(reports)
+    if unprofiled is None:
+        unprofiled = why_not is None
     if not (what_if or unprofiled):
         return result
-    reports = [result] if isinstance(result, RunReport) else [result.base, result.new]
-    if any(r.run["source_format"] == _NO_TIMELINE for r in reports):
-        return dataclasses.replace(result, notes=[*result.notes, "Summary text has no timeline to replay."])
+    if why_not is not None:
+        return dataclasses.replace(result, notes=[*result.notes, why_not])
     store = store if isinstance(store, Store) else Store(store)
     run_ids = [r.run["run_id"] for r in reports]
     with Session(store, run_ids, own_queries=True) as session:
@@ -102,18 +107,32 @@ def with_replay(
     return dataclasses.replace(result, **changes)  # type: ignore[arg-type]
 
 
+def _cannot_replay(reports: list[RunReport]) -> str | None:
+    """Why the replay cannot run on these reports' runs, or None where it can."""
+    if any(r.run["source_format"] == _NO_TIMELINE for r in reports):
+        return "Summary text has no timeline to replay."
+    if any(not r.summary.get("kernels_per_step") for r in reports):
+        return "The step time without the profiler is not estimated: a run has no GPU work to replay."
+    return None
+
+
 def unprofiled_verdict(verdict: Verdict, result: Comparison) -> str:
     """The comparison's verdict with the estimate without the profiler: first where no step times were
     measured (saying when it flips the traced conclusion), after the measured ones where they were."""
     b, n = verdict.base, verdict.new
     word = "slower" if verdict.change_pct > 0 else "faster"
     band = f"{verdict.change_low:+.1f}% to {verdict.change_high:+.1f}%"
-    head = (
-        f"Estimated without the profiler (replay), NEW is {abs(verdict.change_pct):.1f}% {word} than BASE "
-        f"({b.step_ms:.1f} -> {n.step_ms:.1f} ms per step; band {band}"
-        + (", which includes no change" if verdict.uncertain else "")
-        + ")"
-    )
+    steps = f"{b.step_ms:.1f} -> {n.step_ms:.1f} ms per step"
+    if verdict.uncertain:
+        head = (
+            f"Estimated without the profiler (replay), NEW and BASE take the same time within the estimate's "
+            f"noise ({steps}, NEW {verdict.change_pct:+.1f}%; band {band}, which includes no change)"
+        )
+    else:
+        head = (
+            f"Estimated without the profiler (replay), NEW is {abs(verdict.change_pct):.1f}% {word} than BASE "
+            f"({steps}; band {band})"
+        )
     nsys = "nsys" in (result.base.run.get("flavour"), result.new.run.get("flavour"))
     cost = (
         " Nsight Systems adds far less host cost per event than torch.profiler, so its traced steps are "
@@ -129,12 +148,14 @@ def unprofiled_verdict(verdict: Verdict, result: Comparison) -> str:
             f"step times, which the verdict uses.{cost}"
         )
     traced = verdict.traced_change_pct
-    if verdict.flips:
+    if verdict.flips and not verdict.uncertain:
         moved = "slower" if traced > 0 else "faster"
         head += (
             f"; the traced steps say NEW is {abs(traced):.1f}% {moved}: the profiler's own cost flips the traced "
             "conclusion, so weigh the causes below against the estimate."
         )
+    elif verdict.uncertain:
+        head += f"; the traced steps say {traced:+.1f}%."
     else:
         head += f"; the traced steps point the same way ({traced:+.1f}%)."
     return f"{head}{cost} Traced: {result.verdict}"

@@ -16,10 +16,16 @@ call's start to its end, ...). The model:
 - where Python stacks were recorded, the interpreter itself runs slower under the tracer: pure Python
   time (inside Python functions, outside ops and runtime calls) loses a further share ``beta``.
 
-``alpha`` and ``beta`` are the same for every trace: they were fitted on 42 PyTorch traces with step
-times measured without the profiler (four H200 leases with different host CPUs, nine models), and each
-run was predicted with the values fitted on the other machines' runs only (``scripts/calibrate_replay.py``;
-REPLAY_NOTES.md gives the table). The spread of the per-run values gives the uncertainty band.
+``alpha`` and ``beta`` are the same for every trace. ``alpha`` was fitted on runs whose step times were
+measured cleanly (each round in a fresh process that never started a profiler, 3 rounds, modes
+alternating: ``scripts/measure_clean.py``) on the host that recorded their trace; each run is then
+estimated with the value fitted on the other models' runs only (``benchmarks/replay_accuracy.py``).
+
+The band of an estimate (:func:`band_width`) is not the spread of ``alpha`` alone: an estimate is as
+uncertain as the share of the traced step it removed (the calibration's errors grow with it, 0-35 %
+on runs that lost half their traced step), and launch-bound runs vary from round to round and from host
+to host by 10-25 % without any profiler. The width is fitted so that the bands hold the clean
+measurement of at least 80 % of the calibration runs.
 """
 
 from __future__ import annotations
@@ -31,9 +37,15 @@ import polars as pl
 from traceq.analysis.replay.graph import Graph
 from traceq.analysis.replay.scenario import Scenario
 
-#: Share of each transition's typical length that is profiler cost: the median of the per-run values over
-#: 21 clean runs (0.61-0.65 leaving each machine out), and their 20th and 80th percentiles (the band).
-ALPHA, ALPHA_LOW, ALPHA_HIGH = 0.645, 0.49, 0.80
+#: Share of each transition's typical length that is profiler cost: the median of the values 8 cleanly
+#: measured runs need (0.96-1.10 leaving each model out), and their quartiles (the what-ifs' band).
+ALPHA, ALPHA_LOW, ALPHA_HIGH = 1.09, 0.79, 1.12
+#: An estimate's band, as a natural-log half-width: ``BAND_FLOOR`` plus ``BAND_PER_REMOVED`` times the share
+#: of the traced step the estimate removed, plus the steps' own spread (benchmarks/replay_accuracy.py --fit).
+BAND_FLOOR, BAND_PER_REMOVED = 0.015, 0.25
+#: A comparison's band: this share of the two runs' bands combined as independent errors (the errors of two
+#: runs traced on one host largely cancel in their ratio; fitted so the bands hold 80 % of the pairs).
+RATIO_SHARE = 0.5
 #: Share of pure Python time that the Python tracer adds when stacks are recorded: the median over the
 #: three clean runs with stacks (0.34, 0.34, 0.46), and a band around it.
 BETA, BETA_LOW, BETA_HIGH = 0.34, 0.20, 0.46
@@ -58,6 +70,13 @@ class OverheadModel:
             OverheadModel(ALPHA_HIGH, BETA_HIGH, self.quantile, self.min_slices),
             OverheadModel(ALPHA_LOW, BETA_LOW, self.quantile, self.min_slices),
         )
+
+
+def band_width(traced_ms: float, step_ms: float, step_cv: float = 0.0) -> float:
+    """The natural-log half-width of the band of an estimate of ``step_ms`` from a traced ``traced_ms``, whose
+    steps' estimates varied by ``step_cv`` (their coefficient of variation)."""
+    removed = max(0.0, 1.0 - step_ms / traced_ms) if traced_ms > 0 else 0.0
+    return BAND_FLOOR + BAND_PER_REMOVED * removed + step_cv
 
 
 def slice_types(graph: Graph) -> pl.Series:

@@ -6,9 +6,10 @@ host calls ``_host_marks`` charges to each cause (the same calls ``idle_causes``
 ``launch_overhead`` / ``python_overhead`` (CUDA graphs: the step captured once, replayed with one launch)
     the host CPU time of ops, runtime calls and Python between the step's first and last op collapses;
     data loading and the waits for the GPU stay.
-``host_sync`` (the syncs removed)
+``host_sync`` (the checks removed, as a user removes ``if bool(t.isfinite().all())``)
     stream, device and event synchronisations and synchronous copies take no time and wait for nothing;
-    the op that read a device value through them (``aten::item``, ``aten::is_nonzero``) goes too.
+    the op that read a device value through them (``aten::item``, ``aten::is_nonzero``) goes too, with the
+    predicate ops just before it that computed the value it read (``isfinite``, ``all``, comparisons).
 ``cast_overhead`` (O2-style half weights: no casts)
     cast-family ops (``_cast_ops``) take no host time and their GPU work is left out.
 ``input_pipeline`` (loading overlapped: workers, pinned memory, non-blocking copies)
@@ -25,6 +26,7 @@ host calls ``_host_marks`` charges to each cause (the same calls ``idle_causes``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -37,7 +39,7 @@ from traceq.analysis.replay.scenario import Scenario
 FIXES: dict[str, str] = {
     "launch_overhead": "CUDA graphs: host launch cost ~0",
     "python_overhead": "CUDA graphs: host time between ops ~0",
-    "host_sync": "syncs removed",
+    "host_sync": "checks removed (the syncs, their reads and the predicates read)",
     "cast_overhead": "casts removed (O2-style half weights)",
     "input_pipeline": "input pipeline overlapped (workers, pinned memory)",
     "algorithm_search": "autotuning done once",
@@ -134,6 +136,32 @@ def cuda_graphs(graph: Graph, name: str = "launch_overhead") -> Change:
 
 #: Ops that only read a device value on the host: removing a sync removes the read that made it.
 READ_OPS = r"^aten::(item|_local_scalar_dense|is_nonzero|equal|tolist)$"
+#: Predicates whose value a read tests (a NaN guard, a bound check): removing the check removes them too.
+PREDICATE_OPS = (
+    r"^aten::(isfinite|isnan|isinf|isneginf|isposinf|all|any|eq|ne|ge|gt|le|lt|logical_and|logical_or|logical_not)$"
+)
+#: How many predicate ops before a read the check may have (``x.isfinite().all()``: two).
+MAX_PREDICATES = 4
+
+
+def _predicates(host: pl.DataFrame, reads: set[int]) -> set[int]:
+    """The predicate ops (host rows) just before each of the read ops ``reads`` on its thread, under the
+    same parent: the value the read tested was computed by them and goes with the check."""
+    ops = host.filter(pl.col("kind").is_in(["op", "op_inner"])).select("row", "thread", "parent_id", "ts", "name")
+    ops = ops.sort("thread", "parent_id", "ts", nulls_last=True)
+    rows, names = ops["row"].to_list(), ops["name"].to_list()
+    keys = list(zip(ops["thread"].to_list(), ops["parent_id"].to_list(), strict=True))
+    at = {row: i for i, row in enumerate(rows)}
+    out: set[int] = set()
+    for row in reads:
+        i = at.get(row)
+        j = (i or 0) - 1
+        while i is not None and j >= 0 and i - j <= MAX_PREDICATES and keys[j] == keys[i]:
+            if not re.match(PREDICATE_OPS, names[j] or ""):
+                break
+            out.add(rows[j])
+            j -= 1
+    return out
 
 
 def syncs_removed(graph: Graph) -> Change:
@@ -154,10 +182,14 @@ def syncs_removed(graph: Graph) -> Change:
             outer.add(top)
     zero = _open(graph, waits["call_row"])
     drop: list[int] = []
+    predicates = _predicates(host, outer)
     if outer:
-        inside = _open(graph, pl.Series(sorted(outer), dtype=pl.Int64))
+        inside = _open(graph, pl.Series(sorted(outer | predicates), dtype=pl.Int64))
         zero, drop = zero | inside, _launched_in(graph, inside)
-    note = f"{FIXES['host_sync']}: {waits.height} synchronising calls, {len(outer)} reads of device values"
+    note = (
+        f"{FIXES['host_sync']}: {waits.height} synchronising calls, {len(outer)} reads of device values, "
+        f"{len(predicates)} predicate ops"
+    )
     return Change(zero, waits["b"].to_list(), drop, note=note)
 
 
