@@ -2,8 +2,10 @@
 
 Runs on a CUDA machine with PyTorch (torchvision and transformers for the real-model runs). Every run is
 a training loop of one model, one precision mode and one planted cause (or none); for each run it
-  1. times ``--steps`` steps without any profiler (``step_ms``: wall time over those steps / steps, the GPU
-     drained before and after; ``step_ms_each``: the same steps one by one, for their spread),
+  1. times ``--steps`` steps without the profiler (``step_ms``) -- but in the process that profiles, after
+     earlier runs were profiled (torch.profiler leaves CUPTI attached): not a clean time. The step times
+     traceq is held to come from ``measure_clean.py``, which times each run in fresh processes that never
+     profile and then uses this module's ``run`` to record each trace in a fresh process of its own;
   2. records ``--prof-steps`` steps with torch.profiler (CPU + CUDA, input shapes; Python call stacks
      where the cause has a call site to find) and writes the Kineto chrome trace,
 or, with ``--nsys``, runs steps inside NVTX ranges named ``train_step N`` for an outside ``nsys profile``.

@@ -183,11 +183,15 @@ def _change(
     elif step_ms > 0 and n >= STILL_LARGE_SHARE * step_ms:
         step = (
             f"{CAUSES[cause].label.capitalize()} cost less in NEW than in BASE but still takes {n:.2f} of NEW's "
-            f"{step_ms:.2f} ms traced step ({n / step_ms:.0%}): {CAUSES[cause].next_step(flavour)}"
+            f"{step_ms:.2f} ms traced step ({n / step_ms:.0%}): {_lower_first(CAUSES[cause].next_step(flavour))}"
         )
     else:
         step = f"No action needed: {CAUSES[cause].label} cost less in NEW than in BASE."
     return Finding(id=cause, title=title, impact_ms=round(d, 3), evidence=_paired(ev_b, ev_n), next_step=step)
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
 
 
 def _paired(ev_b: dict[str, Any], ev_n: dict[str, Any]) -> dict[str, Any]:

@@ -46,13 +46,10 @@ class Verdict:
 
     @property
     def text(self) -> str:
-        word = "slower" if self.change_pct > 0 else "faster"
         band = f"{self.change_low:+.1f}% to {self.change_high:+.1f}%"
+        out = f"{change_words(self.change_pct)} without the profiler (band {band})"
         if self.uncertain:
-            out = (f"Without the profiler NEW and BASE take the same time within the estimate's noise "
-                   f"(NEW {self.change_pct:+.1f}%, band {band})")  # fmt: skip
-        else:
-            out = f"NEW is {abs(self.change_pct):.1f}% {word} than BASE without the profiler (band {band})"
+            out += ", but the band includes no change: the difference is within the estimate's noise"
         if self.flips:
             traced = "slower" if self.traced_change_pct > 0 else "faster"
             out += f"; the traced steps say NEW is {abs(self.traced_change_pct):.1f}% {traced}: the profiler flips it"
@@ -73,6 +70,14 @@ class Verdict:
             "verdict": self.text,
             "notes": self.notes,
         }
+
+
+def change_words(pct: float) -> str:
+    """A change of NEW against BASE in per cent, in words whose sign agrees with the number (one that
+    rounds to 0.0 % is no change)."""
+    if abs(pct) < 0.05:
+        return "NEW and BASE take the same time"
+    return f"NEW is {abs(pct):.1f}% {'slower' if pct > 0 else 'faster'} than BASE"
 
 
 def compare_replayers(base: Replayer, new: Replayer, normalize_host: bool = True) -> Verdict:

@@ -19,7 +19,7 @@ import polars as pl
 
 from traceq.analysis.findings import Finding
 from traceq.analysis.replay.api import Replayer
-from traceq.analysis.replay.compare import Verdict, compare_replayers
+from traceq.analysis.replay.compare import Verdict, change_words, compare_replayers
 from traceq.analysis.results import Comparison, RunReport
 from traceq.query.engine import Session
 from traceq.store import Store
@@ -120,19 +120,11 @@ def unprofiled_verdict(verdict: Verdict, result: Comparison) -> str:
     """The comparison's verdict with the estimate without the profiler: first where no step times were
     measured (saying when it flips the traced conclusion), after the measured ones where they were."""
     b, n = verdict.base, verdict.new
-    word = "slower" if verdict.change_pct > 0 else "faster"
     band = f"{verdict.change_low:+.1f}% to {verdict.change_high:+.1f}%"
     steps = f"{b.step_ms:.1f} -> {n.step_ms:.1f} ms per step"
+    head = f"Estimated without the profiler (replay), {change_words(verdict.change_pct)} ({steps}; band {band})"
     if verdict.uncertain:
-        head = (
-            f"Estimated without the profiler (replay), NEW and BASE take the same time within the estimate's "
-            f"noise ({steps}, NEW {verdict.change_pct:+.1f}%; band {band}, which includes no change)"
-        )
-    else:
-        head = (
-            f"Estimated without the profiler (replay), NEW is {abs(verdict.change_pct):.1f}% {word} than BASE "
-            f"({steps}; band {band})"
-        )
+        head += ", but the band includes no change: the difference is within the estimate's noise"
     nsys = "nsys" in (result.base.run.get("flavour"), result.new.run.get("flavour"))
     cost = (
         " Nsight Systems adds far less host cost per event than torch.profiler, so its traced steps are "
