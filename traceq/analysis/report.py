@@ -78,7 +78,8 @@ def run_report(
     if cpu_only:  # no GPU work: the steps are the host's windows
         windows = host.select(pl.struct("rank", "step").n_unique()).item()
     steps = busy.join(bound.select("rank", "step", "device", "host_launch_gap_ns", "launch_bound_ratio",
-                                   "gpu_events", "kernels"), on=["rank", "step", "device"], how="left")  # fmt: skip
+                                   "gpu_events", "kernels"), on=["rank", "step", "device"], how="left",
+                      nulls_equal=True)  # fmt: skip
     cover_row = cover.row(0, named=True) if cover.height else {}
     cast_calls = int(casts["calls"].sum()) if casts.height else 0
     host_ms = host["win_end"] - host["win_start"]
