@@ -51,6 +51,7 @@ _CHANGE = {
     "input_pipeline": "GPU idle waiting for input data",
     "allocator": "GPU idle in device allocations and frees",
     "python_overhead": "GPU idle while Python runs between ops",
+    "host_unattributed": "GPU idle while the host is in no recorded call (not attributed to a cause)",
     "unexplained": "GPU idle with work queued (unexplained)",
 }
 

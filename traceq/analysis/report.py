@@ -230,6 +230,11 @@ def _title(cause: str, ms: float, step: float, ev: dict[str, Any]) -> str:
         return f"{_count(n, 'dtype cast')} per step cost {ms:.2f} ms per step ({share}) in cast ops and cast kernels"
     if cause == "python_overhead":
         return f"Python between ops keeps the GPU idle {ms:.2f} ms per step ({share})"
+    if cause == "host_unattributed":
+        return (
+            f"The GPU idles {ms:.2f} ms per step ({share}) while the host is in no recorded call: "
+            "host time not attributed to a cause"
+        )
     label = CAUSES[cause].label
     return f"{label[0].upper()}{label[1:]} take {ms:.2f} ms of GPU time per step ({share})"
 

@@ -62,6 +62,7 @@ CAUSE_COLOURS = {
     "allocator": "#f46d9b",
     "cast_overhead": "#f1a340",
     "python_overhead": "#fee08b",
+    "host_unattributed": "#9ecae1",
     "unexplained": "#c8c8c8",
 }
 _HOST_COLOURS = ("#5b7fa6", "#8aa6c4")
