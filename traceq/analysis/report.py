@@ -354,12 +354,14 @@ def _largest_first(findings: list[Finding]) -> list[Finding]:
 
 
 def _ranks_combined(ops: pl.DataFrame) -> pl.DataFrame:
-    """``op_summary`` with one row per op name: sums over ranks; coverages weighted by the op's GPU time."""
+    """``op_summary`` with one row per op name: sums over ranks; coverages weighted by the GPU time they are
+    over (the work launched by the op or beneath it)."""
     if ops.is_empty() or ops["rank"].n_unique() <= 1:
         return ops.drop("run_id", "rank")
     sums = ("calls", "cpu_incl_ns", "cpu_self_ns", "gpu_ns", "gpu_top_ns", "gpu_incl_ns", "kernels")
     weighted = [
-        ((pl.col(c) * pl.col("gpu_ns")).sum() / pl.col("gpu_ns").filter(pl.col(c).is_not_null()).sum()).alias(c)
+        ((pl.col(c) * pl.col("gpu_incl_ns")).sum() / pl.col("gpu_incl_ns").filter(pl.col(c).is_not_null()).sum())
+        .alias(c)
         for c in ("fp16_coverage", "tensor_core_coverage")
     ]
     return (
