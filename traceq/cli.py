@@ -387,7 +387,7 @@ def report(
         render(result, fmt)
         if html is not None:
             write_html(result, html)
-        delta, window = result.step_time_delta_ms, result.base.summary.get("step_time_ms")
+        delta, window = result.step_time_delta_ms, result.base.summary.get("mean_step_time_ms")
         if fail_if_slower is not None and delta is not None and window and delta / window * 100 > fail_if_slower:
             typer.echo(f"traceq: NEW is {delta / window:.1%} slower per step (limit {fail_if_slower}%)", err=True)
             raise typer.Exit(3)
