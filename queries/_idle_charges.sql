@@ -3,11 +3,11 @@
 -- Definition: idle_sites' rule, piece by piece (idle_sites sums these per call). A piece of a cause
 -- that holds the host (host_sync, allocator, algorithm_search, input_pipeline) is charged to the call
 -- of that cause holding it (for a gap explained whole, at the instant it began): for host_sync and
--- allocator the innermost such call, for algorithm_search and input_pipeline the outermost (none for
--- host time outside ops at the step boundary). Other pieces are charged to the cast op they fall in
--- (cast_overhead) or to the top-level op they fall in (launch_overhead, and time between ops, which
--- has no op). `frame` is the innermost Python frame of the user's code around a held call (files
--- outside torch, numpy and site-packages; only in traces with Python stacks).
+-- allocator the innermost such call, for algorithm_search and input_pipeline the outermost. Other
+-- pieces are charged to the cast op they fall in (cast_overhead) or to the top-level op they fall in
+-- (launch_overhead, and time between ops or not attributed, which has no op). `frame` is the innermost
+-- Python frame of the user's code around a held call (files outside torch, numpy and site-packages;
+-- only in traces with Python stacks).
 -- Reads: _idle_pieces, _host_marks, events(kind, name, pid, tid, ts_ns, dur_ns, event_id, depth).
 -- Columns:
 --   run_id       VARCHAR  run id

@@ -9,8 +9,10 @@
 -- host had been at least 50 us ahead of the device when it was held, it lost that lead: the host-launch
 -- gaps that follow in the window, up to as much idle time as the lead (the gap that crosses it where
 -- its middle is within), are that cause's too, since the lead would have covered them. Time in no marked call is
--- 'input_pipeline' at the step boundary (before the step's first op on that thread, or after its last)
--- and 'python_overhead' between ops (and on threads without ops). A gap where the GPU had its next work
+-- 'python_overhead' between the framework ops of the thread's step (a run without steps: between its first
+-- and last op), and otherwise 'host_unattributed': at the step boundary (before the step's first op on
+-- that thread, or after its last) and on threads without ops nothing recorded says what the host did (a
+-- data-loading range or a pageable copy would have been marked). A gap where the GPU had its next work
 -- queued but waited (dependency) takes the cause of the call that queued it where that call was held (a
 -- pageable copy, a search), else 'unexplained', as does a gap whose next work has no captured launch.
 -- The pieces of a window add up to its idle time (gpu_busy.idle_ns).
@@ -27,7 +29,7 @@
 --   pid          BIGINT   process of the thread that explains it (NULL: none)
 --   tid          BIGINT   that thread
 --   held_at      BIGINT   for a gap explained whole: an instant inside the call that held the host, ns
---   cause        VARCHAR  launch_overhead, host_sync, input_pipeline, algorithm_search, allocator, cast_overhead, python_overhead or unexplained
+--   cause        VARCHAR  launch_overhead, host_sync, input_pipeline, algorithm_search, allocator, cast_overhead, python_overhead, host_unattributed or unexplained
 WITH gaps AS MATERIALIZED (  -- each gap with the thread that explains it (window end: the thread that launched the work before)
   SELECT g.run_id, g.rank, g.step, g.device, g.kind, g.gap_start_ns, g.gap_end_ns, g.gap_ns,
          coalesce(g.launch_pid, pl.pid) AS pid, coalesce(g.launch_tid, pl.tid) AS tid, g.launch_ts_ns,
@@ -154,12 +156,18 @@ beyond AS (  -- the parts of a gap its thread's segments do not cover (before it
   ) e
   WHERE NOT EXISTS (SELECT 1 FROM whole w WHERE w.gap_id = g.gap_id) AND e.seg_end > e.seg_start
 ),
-host_steps AS (  -- each host step's first op start and last op end on each thread
+host_steps AS (  -- each host step's first op start and last op end on each thread (no steps: the run's)
   SELECT s.run_id, s.rank, s.step, e.pid, e.tid, s.ts_ns AS step_start, s.ts_ns + s.dur_ns AS step_end,
          min(e.ts_ns) AS first_op, max(e.ts_ns + e.dur_ns) AS last_op
   FROM steps s
   JOIN events e ON e.run_id = s.run_id AND e.rank = s.rank AND e.kind = 'op'
    AND e.ts_ns >= s.ts_ns AND e.ts_ns < s.ts_ns + s.dur_ns
+  GROUP BY ALL
+  UNION ALL
+  SELECT e.run_id, e.rank, NULL::INTEGER AS step, e.pid, e.tid, min(e.ts_ns) AS step_start,
+         max(e.ts_ns + e.dur_ns) AS step_end, min(e.ts_ns) AS first_op, max(e.ts_ns + e.dur_ns) AS last_op
+  FROM events e
+  WHERE e.kind = 'op' AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.run_id = e.run_id AND s.rank = e.rank)
   GROUP BY ALL
 ),
 pieces AS (
@@ -176,6 +184,5 @@ SELECT run_id, rank, step, device, gap_id, seg_start AS piece_start, seg_end AS 
        pid, tid, held_at,
        CASE WHEN cause <> 'no_call' THEN cause
             WHEN first_op IS NOT NULL AND seg_end > first_op AND seg_start < last_op THEN 'python_overhead'
-            WHEN first_op IS NULL THEN 'python_overhead'
-            ELSE 'input_pipeline' END AS cause
+            ELSE 'host_unattributed' END AS cause
 FROM named

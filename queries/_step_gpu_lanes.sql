@@ -1,9 +1,9 @@
 -- _step_gpu_lanes: the GPU work of each run's representative step, to draw on a lane per device and stream.
--- Requires: _median_step, _gpu_work
+-- Requires: _typical_step, _gpu_work
 -- Definition: the work of _gpu_work (kernels, memcpy, memset, clipped to the window) in the window of
--- _median_step, with its stream, name and kernel class (memcpy and memset: their kind), times from the
+-- _typical_step, with its stream, name and kernel class (memcpy and memset: their kind), times from the
 -- window's start.
--- Reads: _median_step, _gpu_work, events(event_id, stream, name).
+-- Reads: _typical_step, _gpu_work, events(event_id, stream, name).
 -- Columns:
 --   run_id        VARCHAR  run id
 --   rank          BIGINT   rank
@@ -16,7 +16,7 @@
 --   end_ns        BIGINT   end inside the window, ns from its start
 SELECT g.run_id, g.rank, g.device, e.stream, g.kind, coalesce(g.kernel_class, g.kind) AS kernel_class, e.name,
        g.start_ns - m.win_start AS start_ns, g.end_ns - m.win_start AS end_ns
-FROM _median_step m
+FROM _typical_step m
 JOIN _gpu_work g ON g.run_id = m.run_id AND g.rank = m.rank AND g.step IS NOT DISTINCT FROM m.step
 JOIN events e ON e.run_id = g.run_id AND e.rank = g.rank AND e.event_id = g.event_id
 ORDER BY g.run_id, g.device, e.stream, g.start_ns

@@ -1,5 +1,5 @@
 -- cast_overhead: dtype conversions, what they cost, and fp32 -> fp16 -> fp32 round trips.
--- Requires: _windows, _cast_ops
+-- Requires: _windows, _cast_ops, _device_copies
 -- Definition: conversions and the cast family are defined in _cast_ops (ops and inner ops: Paddle records nested
 -- operators as inner ops), plus an `aten::copy_` whose
 -- recorded input dtypes differ (unless it is the body of another conversion); calls counts conversions
@@ -7,10 +7,12 @@
 -- `evaluate_function: ToCopyBackward0` > `aten::to` > `aten::_to_copy` > `aten::copy_`): cpu_ns sums those
 -- ops' durations (dispatch included), gpu_ns the kernels launched from calls inside them (a device copy
 -- inside `aten::to` is a memory copy, not a cast). A family op
--- that converts nothing (an `aten::to` to the same dtype) costs nothing here. round_trips counts, per
+-- that converts nothing (an `aten::to` to the same dtype) costs nothing here, and one that moved a tensor
+-- between host and device (_device_copies: `.cpu()`, `x.to('cuda')`, with the wait for the copy) is no
+-- conversion. round_trips counts, per
 -- window and tensor shape, pairs of conversions of that shape from float and from half (needs recorded
 -- shapes and dtypes: PyTorch `record_shapes=True`; NULL elsewhere).
--- Reads: events, _windows, _cast_ops.
+-- Reads: events, _windows, _cast_ops, _device_copies.
 -- Columns:
 --   run_id       VARCHAR  run id
 --   rank         BIGINT   rank
@@ -38,6 +40,8 @@ family AS (
     ON e.run_id = w.run_id AND e.rank = w.rank AND e.step IS NOT DISTINCT FROM w.step
    AND (w.step IS NOT NULL OR (e.ts_ns >= w.win_start AND e.ts_ns < w.win_end))
   WHERE e.kind IN ('op', 'op_inner') AND (n.in_family OR e.name = 'aten::copy_')
+    AND NOT EXISTS (SELECT 1 FROM _device_copies d
+                    WHERE d.run_id = e.run_id AND d.rank = e.rank AND d.event_id = e.event_id)
 ),
 conversions AS (
   SELECT * FROM family f

@@ -4,12 +4,11 @@
 -- that holds the host is charged to the call of that cause holding it (for a gap explained whole, at the
 -- instant it began): for host_sync and allocator the innermost such call (cudaStreamSynchronize,
 -- cudaFree), for algorithm_search and input_pipeline the outermost (the searching op, the DataLoader
--- range; none for host time outside ops at the step boundary). Other pieces are charged to the cast op
--- they fall in (cast_overhead) or to the top-level op they fall in (launch_overhead, and time between
--- ops, which has no op). `op` is the innermost op around the call (for a runtime call, the op
--- that made it), `top_op` the top-level op around it, and `frame` the innermost Python frame of the
--- user's code around it (files outside torch, numpy and site-packages; only in traces with Python stacks,
--- and only for held calls).
+-- range). Other pieces are charged to the cast op they fall in (cast_overhead) or to the top-level op
+-- they fall in (launch_overhead, and time between ops or not attributed, which has no op). `op` is the
+-- innermost op around the call (for a runtime call, the op that made it), `top_op` the top-level op
+-- around it, and `frame` the innermost Python frame of the user's code around it (files outside torch,
+-- numpy and site-packages; only in traces with Python stacks, and only for held calls).
 -- Reads: _idle_charges, events(kind, name, event_id, parent_id, top_op_id).
 -- Columns:
 --   run_id   VARCHAR  run id

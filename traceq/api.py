@@ -12,7 +12,7 @@ from traceq.analysis import compare as comparison
 from traceq.analysis import report as reporting
 from traceq.analysis.replay.explain import with_replay
 from traceq.analysis.results import Comparison, RunReport
-from traceq.ingest.ingest import latest_run, pick_runs, run_id_of
+from traceq.ingest.ingest import latest_run, pick_refs, runs_to_report
 from traceq.store import Store, check_store
 from traceq.store import remove_run as _remove_run
 from traceq.store import rename_run as _rename_run
@@ -58,13 +58,14 @@ def run_report(
 ) -> RunReport:
     """The report of one run: a run id, a run name, or a trace file (ingested first if not stored yet);
     by default the run ingested last. ``steps_from``: a regular expression naming the host ranges that are
-    the steps (the trace is read again with it). ``top``: how many ops to list (None: all). ``what_if``:
-    replay the run with each cause removed (``report.what_if``, each finding's ``what_if_ms``);
-    ``unprofiled``: its step time estimated without the profiler (``report.unprofiled``): by default
-    wherever the replay can run, False for the traced report only."""
+    the steps (the trace is read again with it, into a scratch store: ``store`` is not written). ``top``:
+    how many ops to list (None: all). ``what_if``: replay the run with each cause removed
+    (``report.what_if``, each finding's ``what_if_ms``); ``unprofiled``: its step time estimated without
+    the profiler (``report.unprofiled``): by default wherever the replay can run, False for the traced
+    report only."""
     store = _store(store)
-    run_id = run_id_of(ref if ref is not None else latest_run(store), store, steps_from)
-    return with_replay(reporting.run_report(run_id, store, top=top), store, what_if, unprofiled)
+    with runs_to_report(store, [ref if ref is not None else latest_run(store)], steps_from) as (source, ids):
+        return with_replay(reporting.run_report(ids[0], source, top=top), source, what_if, unprofiled)
 
 
 def compare(
@@ -86,9 +87,9 @@ def compare(
     times estimated without the profiler (``diff.unprofiled``; by default wherever the replay can run, False
     for the traced comparison only), unless measured ones are given."""
     store = _store(store)
-    base_id, new_id = pick_runs(store, base_ref, new_ref, steps_from)
-    result = comparison.compare(base_id, new_id, store, base_step_ms, new_step_ms, top=top)
-    return with_replay(result, store, what_if, unprofiled)
+    with runs_to_report(store, pick_refs(store, base_ref, new_ref, steps_from), steps_from) as (source, ids):
+        result = comparison.compare(ids[0], ids[1], source, base_step_ms, new_step_ms, top=top)
+        return with_replay(result, source, what_if, unprofiled)
 
 
 def _store(store: Store | str | Path | None) -> Store:

@@ -5,10 +5,11 @@ several times Python's own start-up to import), so ``--help`` and the light comm
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -358,7 +359,7 @@ def report(
     from traceq.analysis.compare import compare as compare_runs
     from traceq.analysis.replay.explain import with_replay
     from traceq.analysis.report import TOP_OPS, run_report
-    from traceq.ingest.ingest import latest_run, pick_runs, run_id_of
+    from traceq.ingest.ingest import latest_run, pick_refs
     from traceq.render import render
     from traceq.render.html import write_html
 
@@ -377,17 +378,18 @@ def report(
     top = None if all_ops else TOP_OPS
     if compare:
         named: list[str | None] = [None, None, *runs]
-        base_id, new_id = pick_runs(stored, named[-2], named[-1], pattern)
+        refs = pick_refs(stored, named[-2], named[-1], pattern)
         if len(runs) < 2:
             which = ", the two latest runs" if not runs else ""
             before = ", the run ingested before it," if len(runs) == 1 else ""
-            _note(f"comparing BASE {_named(stored, base_id)}{before} with NEW {_named(stored, new_id)}{which}")
-        result = compare_runs(base_id, new_id, stored, base_step_ms, new_step_ms, top=top)
-        result = with_replay(result, stored, what_if, unprofiled)
+            _note(f"comparing BASE {_named(stored, refs[0])}{before} with NEW {_named(stored, refs[1])}{which}")
+        with _steps_chosen(stored, refs, pattern) as (source, (base_id, new_id)):
+            result = compare_runs(base_id, new_id, source, base_step_ms, new_step_ms, top=top)
+            result = with_replay(result, source, what_if, unprofiled)
         render(result, fmt)
         if html is not None:
             write_html(result, html)
-        delta, window = result.step_time_delta_ms, result.base.summary.get("step_time_ms")
+        delta, window = result.step_time_delta_ms, result.base.summary.get("mean_step_time_ms")
         if fail_if_slower is not None and delta is not None and window and delta / window * 100 > fail_if_slower:
             typer.echo(f"traceq: NEW is {delta / window:.1%} slower per step (limit {fail_if_slower}%)", err=True)
             raise typer.Exit(3)
@@ -396,11 +398,24 @@ def report(
         run_id = latest_run(stored)
         _note(f"explaining {_named(stored, run_id)}, the latest run")
         runs = [run_id]
-    explained = run_report(run_id_of(runs[0], stored, pattern), stored, top=top)
-    explained = with_replay(explained, stored, what_if, unprofiled)
+    with _steps_chosen(stored, runs[:1], pattern) as (source, ids):
+        explained = run_report(ids[0], source, top=top)
+        explained = with_replay(explained, source, what_if, unprofiled)
     render(explained, fmt)
     if html is not None:
         write_html(explained, html)
+
+
+@contextlib.contextmanager
+def _steps_chosen(store: Store, refs: list[str], pattern: str | None) -> Iterator[tuple[Store, list[str]]]:
+    """The store and runs to report on; with --steps-from, said on stderr that they are not stored."""
+    from traceq.ingest.ingest import runs_to_report
+
+    with runs_to_report(store, refs, pattern) as chosen:
+        if pattern is not None:
+            _note(f"steps from --steps-from {pattern!r}: read again for this report, not stored "
+                  "(traceq ingest --steps-from stores such a run)")  # fmt: skip
+        yield chosen
 
 
 @app.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import statistics
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,34 @@ def test_a_run_of_two_gpus_splits_each_gpu_s_step(tmp_path: Path) -> None:
     assert s.busy_ms == pytest.approx(report.summary["gpu_busy_ms"])  # the mean over the two GPUs
     assert report.summary["cast_overhead"]["gpu_ms"] <= 2 * report.summary["gpu_busy_ms"]
     assert s.busy["memory_copies"] > 0.9 * s.busy_ms  # the capture is dominated by its copies
+
+
+def test_a_run_without_profiler_steps_gets_a_report(tmp_path: Path) -> None:
+    """HTA's critical-path AlexNet trace has no ProfilerStep: the report explains its one window, the span of
+    its GPU work, which GPU busy and idle time tile; its allocator calls are counted in that window (from
+    the raw file: the span, the union of GPU work and the cudaMalloc/cudaFree/cudaHostAlloc calls)."""
+    path = SHARED / "hta" / "critical_path" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz"
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    assert not any(str(e.get("name", "")).startswith("ProfilerStep") for e in events)
+    gpu = ("kernel", "gpu_memcpy", "gpu_memset")
+    work = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in gpu)
+    span_ms = (max(end for _, end in work) - work[0][0]) / 1e3
+    union, (start, end) = 0.0, work[0]
+    for a, b in work[1:]:
+        if a > end:
+            union, start, end = union + end - start, a, b
+        else:
+            end = max(end, b)
+    busy_ms = (union + end - start) / 1e3
+    alloc = {"cudaMalloc", "cudaFree", "cudaHostAlloc"}
+    allocs = Counter(e["name"] for e in events if e.get("cat") == "cuda_runtime" and e["name"] in alloc)
+    done = run_cli("report", str(path), "--store", str(tmp_path / "s"), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["steps"] == 0
+    assert report["step_time_ms"] == pytest.approx(span_ms, abs=1e-3)
+    assert report["gpu_busy_ms"] == pytest.approx(busy_ms, abs=1e-3)
+    split = report["step_split_ms"]
+    assert sum(split["busy"].values()) + sum(split["idle"].values()) == pytest.approx(span_ms, abs=1e-3)
+    found = {f["id"]: f for f in report["findings"]}
+    assert found["allocator"]["evidence"]["allocator_calls_per_step"] == {k: float(n) for k, n in allocs.items()}

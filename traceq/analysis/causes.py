@@ -75,10 +75,10 @@ _CAUSES = (
         "input_pipeline",
         "input pipeline",
         "idle",
-        "The GPU waited for the next batch: the CPU was loading or augmenting data, copying it from pageable "
-        "memory, or running the loop's own code between steps.",
+        "The GPU waited for the next batch: the CPU was loading or augmenting data, or copying it from pageable "
+        "memory.",
         "idle time while the thread is in data-loading ranges (DataLoader, Dataset.__getitem__, collate) or "
-        "pageable host-to-device copies, or outside any op at the step boundary",
+        "pageable host-to-device copies",
         {
             "pytorch": "Load batches in background workers: DataLoader(num_workers=N, pin_memory=True, "
             "persistent_workers=True, prefetch_factor=2+) and .to(device, non_blocking=True); move heavy "
@@ -147,13 +147,33 @@ _CAUSES = (
         "Python between ops",
         "idle",
         "The GPU waited while the launching thread ran Python between framework ops (outside any op).",
-        "idle time while the thread is between ops mid-step; the Python frames, where recorded",
+        "idle time while the thread is between the framework ops of its step; the Python frames, where recorded",
         {
             "pytorch": "Remove per-op Python from the step: torch.compile the model, avoid Python loops over "
             "tensors or parameters inside the step, and move bookkeeping out of the hot loop.",
             "paddle": "Remove per-op Python from the step: paddle.jit.to_static, no Python loops over tensors "
             "inside the step.",
             "any": "Remove per-op Python from the step (compile the model, no Python loops over tensors).",
+        },
+    ),
+    Cause(
+        "host_unattributed",
+        "host time not attributed",
+        "idle",
+        "The GPU waited while its launching thread was in no call the trace records: before the step's first "
+        "framework op or after its last, or on a thread without framework ops. Nothing in the trace says what "
+        "the host did then (a data-loading range, a pageable copy or a framework op around it would name a "
+        "cause), so no cause is named.",
+        "idle time while the thread is outside every recorded call and outside the span of its step's "
+        "framework ops",
+        {
+            "pytorch": "Record what the host does there before acting on it: wrap the loop's parts in "
+            "torch.profiler.record_function or NVTX ranges (torch.cuda.nvtx.range), or profile with Python "
+            "stacks (with_stack=True), and report again.",
+            "paddle": "Record what the host does there before acting on it: wrap the loop's parts in "
+            "paddle.profiler.RecordEvent ranges, and report again.",
+            "any": "Record what the host does there (NVTX or profiler ranges around the loop's parts), and "
+            "report again.",
         },
     ),
     Cause(

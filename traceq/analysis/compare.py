@@ -51,6 +51,7 @@ _CHANGE = {
     "input_pipeline": "GPU idle waiting for input data",
     "allocator": "GPU idle in device allocations and frees",
     "python_overhead": "GPU idle while Python runs between ops",
+    "host_unattributed": "GPU idle while the host is in no recorded call (not attributed to a cause)",
     "unexplained": "GPU idle with work queued (unexplained)",
 }
 
@@ -321,8 +322,9 @@ def _with_top_ops(report: RunReport, top: int | None) -> RunReport:
 
 def _op_deltas(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
     """Per op name: CPU time and the GPU time it caused (launched by it or beneath it) per step in each run,
-    and NEW minus BASE, from each trace's full op list (an op in one run only is 0 ms in the other; summary
-    text, where an op may be absent, is :func:`traceq.analysis.summary_compare.summary_op_deltas`)."""
+    and NEW minus BASE, largest change first (of CPU or GPU time, either way), from each trace's full op
+    list (an op in one run only is 0 ms in the other; summary text, where an op may be absent, is
+    :func:`traceq.analysis.summary_compare.summary_op_deltas`)."""
     if base.is_empty() and new.is_empty():
         return pl.DataFrame()
     cpu, gpu = ("cpu_incl_ns_per_step", "gpu_incl_ns_per_step") if "cpu_incl_ns_per_step" in new.columns else (
@@ -340,13 +342,9 @@ def _op_deltas(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
             (pl.col(gpu) / 1e6).alias("new_gpu_ms"),
             ((pl.col(gpu) - pl.col(f"{gpu}_base")) / 1e6).alias("gpu_delta_ms"),
         )
-        .with_columns(
-            pl.max_horizontal(
-                pl.col("cpu_delta_ms").abs() + pl.col("gpu_delta_ms").abs(),
-                pl.col("base_cpu_ms") + pl.col("base_gpu_ms"),
-                pl.col("new_cpu_ms") + pl.col("new_gpu_ms"),
-            ).alias("_size")
-        )
-        .sort("_size", descending=True)
-        .drop("_size")
+        .sort(_CHANGE_SIZE, "name", descending=[True, False])
     )
+
+
+#: An op's change: the larger of its CPU and GPU time changes, either way.
+_CHANGE_SIZE = pl.max_horizontal(pl.col("cpu_delta_ms").abs(), pl.col("gpu_delta_ms").abs())

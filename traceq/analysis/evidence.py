@@ -22,7 +22,9 @@ def evidence(session: Session, run_id: str, windows: int) -> dict[str, dict[str,
     mine = pl.col("run_id") == run_id
     w = max(windows, 1)
     sites = session.query("idle_sites").filter(mine)
-    calls = session.query("host_calls").filter(mine & pl.col("step").is_not_null())
+    # a run without steps has one window (step NULL) and its calls are all in it
+    stepped = session.query("_windows").filter(mine)["step"].is_not_null().any()
+    calls = session.query("host_calls").filter(mine & (pl.col("step").is_not_null() | (not stepped)))
     out: dict[str, dict[str, Any]] = {}
 
     def top_sites(cause: str, by: list[str], n: int = 5) -> list[dict[str, Any]]:

@@ -78,7 +78,8 @@ def run_report(
     if cpu_only:  # no GPU work: the steps are the host's windows
         windows = host.select(pl.struct("rank", "step").n_unique()).item()
     steps = busy.join(bound.select("rank", "step", "device", "host_launch_gap_ns", "launch_bound_ratio",
-                                   "gpu_events", "kernels"), on=["rank", "step", "device"], how="left")  # fmt: skip
+                                   "gpu_events", "kernels"), on=["rank", "step", "device"], how="left",
+                      nulls_equal=True)  # fmt: skip
     cover_row = cover.row(0, named=True) if cover.height else {}
     cast_calls = int(casts["calls"].sum()) if casts.height else 0
     host_ms = host["win_end"] - host["win_start"]
@@ -229,6 +230,11 @@ def _title(cause: str, ms: float, step: float, ev: dict[str, Any]) -> str:
         return f"{_count(n, 'dtype cast')} per step cost {ms:.2f} ms per step ({share}) in cast ops and cast kernels"
     if cause == "python_overhead":
         return f"Python between ops keeps the GPU idle {ms:.2f} ms per step ({share})"
+    if cause == "host_unattributed":
+        return (
+            f"The GPU idles {ms:.2f} ms per step ({share}) while the host is in no recorded call: "
+            "host time not attributed to a cause"
+        )
     label = CAUSES[cause].label
     return f"{label[0].upper()}{label[1:]} take {ms:.2f} ms of GPU time per step ({share})"
 
@@ -348,12 +354,14 @@ def _largest_first(findings: list[Finding]) -> list[Finding]:
 
 
 def _ranks_combined(ops: pl.DataFrame) -> pl.DataFrame:
-    """``op_summary`` with one row per op name: sums over ranks; coverages weighted by the op's GPU time."""
+    """``op_summary`` with one row per op name: sums over ranks; coverages weighted by the GPU time they are
+    over (the work launched by the op or beneath it)."""
     if ops.is_empty() or ops["rank"].n_unique() <= 1:
         return ops.drop("run_id", "rank")
     sums = ("calls", "cpu_incl_ns", "cpu_self_ns", "gpu_ns", "gpu_top_ns", "gpu_incl_ns", "kernels")
     weighted = [
-        ((pl.col(c) * pl.col("gpu_ns")).sum() / pl.col("gpu_ns").filter(pl.col(c).is_not_null()).sum()).alias(c)
+        ((pl.col(c) * pl.col("gpu_incl_ns")).sum() / pl.col("gpu_incl_ns").filter(pl.col(c).is_not_null()).sum())
+        .alias(c)
         for c in ("fp16_coverage", "tensor_core_coverage")
     ]
     return (

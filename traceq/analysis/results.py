@@ -56,7 +56,7 @@ class Timeline:
     rank: int
     #: the window's step (None: a run without steps, whose one window is its GPU-active span)
     step: int | None
-    #: how many windows the median was taken over
+    #: how many windows the mean was taken over
     windows: int
     window_ms: float
     #: GPU work: device, stream, kind (kernel, memcpy, memset), kernel_class (memcpy/memset: the kind),
@@ -101,7 +101,7 @@ class RunReport:
     what_if: pl.DataFrame = field(default_factory=pl.DataFrame)
     #: ``report --unprofiled``: the step time estimated without the profiler (``Estimate.to_dict()``)
     unprofiled: dict[str, Any] | None = None
-    #: the representative (median) step as lanes to draw (None for summary text)
+    #: the representative step (nearest the mean) as lanes to draw (None for summary text)
     timeline: Timeline | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:

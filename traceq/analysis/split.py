@@ -50,7 +50,7 @@ def split(session: Session, run_id: str) -> Split:
     searched = session.query("search_gpu_time").filter(mine)
     classes = (
         by_part(session.query("gpu_time").filter(mine))
-        .join(by_part(searched).rename({"ms": "searched"}), on=[*keys, "part"], how="left")
+        .join(by_part(searched).rename({"ms": "searched"}), on=[*keys, "part"], how="left", nulls_equal=True)
         .select(*keys, "part", pl.col("ms") - pl.col("searched").fill_null(0.0))
     )
     search = searched.group_by(keys).agg((pl.col("time_ns").sum() / _MS).alias("algorithm_search"))
@@ -65,7 +65,9 @@ def split(session: Session, run_id: str) -> Split:
         else pl.DataFrame(schema={k: per_window.schema[k] for k in keys})
     )
     table = (
-        per_window.join(summed, on=keys, how="left").join(wide, on=keys, how="left").join(search, on=keys, how="left")
+        per_window.join(summed, on=keys, how="left", nulls_equal=True)
+        .join(wide, on=keys, how="left", nulls_equal=True)
+        .join(search, on=keys, how="left", nulls_equal=True)
     )
     for c in ("compute", "memory_copies", *_CLASS_PARTS.values(), "algorithm_search", "work_ms"):
         if c not in table.columns:
@@ -85,7 +87,7 @@ def split(session: Session, run_id: str) -> Split:
         if idle.height
         else pl.DataFrame(schema={k: per_window.schema[k] for k in keys})
     )
-    table = table.join(idle_wide, on=keys, how="left", suffix="_idle")
+    table = table.join(idle_wide, on=keys, how="left", suffix="_idle", nulls_equal=True)
     both = [c for c in IDLE_CAUSES if c in BUSY_PARTS]
     for c in IDLE_CAUSES:
         name = f"{c}_idle" if c in both else c

@@ -29,7 +29,8 @@ MIN_OP_MS, MIN_OP_SHARE = 1.0, 0.01
 EVIDENCE_OPS = 5
 
 
-_SIZE = pl.max_horizontal(pl.col("cpu_delta_ms").abs(), pl.col("base_cpu_ms"), pl.col("new_cpu_ms"))
+#: An op's change: NEW minus BASE CPU time, or where one table lacks it, its time in the other.
+_SIZE = pl.coalesce(pl.col("cpu_delta_ms").abs(), pl.col("base_cpu_ms"), pl.col("new_cpu_ms"))
 
 
 def summary_op_deltas(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:

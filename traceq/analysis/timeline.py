@@ -1,6 +1,6 @@
 """One representative step of a run as lanes to draw: GPU work by class, GPU idle by cause, the host's top-level ops.
 
-The data comes from query blocks: the step is ``_median_step`` (the window of median length on the run's
+The data comes from query blocks: the step is ``_typical_step`` (the window nearest the mean on the run's
 first rank), its lanes ``_step_gpu_lanes`` (GPU work with its kernel class), ``_step_idle_lanes`` (idle
 time by cause) and ``_step_host_lanes`` (the launching threads' top-level ops), all in ns from the
 window's start. This module turns them into ms, so two runs' steps line up on one scale, and merges
@@ -19,7 +19,7 @@ _MS = 1e6
 
 def timeline(session: Session, run_id: str) -> Timeline | None:
     """The representative step of ``run_id`` (None where the run has no window: summary text)."""
-    step = session.query("_median_step").filter(pl.col("run_id") == run_id)
+    step = session.query("_typical_step").filter(pl.col("run_id") == run_id)
     if step.is_empty():
         return None
     w = step.row(0, named=True)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -350,14 +352,12 @@ def latest_run(store: Store) -> str:
     return latest[0]
 
 
-def pick_runs(
-    store: Store, base_ref: str | None = None, new_ref: str | None = None, steps_from: str | None = None
-) -> tuple[str, str]:
+def pick_runs(store: Store, base_ref: str | None = None, new_ref: str | None = None) -> tuple[str, str]:
     """The run ids of BASE and NEW: as given (run ids, names or trace files, ingested first); NEW alone:
     BASE is the run ingested just before it; neither: the two runs ingested last, BASE the older (by
-    ``ingested_at``). ``steps_from``: both with the steps it names (:func:`run_id_of`). Paddle summary
-    text is compared only with summary text (it has no timeline)."""
-    base_id, new_id = _pick_runs(store, base_ref, new_ref, steps_from)
+    ``ingested_at``). Paddle summary text is compared only with summary text (it has no timeline)."""
+    base_ref, new_ref = picked_refs(store, base_ref, new_ref, lambda ref: run_id_of(ref, store))
+    base_id, new_id = run_id_of(base_ref, store), run_id_of(new_ref, store)
     formats = store.catalog().filter(pl.col("run_id").is_in([base_id, new_id])).select("run_id", "source_format")
     summaries = formats.filter(pl.col("source_format") == SUMMARY_FORMAT)["run_id"].to_list()
     if len(summaries) == 1:
@@ -369,9 +369,11 @@ def pick_runs(
     return base_id, new_id
 
 
-def _pick_runs(
-    store: Store, base_ref: str | None, new_ref: str | None, steps_from: str | None
+def picked_refs(
+    store: Store, base_ref: str | None, new_ref: str | None, stored: Callable[[str], str | None]
 ) -> tuple[str, str]:
+    """BASE and NEW as :func:`pick_runs` picks them, as references (run ids, names or files); ``stored``:
+    the run id of a reference in ``store`` (None: a file not stored, whose BASE is the run ingested last)."""
     if new_ref is None and base_ref is not None:
         raise StoreError("a comparison with a BASE needs its NEW too")
     if new_ref is None:
@@ -380,32 +382,81 @@ def _pick_runs(
             held = f"{len(latest)} run" if latest else "no runs"
             more = "another trace" if latest else "two traces"
             raise StoreError(f"the store holds {held}; --compare needs two (ingest {more})")
-        base_ref, new_ref = latest[0], latest[1]
-    elif base_ref is None:
-        base_ref = store.before(run_id_of(new_ref, store))
+        return latest[0], latest[1]
+    if base_ref is None:
+        new_id = stored(new_ref)
+        base_ref = store.before(new_id) if new_id is not None else next(iter(store.latest(1)), None)
         if base_ref is None:
             raise StoreError(f"{new_ref}: the store's first run; no run was ingested before it (name a BASE too)")
-    return run_id_of(base_ref, store, steps_from), run_id_of(new_ref, store, steps_from)
+    return base_ref, new_ref
 
 
-def run_id_of(ref: str | os.PathLike[str], store: Store, steps_from: str | None = None) -> str:
+def run_id_of(ref: str | os.PathLike[str], store: Store) -> str:
     """A run id from a run id, a run name, or a trace file (ingested first if it is not stored yet): what
-    the reports and comparisons of the API and the command take. With ``steps_from``, the run whose steps
-    are the ranges matching it: the file (or a stored run's file) ingested with it, once."""
+    the reports and comparisons of the API and the command take (steps chosen at report time:
+    :func:`runs_to_report`)."""
     ref = os.fspath(ref)
     try:
-        run_id = store.resolve(ref)
+        return store.resolve(ref)
     except StoreError:
         path = Path(ref)
         if not path.exists():
             if _looks_like_a_file(ref):
                 raise InputError(ref, "no such file") from None
             raise
-    else:
-        if steps_from is None:
-            return run_id
-        path = _source_of(store, run_id)
-    return ingest([path], store=store, steps_from=steps_from)["run_id"][0]
+    return ingest([path], store=store)["run_id"][0]
+
+
+@contextlib.contextmanager
+def runs_to_report(store: Store, refs: list[str], steps_from: str | None) -> Iterator[tuple[Store, list[str]]]:
+    """The store and run ids a report reads for ``refs`` (run ids, names or trace files): without
+    ``steps_from`` the stored runs (a file not stored is ingested, :func:`run_id_of`); with it, the runs
+    read again with those steps (:func:`restepped`)."""
+    if steps_from is None:
+        yield store, [run_id_of(ref, store) for ref in refs]
+        return
+    with restepped(store, refs, steps_from) as chosen:
+        yield chosen
+
+
+def pick_refs(store: Store, base_ref: str | None, new_ref: str | None, steps_from: str | None) -> list[str]:
+    """BASE and NEW of a comparison (:func:`pick_runs`); with ``steps_from`` as references, nothing ingested."""
+    if steps_from is None:
+        return list(pick_runs(store, base_ref, new_ref))
+    return list(picked_refs(store, base_ref, new_ref, lambda ref: stored_id(store, ref)))
+
+
+@contextlib.contextmanager
+def restepped(store: Store, refs: list[str], steps_from: str) -> Iterator[tuple[Store, list[str]]]:
+    """A scratch store holding ``refs`` (run ids, names or trace files) read again with the steps
+    ``steps_from`` names, and their run ids there, in the order given; each stored run keeps its name.
+    ``store`` is only read."""
+    sources = [_source(store, ref) for ref in refs]
+    with tempfile.TemporaryDirectory(prefix="traceq-steps-") as tmp:
+        scratch = Store(Path(tmp) / "store")
+        ids = [ingest([path], store=scratch, name=name, steps_from=steps_from)["run_id"][0] for path, name in sources]
+        yield scratch, ids
+
+
+def stored_id(store: Store, ref: str) -> str | None:
+    """The run id ``ref`` names in ``store``, or None where it is a trace file that is not stored."""
+    try:
+        return store.resolve(ref)
+    except StoreError:
+        if Path(ref).is_file():
+            return None
+        if _looks_like_a_file(ref):
+            raise InputError(ref, "no such file") from None
+        raise
+
+
+def _source(store: Store, ref: str) -> tuple[Path, str | None]:
+    """The file ``ref`` was read from (a stored one-file run's, or the file itself) and the run's name."""
+    run_id = stored_id(store, ref)
+    if run_id is None:
+        return Path(ref), None
+    name = store.catalog().filter(pl.col("run_id") == run_id)["name"][0]
+    return _source_of(store, run_id), name
 
 
 #: Endings of trace files: a reference ending so that is neither stored nor on disk is a missing file.

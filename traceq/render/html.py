@@ -62,6 +62,7 @@ CAUSE_COLOURS = {
     "allocator": "#f46d9b",
     "cast_overhead": "#f1a340",
     "python_overhead": "#fee08b",
+    "host_unattributed": "#9ecae1",
     "unexplained": "#c8c8c8",
 }
 _HOST_COLOURS = ("#5b7fa6", "#8aa6c4")
@@ -112,8 +113,8 @@ def _comparison(result: Comparison) -> list[str]:
     b, n = result.base, result.new
     parts = [f"<p class='verdict'>{_e(result.verdict)}</p>"]
     parts += [f"<p class='note'>{_e(w)}</p>" for w in result.warnings]
-    timelines = [(f"BASE {b.run['name']}", b.timeline), (f"NEW {n.run['name']}", n.timeline)]
-    parts += _timeline_section([(label, t) for label, t in timelines if t is not None])
+    timelines = [(f"BASE {b.run['name']}", b.timeline, b), (f"NEW {n.run['name']}", n.timeline, n)]
+    parts += _timeline_section([(label, t, _mean_ms(r)) for label, t, r in timelines if t is not None])
     if result.waterfall is not None and b.split is not None and n.split is not None:
         base_ms, new_ms = b.split.window_ms, n.split.window_ms
         shown, other = result.waterfall.shown(0.005 * max(base_ms, new_ms))
@@ -167,7 +168,7 @@ def _run(report: RunReport) -> list[str]:
     rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in headline(report))
     parts = [f"<table>{rows}</table>"]
     if report.timeline is not None:
-        parts += _timeline_section([(report.run["name"], report.timeline)])
+        parts += _timeline_section([(report.run["name"], report.timeline, _mean_ms(report))])
     if report.split is not None and report.split.window_ms > 0:
         s = report.split
         pieces = [(f"GPU busy: {CAUSES[c].label}", v) for c, v in s.busy.items()]
@@ -215,16 +216,26 @@ def _cause_of(label: str) -> str:
 # -- the timeline strip -----------------------------------------------------------------------------------
 
 
-def _timeline_section(runs: list[tuple[str, Timeline]]) -> list[str]:
-    if not runs:
+def _mean_ms(report: RunReport) -> float | None:
+    """The page's one step time of a run: its mean window (what the verdict, headline and waterfall state)."""
+    return report.summary.get("mean_step_time_ms")
+
+
+def _timeline_section(shown: list[tuple[str, Timeline, float | None]]) -> list[str]:
+    if not shown:
         return []
-    explained = "; ".join(
-        f"{_e(label)}: step {t.step if t.step is not None else '(GPU span)'}, {t.window_ms:.2f} ms "
-        f"(the median of {t.windows} step{'s' if t.windows != 1 else ''})"
-        for label, t in runs
-    )
+
+    def which(t: Timeline, mean: float | None) -> str:
+        step = f"step {t.step}" if t.step is not None else "the GPU span"
+        if t.windows == 1:
+            return f"{step}, the only one"
+        of_mean = f" ({mean:.2f} ms)" if mean is not None else ""
+        return f"{step}, of its {t.windows} steps the one nearest the mean step time{of_mean}"
+
+    explained = "; ".join(f"{_e(label)}: {which(t, mean)}" for label, t, mean in shown)
+    runs = [(label, t) for label, t, _ in shown]
     return [
-        "<h2>Timeline of a representative step (median)</h2>",
+        "<h2>Timeline of a representative step (nearest the mean)</h2>",
         f"<p>{explained}. {_lanes_meaning(runs)} One scale for all runs; hover for names.</p>",
         _timeline_svg(runs),
         _legend(runs),

@@ -149,9 +149,9 @@ def headline(report: RunReport) -> list[tuple[str, str]]:
     return [
         *(_rank_headline(s["rank_spread"]) if "rank_spread" in s else []),
         ("steps", steps),
-        (
-            "step time (median)",
-            _fmt(s["step_time_ms"], " ms") if s["step_time_ms"] is not None else "n/a (no timeline)",
+        (  # the page's one step time: the mean window, which the split and the timeline's step refer to
+            "step time (mean)",
+            _fmt(s["mean_step_time_ms"], " ms") if s.get("mean_step_time_ms") is not None else "n/a (no timeline)",
         ),
         ("GPU busy / step", _fmt(s["gpu_busy_ms"], " ms")),
         ("GPU idle / step", f"{_fmt(s['gpu_idle_ms'], ' ms')}  ({_fmt(s['gpu_idle_ratio'], '%')})"),
@@ -221,18 +221,20 @@ def straggler_table(report: RunReport) -> pl.DataFrame:
 def _top_ops(report: RunReport, n: int = 15) -> pl.DataFrame:
     ops = report.ops
     per_step = "cpu_incl_ns_per_step" in ops.columns
-    cpu, gpu = ("cpu_incl_ns_per_step", "gpu_ns_per_step") if per_step else ("cpu_incl_ns", "gpu_ns")
+    # one definition of an op's GPU time in every format: the work launched by it or beneath it (incl.)
+    cpu, gpu = ("cpu_incl_ns_per_step", "gpu_incl_ns_per_step") if per_step else ("cpu_incl_ns", "gpu_ns")
+    unit = "/step" if per_step else ""
     cols = [
         pl.col("name"),
-        pl.col("calls_per_step" if per_step else "calls").round(1).alias("calls" + ("/step" if per_step else "")),
-        (pl.col(cpu) / 1e6).round(3).alias("cpu ms" + ("/step" if per_step else "")),
-        (pl.col(gpu) / 1e6).round(3).alias("gpu ms" + ("/step" if per_step else "")),
+        pl.col("calls_per_step" if per_step else "calls").round(1).alias("calls" + unit),
+        (pl.col(cpu) / 1e6).round(3).alias(f"cpu ms{unit} (incl.)"),
+        (pl.col(gpu) / 1e6).round(3).alias(f"gpu ms{unit} (incl.)"),
     ]
     if "fp16_coverage" in ops.columns:
         cols += [
-            pl.col("kernels_per_call").round(2),
-            pl.col("fp16_coverage").round(2),
-            pl.col("tensor_core_coverage").round(2),
+            pl.col("kernels_per_call").round(2).alias("kernels/call (incl.)"),
+            pl.col("fp16_coverage").round(2).alias("fp16 coverage (incl.)"),
+            pl.col("tensor_core_coverage").round(2).alias("tensor-core coverage (incl.)"),
         ]
     return top_ops(ops, n).select(cols)
 
