@@ -9,6 +9,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -38,6 +39,17 @@ class _Commands(typer.core.TyperGroup):
         except TraceqError as e:
             _error(str(e))
             raise typer.Exit(1) from None
+        except BrokenPipeError:  # before click, which exits with code 1 on it
+            _reader_gone()
+            raise typer.Exit(0) from None
+
+
+def _reader_gone() -> None:
+    """The reader of stdout has gone (`traceq report | head`): it has what it wanted, so the command ends
+    quietly with code 0, as other tools do; what is left to write goes nowhere (the interpreter's last
+    flush included)."""
+    with suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 app = typer.Typer(
@@ -611,7 +623,11 @@ def main() -> None:
     """Entry point: library errors become one line on stderr and exit code 1, never a traceback."""
     try:
         code = app(standalone_mode=False, prog_name="traceq")  # also under `python -m traceq` (completion)
+        sys.stdout.flush()  # a closed pipe is met here, not at the interpreter's exit
         sys.exit(code if isinstance(code, int) else 0)
+    except BrokenPipeError:
+        _reader_gone()
+        sys.exit(0)
     except TraceqError as e:
         _error(str(e))
         sys.exit(1)

@@ -148,7 +148,8 @@ def run_report(
             "No GPU work in this trace: step times are the host's step windows; GPU busy and idle time, the "
             "causes of idle time and the launch-bound ratio need a trace of a GPU run."
         )
-    if (parts.idle.get("launch_overhead", 0.0) + parts.idle.get("python_overhead", 0.0)) >= 0.2 * parts.window_ms:
+    host_bound = parts.idle.get("launch_overhead", 0.0) + parts.idle.get("python_overhead", 0.0)
+    if not cpu_only and host_bound >= 0.2 * parts.window_ms:  # no GPU: nothing is launch-bound
         notes.append(
             "Profiled step times include the profiler's own CPU cost per op, so a launch-bound run looks "
             "more launch-bound under the profiler than without it; compare with step times measured unprofiled."
