@@ -273,19 +273,29 @@ def check(store: StoreOpt = None, fmt: FrameFormatOpt = FrameFormat.table) -> No
 def sql(
     query: Annotated[str | None, typer.Argument(help="A SELECT statement.", show_default=False)] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the query from a .sql file.")] = None,
+    run: Annotated[
+        list[str] | None,
+        typer.Option("--run", metavar="RUN", show_default=False,
+                     help="Only this run (run id, unique prefix or name; repeat for more; default: every run)."),
+    ] = None,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
     memory_limit: MemoryLimitOpt = None,
     store: StoreOpt = None,
     fmt: FrameFormatOpt = FrameFormat.table,
 ) -> None:
-    """Run a read-only SQL query (DuckDB dialect) over every stored run.
+    """Run a read-only SQL query (DuckDB dialect) over the stored runs (--run: only those).
 
-    Tables: runs, events, steps, threads; see `traceq schema`.
+    Tables: runs, events, steps, threads, kernel_classes, op_stats, kernel_stats, summary_cells, sources
+    (`traceq schema`), and every metric of `traceq queries` by its name (gpu_gaps, gpu_busy, op_summary,
+    ...): only the metrics a query names are computed. Columns are documented in
+    information_schema.columns (column_comment); a column name two joined tables share is given as
+    table.column (`s.name`).
 
     Stopped after --timeout seconds; beyond --memory-limit DuckDB spills to disk, or the query fails.
 
     \b
     Example: traceq sql "select kind, count(*) n, sum(dur_ns) d from events group by kind" --format json
+    Example: traceq sql "select step, idle_ns / 1e6 idle_ms from gpu_busy" --run kineto_conformer_fp16_b4_2steps
     """
     from traceq.query.engine import sql as run_sql
     from traceq.render import render
@@ -299,7 +309,9 @@ def sql(
             raise TraceqError(f"{file}: {e.strerror or e}") from None
         except UnicodeDecodeError:
             raise TraceqError(f"{file}: not a text file (invalid UTF-8)") from None
-    render(run_sql(query or "", _store(store), timeout=timeout, memory_limit=memory_limit), fmt)
+    stored = _store(store)
+    runs = list(dict.fromkeys(stored.resolve(r) for r in run)) if run else None
+    render(run_sql(query or "", stored, runs, timeout=timeout, memory_limit=memory_limit), fmt)
 
 
 @app.command()
