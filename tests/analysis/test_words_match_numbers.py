@@ -26,7 +26,8 @@ def test_a_change_title_says_grew_or_fell_with_its_size(cause: str, b: float, n:
     f = _change(cause, b, n, {}, {}, flavour)
     assert f.impact_ms == round(n - b, 3)
     word = "grew" if n > b else "fell"
-    assert f" {word} by {abs(n - b):.2f} ms per step ({b:.2f} -> {n:.2f} ms)" in f.title
+    # the change as kept (rounded once, to a thousandth), so that the title and the finding's size agree
+    assert f" {word} by {abs(round(n - b, 3)):.2f} ms per step ({b:.2f} -> {n:.2f} ms)" in f.title
     assert ("grew" in f.title) != ("fell" in f.title)
     if n < b:  # a part that shrank is no problem to fix
         assert (

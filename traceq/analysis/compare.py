@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from traceq._utils.words import fixed, rounded
 from traceq.analysis import ranks as rank_views
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.findings import Finding, Part, Waterfall
@@ -164,8 +165,9 @@ def _compare(
 
 def _change(cause: str, b: float, n: float, ev_b: dict[str, Any], ev_n: dict[str, Any], flavour: str | None) -> Finding:
     """The finding for one part that changed: its title says which way, by how much, from what to what."""
-    d = n - b
-    title = f"{_CHANGE[cause]} {'grew' if d > 0 else 'fell'} by {abs(d):.2f} ms per step ({b:.2f} -> {n:.2f} ms)"
+    d = rounded(n - b)  # the change as the title, the findings' size and the waterfall print it
+    way = "grew" if d > 0 else "fell"
+    title = f"{_CHANGE[cause]} {way} by {fixed(abs(d))} ms per step ({fixed(b)} -> {fixed(n)} ms)"
     detail = _mechanism(cause, ev_b, ev_n)
     if detail:
         title += f"; {detail}"
@@ -175,7 +177,7 @@ def _change(cause: str, b: float, n: float, ev_b: dict[str, Any], ev_n: dict[str
         step = "Kernels got faster: the parts that grew say where the saving went."
     else:
         step = f"No action needed: {CAUSES[cause].label} cost less in NEW than in BASE."
-    return Finding(id=cause, title=title, impact_ms=round(d, 3), evidence=_paired(ev_b, ev_n), next_step=step)
+    return Finding(id=cause, title=title, impact_ms=d, evidence=_paired(ev_b, ev_n), next_step=step)
 
 
 def _paired(ev_b: dict[str, Any], ev_n: dict[str, Any]) -> dict[str, Any]:
@@ -191,12 +193,12 @@ def _mechanism(cause: str, ev_b: dict[str, Any], ev_n: dict[str, Any]) -> str:
         return float(sum(value.values())) if isinstance(value, dict) else float(value)
 
     counts = {
-        "host_sync": ("sync_calls_per_step", "sync calls per step", ".0f"),
-        "algorithm_search": ("searching_calls_per_step", "searching calls per step", ".1f"),
-        "cast_overhead": ("conversions_per_step", "conversions per step", ".0f"),
-        "allocator": ("allocator_calls_per_step", "allocations and frees per step", ".0f"),
-        "launch_overhead": ("kernels_per_step", "kernels per step", ".0f"),
-        "input_pipeline": ("data_loading_ms_per_step", "ms per step in data loading", ".2f"),
+        "host_sync": ("sync_calls_per_step", "sync calls per step", ",.0f"),
+        "algorithm_search": ("searching_calls_per_step", "searching calls per step", ",.1f"),
+        "cast_overhead": ("conversions_per_step", "conversions per step", ",.0f"),
+        "allocator": ("allocator_calls_per_step", "allocations and frees per step", ",.0f"),
+        "launch_overhead": ("kernels_per_step", "kernels per step", ",.0f"),
+        "input_pipeline": ("data_loading_ms_per_step", "ms per step in data loading", ",.2f"),
     }
     if cause not in counts:
         return ""

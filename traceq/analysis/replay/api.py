@@ -9,6 +9,7 @@ from typing import Any
 
 import polars as pl
 
+from traceq._utils.words import count
 from traceq.analysis.replay.engine import Replay, Scenario, recorded_windows, replay
 from traceq.analysis.replay.graph import Graph, build_graph
 from traceq.analysis.replay.overhead import OverheadModel, overhead_scenario
@@ -132,8 +133,8 @@ class Replayer:
         tl = self.timeline
         alphas = sorted((low_model.alpha, high_model.alpha))
         notes = [
-            f"replayed {tl.n_steps} steps of {tl.n_events} events; profiler cost per host transition taken from "
-            f"the trace (alpha={self.model.alpha:g}, band {alphas[0]:g}-{alphas[1]:g})",
+            f"replayed {count(tl.n_steps, 'step')} of {count(tl.n_events, 'event')}; profiler cost per host "
+            f"transition taken from the trace (alpha={self.model.alpha:g}, band {alphas[0]:g}-{alphas[1]:g})",
         ]
         if tl.stacks:
             notes.append(
