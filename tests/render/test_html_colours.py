@@ -64,6 +64,11 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def _timeline(source: str) -> str:
+    """The page's timeline strip (its first SVG after the heading)."""
+    return source[source.index("<h2>Timeline") :].split("</svg>", 1)[0]
+
+
 def _host_rects(svg: str) -> list[tuple[str, str, float]]:
     """(op name, fill, ms) of every bar on a host lane, read from the page in drawing order (the ms from
     the bar's title)."""
@@ -81,8 +86,7 @@ def _host_rects(svg: str) -> list[tuple[str, str, float]]:
 
 def test_host_lanes_are_coloured_by_op_and_named_in_the_legend(page: Path) -> None:
     source = page.read_text()
-    svg = source[source.index("<h2>Timeline") :].split("</svg>", 1)[0]
-    bars = _host_rects(svg)
+    bars = _host_rects(_timeline(source))
     assert len(bars) > 50
     fills: dict[str, set[str]] = defaultdict(set)
     width: dict[str, float] = defaultdict(float)
@@ -106,7 +110,7 @@ def test_the_host_colours_are_drawn(page: Path, tmp_path: Path) -> None:
     done = _chromium(page, tmp_path, "--window-size=1200,1600", f"--screenshot={shot}")
     assert done.returncode == 0 and shot.exists(), done.stderr
     pixels = _png_pixels(shot)
-    own = {fill for _, fill, _ in _host_rects(page.read_text()) if fill != HOST_REST}
+    own = {fill for _, fill, _ in _host_rects(_timeline(page.read_text())) if fill != HOST_REST}
     assert sum(pixels[_rgb(fill)] > 20 for fill in own) >= 5
     for cause in ("launch_overhead", "cast_overhead", "python_overhead"):
         assert pixels[_rgb(CAUSE_COLOURS[cause])] > 20, cause

@@ -322,7 +322,7 @@ def _legend(runs: list[tuple[str, Timeline]], hosts: dict[str, str]) -> str:
     ops = [f"<span><i style='background:{colour}'></i>{_e(name)}</span>" for name, colour in hosts.items()]
     if any(name not in hosts for _, t in runs for name in t.host["name"].to_list()):
         ops.append(f"<span><i style='background:{HOST_REST}'></i>other ops</span>")
-    host = f"<p class='legend'>host ops: {''.join(ops)}</p>" if ops else ""
+    host = f"<p class='legend'><span>host ops:</span>{''.join(ops)}</p>" if ops else ""
     return f"<p class='legend'>{''.join(items)}</p>{host}"
 
 
