@@ -142,7 +142,7 @@ def ingest(
     """Read trace files into the store (one run per file; with --name, one run of many ranks).
 
     \b
-    Example: traceq ingest sample_traces/kineto_conformer_fp16_b4_2steps.json.gz --name amp
+    Example: traceq ingest sample_traces/paddlefmt_conformer_fp16_b64_2steps.json.gz --name paddle_amp
     Example: traceq ingest sample_traces/ddp/fp32 --name ddp --jobs 2
     """  # fmt: skip
     import polars as pl
@@ -375,7 +375,7 @@ def report(
     No RUN: the run ingested last. --compare alone: the two runs ingested last; --compare NEW: it and the one before.
 
     \b
-    Example: traceq report --compare conformer_fp32_b64 conformer_fp16_b64 --html amp.html
+    Example: traceq report --compare kineto_conformer_fp32_b4_2steps kineto_conformer_fp16_b4_2steps --html amp.html
     """
     from traceq.analysis.compare import compare as compare_runs
     from traceq.analysis.replay.explain import with_replay
@@ -482,7 +482,7 @@ def version() -> None:
     def built(yes: bool) -> str:
         return "built" if yes else "not in use (Python path)"
 
-    typer.echo(__version__)
+    typer.echo(f"traceq {__version__}")  # as --version prints it
     typer.echo(f"chrome decoder: {built(decoder_native())}; nesting: {built(nesting_native())}")
 
 
@@ -510,7 +510,7 @@ def export(
     """Export runs: a trace for Perfetto UI with traceq's analysis as tracks, or an SQLite file for Datasette.
 
     \b
-    Example: traceq export --compare conformer_fp32_b4 conformer_fp16_b4 --to perfetto amp.json.gz
+    Example: traceq export --compare kineto_conformer_fp16_b4_2steps --to perfetto amp.json.gz
     Example: traceq export --to sqlite runs.db
     """
     from traceq.export import export as export_runs

@@ -94,3 +94,39 @@ def test_a_cpu_only_run_gets_no_launch_bound_note(tmp_path: Path) -> None:
     assert report.summary["steps"] == sum(e.get("cat") == "ProfileStep" for e in events)
     assert any("No GPU work" in n for n in report.notes)
     assert not any("a launch-bound run" in n for n in report.notes), report.notes
+
+
+def _help_examples() -> list[list[str]]:
+    """Every ``Example:`` line of every command's --help, as arguments (read from the help text shown)."""
+    import shlex
+
+    commands = [[c] for c in ("ingest", "runs", "check", "sql", "report", "query", "queries", "export", "version")]
+    commands += [["runs", "rm"], ["runs", "rename"]]
+    examples = []
+    for command in commands:
+        text = run_cli(*command, "--help").stdout
+        examples += [shlex.split(line.split("Example:", 1)[1])[1:] for line in text.splitlines() if "Example:" in line]
+    assert len(examples) >= 10
+    return examples
+
+
+def test_every_help_example_runs_after_the_quick_start(tmp_path: Path) -> None:
+    """Each example on a store of the README's quick start (the two samples, FP32 first), run where the
+    samples are at ``sample_traces/``: every run it names exists, every file it reads is there."""
+    quick = tmp_path / "quick"
+    for trace in ("kineto_conformer_fp32_b4_2steps", "kineto_conformer_fp16_b4_2steps"):
+        traceq.ingest(SAMPLES / f"{trace}.json.gz", store=quick, jobs=1)
+    for k, args in enumerate(_help_examples()):
+        work = tmp_path / f"example{k}"
+        work.mkdir()
+        (work / "sample_traces").symlink_to(SAMPLES)
+        shutil.copytree(quick, work / "store")
+        done = run_cli(*args, env={"TRACEQ_STORE": str(work / "store")}, cwd=work)
+        assert done.returncode == 0, (args, done.stderr)
+
+
+def test_version_and_the_version_option_say_the_same(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    assert run_cli("--version").stdout.splitlines() == [f"traceq {version('traceq')}"]
+    assert run_cli("version").stdout.splitlines()[0] == f"traceq {version('traceq')}"
