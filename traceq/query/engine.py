@@ -481,9 +481,13 @@ class Session:
         return lazy_source(batches, schema)
 
     def sql(self, query: str) -> pl.DataFrame:
-        """An ad-hoc read-only query; the metrics and blocks it names (:func:`used_queries`) are made first."""
+        """An ad-hoc read-only query; the metrics and blocks it names (:func:`used_queries`) are made first,
+        but those the connection holds already (its ``-- Requires:`` lines are always made)."""
         check_read_only(query)
-        self.make(used_queries(query))
+        held = {n for (n,) in self.con.execute("SELECT table_name FROM duckdb_tables() UNION ALL "
+                                               "SELECT view_name FROM duckdb_views()").fetchall()}  # fmt: skip
+        named = requires(query)
+        self.make([n for n in used_queries(query) if n in named or n not in held])
         return self._run(query)
 
     def make(self, names: Iterable[str], workers: int = 1, made: Callable[[str], None] | None = None) -> None:
