@@ -112,3 +112,14 @@ def test_summary_text_casts_are_totals_not_per_step(tmp_path: Path) -> None:
     done = run_cli("report", str(shared(FULL)), "--store", str(tmp_path / "store"))
     assert done.returncode == 0, done.stderr
     assert "casts (whole profile):" in done.stdout and "casts / step" not in done.stdout
+
+
+def test_a_long_step_is_written_with_thousands_separators() -> None:
+    """A whole-capture window of 13.3 s: the verdict writes its milliseconds as ``13,334.9``."""
+    from types import SimpleNamespace
+
+    from traceq.analysis.compare import verdict
+
+    base, new = SimpleNamespace(window_ms=13334.9), SimpleNamespace(window_ms=12001.25)
+    text = verdict(new.window_ms - base.window_ms, base, new, [], None)
+    assert "(13,334.9 -> 12,001.2 ms)" in text and "1,333.6 ms per step faster" in text, text

@@ -254,10 +254,10 @@ def verdict(
     text = _traced(delta, b, n, findings)
     if measured is not None:
         real = measured["delta_ms"]
-        times = f"({measured['base_ms']:.1f} -> {measured['new_ms']:.1f} ms)"
+        times = f"({measured['base_ms']:,.1f} -> {measured['new_ms']:,.1f} ms)"
         head = f"Measured without the profiler, {_moved(real)} {times}"
         if round(real, 1) == 0 or round(delta, 1) == 0 or (real > 0) == (delta > 0):
-            text = f"{head}; the profiler added {delta - real:+.1f} ms to the traced difference. {text}"
+            text = f"{head}; the profiler added {delta - real:+,.1f} ms to the traced difference. {text}"
         else:
             text = f"{head}: the profiler reverses the traced direction, so weigh the causes against this. {text}"
     if warnings:
@@ -269,19 +269,19 @@ def _moved(delta: float) -> str:
     """``NEW is 1.2 ms per step slower``, ``... faster``, or the same where it rounds to 0.0 ms."""
     if round(delta, 1) == 0:
         return "NEW takes the same time per step as BASE"
-    return f"NEW is {abs(delta):.1f} ms per step {'slower' if delta > 0 else 'faster'}"
+    return f"NEW is {abs(delta):,.1f} ms per step {'slower' if delta > 0 else 'faster'}"
 
 
 def _traced(delta: float, b: Split, n: Split, findings: list[Finding]) -> str:
     """The traced difference and the findings that moved it each way, largest first."""
-    head = f"{_moved(delta)} ({b.window_ms:.1f} -> {n.window_ms:.1f} ms)"
+    head = f"{_moved(delta)} ({b.window_ms:,.1f} -> {n.window_ms:,.1f} ms)"
     if not findings:
         return f"{head}: within noise, no part changed enough to name."
     same = [f for f in findings if (f.impact_ms or 0.0) * delta > 0][:3]
     against = [f for f in findings if (f.impact_ms or 0.0) * delta < 0][:2]
 
     def named(group: list[Finding]) -> str:
-        items = [f"{CAUSES[f.id].label} {f.impact_ms:+.1f} ms" for f in group]
+        items = [f"{CAUSES[f.id].label} {f.impact_ms:+,.1f} ms" for f in group]
         return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
     if not same:

@@ -279,8 +279,8 @@ def report_blocks(report: RunReport) -> list[Block]:
 def _outlier(o: dict[str, Any], ranked: bool) -> str:
     rank = f" (rank {o['rank']})" if ranked else ""
     return (
-        f"step {o['step']}{rank}: {o['step_ms']:.2f} ms against a median of {o['median_step_ms']:.2f} ms; "
-        f"{o['cause']} {o['cause_ms_over_median']:+.2f} ms over its median"
+        f"step {o['step']}{rank}: {fixed(o['step_ms'])} ms against a median of {fixed(o['median_step_ms'])} ms; "
+        f"{o['cause']} {fixed(o['cause_ms_over_median'], sign=True)} ms over its median"
     )
 
 

@@ -110,7 +110,7 @@ def unprofiled_verdict(verdict: Verdict, result: Comparison) -> str:
     band = f"{verdict.change_low:+.1f}% to {verdict.change_high:+.1f}%"
     head = (
         f"Estimated without the profiler (replay), NEW is {abs(verdict.change_pct):.1f}% {word} than BASE "
-        f"({b.step_ms:.1f} -> {n.step_ms:.1f} ms per step; band {band}"
+        f"({b.step_ms:,.1f} -> {n.step_ms:,.1f} ms per step; band {band}"
         + (", which includes no change" if verdict.uncertain else "")
         + ")"
     )
