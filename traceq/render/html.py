@@ -18,6 +18,7 @@ from typing import TextIO
 
 import polars as pl
 
+from traceq._utils.words import fixed
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.findings import Finding
 from traceq.analysis.results import Comparison, RunReport, Timeline
@@ -126,7 +127,7 @@ def _comparison(result: Comparison) -> list[str]:
         rows: list[tuple[str, float, float, str]] = [("BASE step", 0.0, base_ms, _TOTAL)]
         level = base_ms
         for p in [*((p.label, p.delta_ms) for p in shown), ("other parts", other)]:
-            rows.append((f"{p[0]} ({p[1]:+.2f} ms)", level, level + p[1], _UP if p[1] > 0 else _DOWN))
+            rows.append((f"{p[0]} ({fixed(p[1], sign=True)} ms)", level, level + p[1], _UP if p[1] > 0 else _DOWN))
             level += p[1]
         rows.append(("NEW step", 0.0, new_ms, _TOTAL))
         parts += [
@@ -466,7 +467,8 @@ def _findings(findings: list[Finding], signed: bool) -> list[str]:
     for f in findings:
         impact = ""
         if f.impact_ms is not None:
-            impact = f" ({f.impact_ms:+.2f} ms per step)" if signed else f" (~{f.impact_ms:.2f} ms per step)"
+            size = fixed(f.impact_ms, sign=True) if signed else f"~{fixed(f.impact_ms)}"
+            impact = f" ({size} ms per step)"
         rows = "".join(
             f"<tr><td>{_e(k.replace('_', ' '))}</td><td>{_e(evidence_text(v, paired=signed))}</td></tr>"
             for k, v in f.evidence.items()
