@@ -288,7 +288,8 @@ def sql(
             timer.start()
         with reading(store, runs):
             result = con.sql(query)
-            return _plain_types(result.pl()).rename(dict(_qualified(con, query, result.columns)))
+            frame = _plain_types(result.pl())
+            return frame.rename(dict(_qualified(con, query, result.columns, frame.columns)))
     except duckdb.InterruptException:
         raise QueryError(f"query stopped after {timeout:g} s (--timeout)") from None
     except duckdb.OutOfMemoryException:
@@ -305,11 +306,14 @@ def sql(
         con.close()
 
 
-def _qualified(con: duckdb.DuckDBPyConnection, query: str, names: list[str]) -> list[tuple[str, str]]:
-    """New names for a result's repeated column names (DuckDB's frame makes the second ``name`` of a join
-    ``name_1``): each repeat named after its table, ``s.name`` and ``runs.name``, where the statement's
-    parse tree tells (a SELECT of columns and ``*`` over tables and joins); as pairs (frame column, new
-    name). Nothing when no name repeats, or the tree does not tell."""
+def _qualified(
+    con: duckdb.DuckDBPyConnection, query: str, names: list[str], frame_names: list[str]
+) -> list[tuple[str, str]]:
+    """New names for a result's repeated column names ``names`` (DuckDB's frame, whose columns are
+    ``frame_names``, makes the second ``name`` of a join ``name_1``): each repeat named after its table,
+    ``s.name`` and ``runs.name``, where the statement's parse tree tells (a SELECT of columns and ``*``
+    over tables and joins); as pairs (frame column, new name). Nothing when no name repeats, or the tree
+    does not tell."""
     if len(set(names)) == len(names):
         return []
     with suppress(duckdb.Error, KeyError, IndexError, TypeError, ValueError):
@@ -325,12 +329,8 @@ def _qualified(con: duckdb.DuckDBPyConnection, query: str, names: list[str]) -> 
                 labels.append(".".join(item["column_names"]) if len(item["column_names"]) == 2 else "")
             else:
                 labels.append("")
-        if len(labels) != len(names):
+        if not len(labels) == len(names) == len(frame_names):
             return []
-        frame_names, seen = [], {}  # the frame's names: the second `name` is `name_1`, and so on
-        for name in names:
-            seen[name] = seen.get(name, -1) + 1
-            frame_names.append(name if not seen[name] else f"{name}_{seen[name]}")
         repeated = {n for n in names if names.count(n) > 1}
         renamed = [(f, lab) for f, n, lab in zip(frame_names, names, labels, strict=True) if n in repeated and lab]
         if len({lab for _, lab in renamed}) == len(renamed) and not {lab for _, lab in renamed} & set(frame_names):
