@@ -10,6 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -39,6 +40,17 @@ class _Commands(typer.core.TyperGroup):
         except TraceqError as e:
             _error(str(e))
             raise typer.Exit(1) from None
+        except BrokenPipeError:  # before click, which exits with code 1 on it
+            _reader_gone()
+            raise typer.Exit(0) from None
+
+
+def _reader_gone() -> None:
+    """The reader of stdout has gone (`traceq report | head`): it has what it wanted, so the command ends
+    quietly with code 0, as other tools do; what is left to write goes nowhere (the interpreter's last
+    flush included)."""
+    with suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 app = typer.Typer(
@@ -131,7 +143,7 @@ def ingest(
     """Read trace files into the store (one run per file; with --name, one run of many ranks).
 
     \b
-    Example: traceq ingest sample_traces/kineto_conformer_fp16_b4_2steps.json.gz --name amp
+    Example: traceq ingest sample_traces/paddlefmt_conformer_fp16_b64_2steps.json.gz --name paddle_amp
     Example: traceq ingest sample_traces/ddp/fp32 --name ddp --jobs 2
     """  # fmt: skip
     import polars as pl
@@ -262,19 +274,29 @@ def check(store: StoreOpt = None, fmt: FrameFormatOpt = FrameFormat.table) -> No
 def sql(
     query: Annotated[str | None, typer.Argument(help="A SELECT statement.", show_default=False)] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the query from a .sql file.")] = None,
+    run: Annotated[
+        list[str] | None,
+        typer.Option("--run", metavar="RUN", show_default=False,
+                     help="Only this run (run id, unique prefix or name; repeat for more; default: every run)."),
+    ] = None,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
     memory_limit: MemoryLimitOpt = None,
     store: StoreOpt = None,
     fmt: FrameFormatOpt = FrameFormat.table,
 ) -> None:
-    """Run a read-only SQL query (DuckDB dialect) over every stored run.
+    """Run a read-only SQL query (DuckDB dialect) over the stored runs (--run: only those).
 
-    Tables: runs, events, steps, threads; see `traceq schema`.
+    Tables: runs, events, steps, threads, kernel_classes, op_stats, kernel_stats, summary_cells, sources
+    (`traceq schema`), and every metric of `traceq queries` by its name (gpu_gaps, gpu_busy, op_summary,
+    ...): only the metrics a query names are computed. Columns are documented in
+    information_schema.columns (column_comment); a column name two joined tables share is given as
+    table.column (`s.name`).
 
     Stopped after --timeout seconds; beyond --memory-limit DuckDB spills to disk, or the query fails.
 
     \b
     Example: traceq sql "select kind, count(*) n, sum(dur_ns) d from events group by kind" --format json
+    Example: traceq sql "select step, idle_ns / 1e6 idle_ms from gpu_busy" --run kineto_conformer_fp16_b4_2steps
     """
     from traceq.query.engine import sql as run_sql
     from traceq.render import render
@@ -288,7 +310,9 @@ def sql(
             raise TraceqError(f"{file}: {e.strerror or e}") from None
         except UnicodeDecodeError:
             raise TraceqError(f"{file}: not a text file (invalid UTF-8)") from None
-    render(run_sql(query or "", _store(store), timeout=timeout, memory_limit=memory_limit), fmt)
+    stored = _store(store)
+    runs = list(dict.fromkeys(stored.resolve(r) for r in run)) if run else None
+    render(run_sql(query or "", stored, runs, timeout=timeout, memory_limit=memory_limit), fmt)
 
 
 @app.command()
@@ -354,7 +378,7 @@ def report(
     No RUN: the run ingested last. --compare alone: the two runs ingested last; --compare NEW: it and the one before.
 
     \b
-    Example: traceq report --compare conformer_fp32_b64 conformer_fp16_b64 --html amp.html
+    Example: traceq report --compare kineto_conformer_fp32_b4_2steps kineto_conformer_fp16_b4_2steps --html amp.html
     """
     from traceq.analysis.compare import compare as compare_runs
     from traceq.analysis.replay.explain import with_replay
@@ -475,7 +499,7 @@ def version() -> None:
     def built(yes: bool) -> str:
         return "built" if yes else "not in use (Python path)"
 
-    typer.echo(__version__)
+    typer.echo(f"traceq {__version__}")  # as --version prints it
     typer.echo(f"chrome decoder: {built(decoder_native())}; nesting: {built(nesting_native())}")
 
 
@@ -503,7 +527,7 @@ def export(
     """Export runs: a trace for Perfetto UI with traceq's analysis as tracks, or an SQLite file for Datasette.
 
     \b
-    Example: traceq export --compare conformer_fp32_b4 conformer_fp16_b4 --to perfetto amp.json.gz
+    Example: traceq export --compare kineto_conformer_fp16_b4_2steps --to perfetto amp.json.gz
     Example: traceq export --to sqlite runs.db
     """
     from traceq.export import export as export_runs
@@ -628,7 +652,11 @@ def main() -> None:
     """Entry point: library errors become one line on stderr and exit code 1, never a traceback."""
     try:
         code = app(standalone_mode=False, prog_name="traceq")  # also under `python -m traceq` (completion)
+        sys.stdout.flush()  # a closed pipe is met here, not at the interpreter's exit
         sys.exit(code if isinstance(code, int) else 0)
+    except BrokenPipeError:
+        _reader_gone()
+        sys.exit(0)
     except TraceqError as e:
         _error(str(e))
         sys.exit(1)

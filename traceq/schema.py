@@ -318,14 +318,25 @@ class RunTables:
         return self
 
 
+#: The keys every table has from the store's folder names (``rank``: all but ``runs``), with their meaning.
+KEYS: dict[str, str] = {
+    "run_id": "run id (hive partition key of the store)",
+    "rank": "rank of the trace within the run (hive partition key)",
+}
+
+
+def keys_of(table: Table) -> dict[str, str]:
+    """The folder-name keys of ``table`` (:data:`KEYS`), with their meaning."""
+    return {k: v for k, v in KEYS.items() if k == "run_id" or table.name != "runs"}
+
+
 def markdown_reference() -> str:
     """The model as Markdown tables (used for the README)."""
     out = []
     for table in TABLES.values():
         out.append(f"#### `{table.name}`\n{table.doc}\n\n| column | type | meaning |\n|---|---|---|")
-        out.append("| `run_id` | String | run id (hive partition key of the store) |")
-        if table.name != "runs":
-            out.append("| `rank` | Int64 | rank of the trace within the run (hive partition key) |")
+        keys = keys_of(table)
+        out += [f"| `{k}` | {'String' if k == 'run_id' else 'Int64'} | {v} |" for k, v in keys.items()]
         out += [f"| `{c.name}` | {c.dtype} | {c.doc} |" for c in table.columns]
         out.append("")
     out.append("#### `kind` vocabulary\n\n| kind | meaning |\n|---|---|")

@@ -29,7 +29,8 @@ def test_a_change_title_says_grew_or_fell_with_its_size(
     f = _change(cause, b, n, {}, {}, flavour, step)
     assert f.impact_ms == round(n - b, 3)
     word = "grew" if n > b else "fell"
-    assert f" {word} by {abs(n - b):.2f} ms per step ({b:.2f} -> {n:.2f} ms)" in f.title
+    # the change as kept (rounded once, to a thousandth), so that the title and the finding's size agree
+    assert f" {word} by {abs(round(n - b, 3)):.2f} ms per step ({b:.2f} -> {n:.2f} ms)" in f.title
     assert ("grew" in f.title) != ("fell" in f.title)
     if n < b and step and n >= 0.2 * step and cause != "gpu_compute":  # shrank, yet a large share: its fix stays
         assert f"still takes {n:.2f} of NEW's {step:.2f} ms traced step ({n / step:.0%})" in f.next_step
@@ -74,9 +75,10 @@ def test_the_verdict_agrees_in_sign_and_size(
         else {"base_ms": measured[0], "new_ms": measured[1], "delta_ms": measured[1] - measured[0]}
     )
     text = verdict(delta, SimpleNamespace(window_ms=base_ms), SimpleNamespace(window_ms=new_ms), findings, m)
-    traced = re.search(r"(?<!profiler, )NEW is ([\d.]+) ms per step (slower|faster) \(([\d.]+) -> ([\d.]+) ms\)", text)
+    number = r"([\d,.]+)"  # thousands separated
+    traced = re.search(rf"(?<!profiler, )NEW is {number} ms per step (slower|faster) \({number} -> {number} ms\)", text)
     assert traced is not None, text
-    assert float(traced[1]) == round(abs(delta), 1)
+    assert float(traced[1].replace(",", "")) == round(abs(delta), 1)
     assert traced[2] == ("slower" if delta > 0 else "faster")
     # every named part carries its own sign; those before "outweigh" move the step the way it moved
     for label, value in re.findall(r"([a-zA-Z/() ]+?) ([+-][\d.]+) ms", text.split(traced[0], 1)[1]):
@@ -89,11 +91,11 @@ def test_the_verdict_agrees_in_sign_and_size(
         assert all((float(v) > 0) != (delta > 0) for v in re.findall(r" ([+-][\d.]+) ms", after.split(".")[0] + "."))
     if m is not None:
         real = m["delta_ms"]
-        said = re.search(r"Measured without the profiler, NEW is ([\d.]+) ms per step (slower|faster)", text)
+        said = re.search(r"Measured without the profiler, NEW is ([\d,.]+) ms per step (slower|faster)", text)
         if round(real, 1) == 0:
             assert said is None and "Measured without the profiler, NEW takes the same time" in text
         else:
-            assert said is not None and float(said[1]) == round(abs(real), 1)
+            assert said is not None and float(said[1].replace(",", "")) == round(abs(real), 1)
             assert said[2] == ("slower" if real > 0 else "faster")
         flips = round(real, 1) != 0 and (real > 0) != (delta > 0)
         assert ("reverses the traced direction" in text) == flips

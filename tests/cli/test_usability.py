@@ -54,7 +54,7 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_version_option_prints_the_installed_version_and_the_command_stays() -> None:
     done = run_process("--version")
     assert done.returncode == 0 and done.stdout == f"traceq {version('traceq')}\n" and done.stderr == ""
-    assert run_cli("version").stdout.splitlines()[0] == version("traceq")
+    assert run_cli("version").stdout.splitlines()[0] == f"traceq {version('traceq')}"  # as --version prints it
 
 
 def test_bash_completion_script_and_completions() -> None:

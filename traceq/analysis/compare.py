@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from traceq._utils.words import fixed, rounded
 from traceq.analysis import ranks as rank_views
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.findings import Finding, Part, Waterfall
@@ -172,8 +173,9 @@ def _change(
 ) -> Finding:
     """The finding for one part that changed: its title says which way, by how much, from what to what; a
     part that shrank but still holds a large share of NEW's step (``step_ms``) keeps its fix."""
-    d = n - b
-    title = f"{_CHANGE[cause]} {'grew' if d > 0 else 'fell'} by {abs(d):.2f} ms per step ({b:.2f} -> {n:.2f} ms)"
+    d = rounded(n - b)  # the change as the title, the findings' size and the waterfall print it
+    way = "grew" if d > 0 else "fell"
+    title = f"{_CHANGE[cause]} {way} by {fixed(abs(d))} ms per step ({fixed(b)} -> {fixed(n)} ms)"
     detail = _mechanism(cause, ev_b, ev_n)
     if detail:
         title += f"; {detail}"
@@ -188,7 +190,7 @@ def _change(
         )
     else:
         step = f"No action needed: {CAUSES[cause].label} cost less in NEW than in BASE."
-    return Finding(id=cause, title=title, impact_ms=round(d, 3), evidence=_paired(ev_b, ev_n), next_step=step)
+    return Finding(id=cause, title=title, impact_ms=d, evidence=_paired(ev_b, ev_n), next_step=step)
 
 
 def _lower_first(text: str) -> str:
@@ -208,12 +210,12 @@ def _mechanism(cause: str, ev_b: dict[str, Any], ev_n: dict[str, Any]) -> str:
         return float(sum(value.values())) if isinstance(value, dict) else float(value)
 
     counts = {
-        "host_sync": ("sync_calls_per_step", "sync calls per step", ".0f"),
-        "algorithm_search": ("searching_calls_per_step", "searching calls per step", ".1f"),
-        "cast_overhead": ("conversions_per_step", "conversions per step", ".0f"),
-        "allocator": ("allocator_calls_per_step", "allocations and frees per step", ".0f"),
-        "launch_overhead": ("kernels_per_step", "kernels per step", ".0f"),
-        "input_pipeline": ("data_loading_ms_per_step", "ms per step in data loading", ".2f"),
+        "host_sync": ("sync_calls_per_step", "sync calls per step", ",.0f"),
+        "algorithm_search": ("searching_calls_per_step", "searching calls per step", ",.1f"),
+        "cast_overhead": ("conversions_per_step", "conversions per step", ",.0f"),
+        "allocator": ("allocator_calls_per_step", "allocations and frees per step", ",.0f"),
+        "launch_overhead": ("kernels_per_step", "kernels per step", ",.0f"),
+        "input_pipeline": ("data_loading_ms_per_step", "ms per step in data loading", ",.2f"),
     }
     if cause not in counts:
         return ""
@@ -269,10 +271,10 @@ def verdict(
     text = _traced(delta, b, n, findings)
     if measured is not None:
         real = measured["delta_ms"]
-        times = f"({measured['base_ms']:.1f} -> {measured['new_ms']:.1f} ms)"
+        times = f"({measured['base_ms']:,.1f} -> {measured['new_ms']:,.1f} ms)"
         head = f"Measured without the profiler, {_moved(real)} {times}"
         if round(real, 1) == 0 or round(delta, 1) == 0 or (real > 0) == (delta > 0):
-            text = f"{head}; the profiler added {delta - real:+.1f} ms to the traced difference. {text}"
+            text = f"{head}; the profiler added {delta - real:+,.1f} ms to the traced difference. {text}"
         else:
             text = f"{head}: the profiler reverses the traced direction, so weigh the causes against this. {text}"
     if warnings:
@@ -284,19 +286,19 @@ def _moved(delta: float) -> str:
     """``NEW is 1.2 ms per step slower``, ``... faster``, or the same where it rounds to 0.0 ms."""
     if round(delta, 1) == 0:
         return "NEW takes the same time per step as BASE"
-    return f"NEW is {abs(delta):.1f} ms per step {'slower' if delta > 0 else 'faster'}"
+    return f"NEW is {abs(delta):,.1f} ms per step {'slower' if delta > 0 else 'faster'}"
 
 
 def _traced(delta: float, b: Split, n: Split, findings: list[Finding]) -> str:
     """The traced difference and the findings that moved it each way, largest first."""
-    head = f"{_moved(delta)} ({b.window_ms:.1f} -> {n.window_ms:.1f} ms)"
+    head = f"{_moved(delta)} ({b.window_ms:,.1f} -> {n.window_ms:,.1f} ms)"
     if not findings:
         return f"{head}: within noise, no part changed enough to name."
     same = [f for f in findings if (f.impact_ms or 0.0) * delta > 0][:3]
     against = [f for f in findings if (f.impact_ms or 0.0) * delta < 0][:2]
 
     def named(group: list[Finding]) -> str:
-        items = [f"{CAUSES[f.id].label} {f.impact_ms:+.1f} ms" for f in group]
+        items = [f"{CAUSES[f.id].label} {f.impact_ms:+,.1f} ms" for f in group]
         return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
     if not same:

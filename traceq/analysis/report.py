@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from traceq._utils.words import count, fixed
 from traceq.analysis import ranks as rank_views
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.evidence import evidence as evidence_of
@@ -119,7 +120,8 @@ def run_report(
     gap_histogram = (
         gaps.group_by("kind", "bucket")
         .agg(pl.col("gaps").sum(), (pl.col("gap_ns").sum() / windows).alias("ns_per_step"))
-        .sort("kind", "bucket")
+        # shortest bucket first: a bucket's mean gap lies inside its range, and the ranges do not overlap
+        .sort("kind", pl.col("ns_per_step") / pl.col("gaps"))
     )
     sites = _sites(q("idle_sites"), windows)
     per_step_ops = _ranks_combined(ops).with_columns(
@@ -149,7 +151,8 @@ def run_report(
             "No GPU work in this trace: step times are the host's step windows; GPU busy and idle time, the "
             "causes of idle time and the launch-bound ratio need a trace of a GPU run."
         )
-    if (parts.idle.get("launch_overhead", 0.0) + parts.idle.get("python_overhead", 0.0)) >= 0.2 * parts.window_ms:
+    host_bound = parts.idle.get("launch_overhead", 0.0) + parts.idle.get("python_overhead", 0.0)
+    if not cpu_only and host_bound >= 0.2 * parts.window_ms:  # no GPU: nothing is launch-bound
         notes.append(
             "Profiled step times include the profiler's own CPU cost per op, so a launch-bound run looks "
             "more launch-bound under the profiler than without it; compare with step times measured unprofiled."
@@ -206,42 +209,37 @@ def _title(cause: str, ms: float, step: float, ev: dict[str, Any]) -> str:
     """One line naming ``cause`` with its size, in words that match the numbers."""
     share = f"{ms / step:.0%} of the step" if step else "of each step"
     if cause == "launch_overhead":
-        return f"The GPU idles {ms:.2f} ms per step ({share}) while the CPU launches work"
+        return f"The GPU idles {fixed(ms)} ms per step ({share}) while the CPU launches work"
     if cause == "host_sync":
         n = sum(ev.get("sync_calls_per_step", {}).values())
         return (
-            f"{_count(n, 'host synchronisation')} per step drain the GPU queue: "
-            f"{ms:.2f} ms per step of GPU idle ({share})"
+            f"{count(n, 'host synchronisation')} per step drain the GPU queue: "
+            f"{fixed(ms)} ms per step of GPU idle ({share})"
         )
     if cause == "input_pipeline":
-        return f"The GPU waits {ms:.2f} ms per step ({share}) for input data"
+        return f"The GPU waits {fixed(ms)} ms per step ({share}) for input data"
     if cause == "algorithm_search":
         n = ev.get("searching_calls_per_step", 0.0)
         return (
             f"cuDNN/cuBLAS searched for algorithms on new input shapes ({n:.1f} calls per step): "
-            f"{ms:.2f} ms per step ({share})"
+            f"{fixed(ms)} ms per step ({share})"
         )
     if cause == "allocator":
         n = sum(ev.get("allocator_calls_per_step", {}).values())
-        calls = _count(n, "device allocation or free", "device allocations and frees")
-        return f"{calls} per step cost {ms:.2f} ms per step of GPU idle ({share})"
+        calls = count(n, "device allocation or free", "device allocations and frees")
+        return f"{calls} per step cost {fixed(ms)} ms per step of GPU idle ({share})"
     if cause == "cast_overhead":
         n = ev.get("conversions_per_step", 0.0)
-        return f"{_count(n, 'dtype cast')} per step cost {ms:.2f} ms per step ({share}) in cast ops and cast kernels"
+        return f"{count(n, 'dtype cast')} per step cost {fixed(ms)} ms per step ({share}) in cast ops and cast kernels"
     if cause == "python_overhead":
-        return f"Python between ops keeps the GPU idle {ms:.2f} ms per step ({share})"
+        return f"Python between ops keeps the GPU idle {fixed(ms)} ms per step ({share})"
     if cause == "host_unattributed":
         return (
-            f"The GPU idles {ms:.2f} ms per step ({share}) while the host is in no recorded call: "
+            f"The GPU idles {fixed(ms)} ms per step ({share}) while the host is in no recorded call: "
             "host time not attributed to a cause"
         )
     label = CAUSES[cause].label
-    return f"{label[0].upper()}{label[1:]} take {ms:.2f} ms of GPU time per step ({share})"
-
-
-def _count(n: float, one: str, many: str | None = None) -> str:
-    """``n`` things, in words that agree with it (``1 host synchronisation``, ``6 host synchronisations``)."""
-    return f"{n:.0f} {one if round(n) == 1 else (many or one + 's')}"
+    return f"{label[0].upper()}{label[1:]} take {fixed(ms)} ms of GPU time per step ({share})"
 
 
 def _fp32_compute(summary: dict[str, Any], ev: dict[str, dict[str, Any]], flavour: str | None) -> Finding | None:

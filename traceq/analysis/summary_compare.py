@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import polars as pl
 
+from traceq._utils.words import count
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.findings import Finding
 from traceq.analysis.ops_table import top_ops
@@ -27,6 +28,9 @@ SEARCH_RATIO_GROWTH = 3.0
 MIN_OP_MS, MIN_OP_SHARE = 1.0, 0.01
 #: Ops listed under one finding's evidence.
 EVIDENCE_OPS = 5
+#: The verdict names the bound side only when the ops both tables list hold at least this share of each
+#: table's CPU time.
+MIN_COVERED = 0.5
 
 
 #: An op's change: NEW minus BASE CPU time, or where one table lacks it, its time in the other.
@@ -104,9 +108,11 @@ def compare_summaries(base: RunReport, new: RunReport, top: int | None) -> Compa
     absent = {side: ops.filter(pl.col("present") == side).height for side in ("base", "new")}
     if absent["base"] or absent["new"]:
         notes.append(
-            f"{absent['new']} op(s) appear only in NEW's table and {absent['base']} only in BASE's: a paste or a "
-            "row limit may have cut them, so they are shown as absent, not as 0 ms, and left out of the totals."
+            f"{count(absent['new'], 'op')} appear only in NEW's table and {absent['base']:,} only in BASE's: a paste "
+            "or a row limit may have cut them, so they are shown as absent, not as 0 ms, and left out of the totals."
         )
+    listed = {s: _sum(ops.filter(pl.col("present").is_in(["both", s])), f"{s}_cpu_ms") for s in ("base", "new")}
+    covered = min(_sum(both, f"{side}_cpu_ms") / listed[side] if listed[side] else 1.0 for side in ("base", "new"))
     return Comparison(
         base=_top(base, top),
         new=_top(new, top),
@@ -115,23 +121,32 @@ def compare_summaries(base: RunReport, new: RunReport, top: int | None) -> Compa
         findings=findings,
         explained_ms=None,
         unexplained_ms=None,
-        verdict=summary_verdict(cpu_d, gpu_d, both.height, min_ms),
+        verdict=summary_verdict(cpu_d, gpu_d, both.height, min_ms, covered),
         op_deltas=ops,
         steps=pl.DataFrame(),
         notes=notes,
     )
 
 
-def summary_verdict(cpu_delta_ms: float, gpu_delta_ms: float, n_ops: int, min_ms: float = MIN_OP_MS) -> str:
+def summary_verdict(
+    cpu_delta_ms: float, gpu_delta_ms: float, n_ops: int, min_ms: float = MIN_OP_MS, covered: float = 1.0
+) -> str:
     """One sentence from the totals of the ops both tables list, its words from the deltas' signs; changes
-    both below ``min_ms`` are noise."""
+    both below ``min_ms`` are noise. ``covered``: the smaller share of a table's CPU time those ops hold;
+    below :data:`MIN_COVERED` the ops in common are too few to say which side bounds NEW."""
+    ops = "op both tables list" if n_ops == 1 else f"{n_ops:,} ops both tables list"
     totals = (
-        f"Over the {n_ops} ops both tables list, NEW's CPU time is {cpu_delta_ms:+,.0f} ms and its GPU time "
+        f"Over the {ops}, NEW's CPU time is {cpu_delta_ms:+,.0f} ms and its GPU time "
         f"{gpu_delta_ms:+,.0f} ms over the profile"
     )
     if n_ops == 0:
         return "The two tables list no op in common: only each table's own ops can be read."
-    if max(abs(cpu_delta_ms), abs(gpu_delta_ms)) < min_ms:
+    if covered < MIN_COVERED:
+        why = (
+            f"they hold only {covered:.0%} of one table's CPU time, too little to say whether NEW is bound by the "
+            "CPU or the GPU (the ops only one table lists are left out)"
+        )
+    elif max(abs(cpu_delta_ms), abs(gpu_delta_ms)) < min_ms:
         why = "both changes are within noise"
     elif cpu_delta_ms > 0 and cpu_delta_ms > abs(gpu_delta_ms):
         why = "the host side grew more than the GPU work: NEW is CPU-bound (host overhead per op)"
@@ -179,7 +194,7 @@ def _search(ops: pl.DataFrame, base: RunReport, new: RunReport, min_ms: float, f
     return Finding(
         id="algorithm_search",
         title=f"Algorithm search on new shapes likely: {worst['name']}'s longest call is {worst['new_max_avg']:.0f}x "
-        f"its average in NEW against {worst['base_max_avg']:.0f}x in BASE; the {spiky.height} op(s) with this "
+        f"its average in NEW against {worst['base_max_avg']:.0f}x in BASE; the {count(spiky.height, 'op')} with this "
         f"signature take {cpu_d:,.1f} ms more CPU time over the profile",
         impact_ms=None,
         evidence={"ops": _op_evidence(spiky, with_ratio=True)},
@@ -195,11 +210,11 @@ def _host_growth(ops: pl.DataFrame, base: RunReport, new: RunReport, min_ms: flo
     )  # fmt: skip
     if grown.is_empty():
         return None
-    cpu_d = _sum(grown, "cpu_delta_ms")
+    cpu_d, their = _sum(grown, "cpu_delta_ms"), "its" if grown.height == 1 else "their"
     return Finding(
         id="launch_overhead",
-        title=f"CPU time of {grown.height} op(s) grew by {cpu_d:,.1f} ms over the profile while their GPU time "
-        f"changed by {_sum(grown, 'gpu_delta_ms'):+,.1f} ms: host cost per call, not GPU work",
+        title=f"CPU time of {count(grown.height, 'op')} grew by {cpu_d:,.1f} ms over the profile while {their} GPU "
+        f"time changed by {_sum(grown, 'gpu_delta_ms'):+,.1f} ms: host cost per call, not GPU work",
         impact_ms=None,
         evidence={"ops": _op_evidence(grown)},
         next_step=CAUSES["launch_overhead"].next_step(flavour),

@@ -50,29 +50,33 @@ INGEST_COLUMNS = {
 
 #: A directory's files with these endings that are not traces are reported as skipped (others, such as
 #: a README or a script, are left out silently).
-_TRACE_LIKE = (".json", ".gz", ".trace", ".sqlite")
+_TRACE_LIKE = (".json", ".gz", ".trace", ".sqlite", ".txt")
 
 
 def expand_inputs(paths: Iterable[str | Path], skipped: list[tuple[Path, str]] | None = None) -> list[Path]:
     """Files to ingest: each file as given; for a directory, every trace file directly inside it.
 
-    A directory's trace-like files (``.json``, ``.gz``, ...) that are not traces are appended to
-    ``skipped`` with the reason, so that a corrupt rank of a job folder is not left out unnoticed.
+    A directory's trace-like files (``.json``, ``.gz``, ``.txt``, ...) that are not traces are appended to
+    ``skipped`` with the reason, so that a corrupt rank of a job folder is not left out unnoticed; a
+    directory with none but such files is refused naming them.
     """
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = []
+            found, passed = [], []
             for f in sorted(p.iterdir(), key=natural_key):
                 if not f.is_file():
                     continue
                 reason = _not_a_trace(f)
                 if reason is None:
                     found.append(f)
-                elif skipped is not None and f.name.endswith(_TRACE_LIKE):
-                    skipped.append((f, reason))
+                elif f.name.endswith(_TRACE_LIKE):
+                    passed.append((f, reason))
             if not found:
-                raise InputError(p, "directory holds no trace files")
+                named = "; ".join(f"{f.name}: {why}" for f, why in passed)
+                raise InputError(p, "directory holds no trace files" + (f" (skipped {named})" if named else ""))
+            if skipped is not None:
+                skipped += passed
             out += found
         else:
             out.append(p)
@@ -151,7 +155,7 @@ def ingest(
     -------
     pl.DataFrame
         One row per input file: ``path``, ``status`` (``ingested``/``duplicate``/``failed``, or
-        ``skipped`` for a directory's ``.json``/``.gz``/``.sqlite`` file that is not a trace),
+        ``skipped`` for a directory's ``.json``/``.gz``/``.sqlite``/``.txt`` file that is not a trace),
         ``run_id``, ``name``, ``rank``, ``events``, ``steps``, ``summary`` (one line), ``warnings``
         (JSON list), ``seconds`` (reading and writing it), ``worker`` (host:pid of the process that did)
         and ``peak_rss_bytes`` (that process's peak memory so far).
@@ -192,15 +196,20 @@ def ingest(
                 rows[path] = _duplicate_row(path, existing)
         else:
             todo += [(run, i) for i in range(len(run.files))]
+    # Runs are committed in the order of their files (a directory's by name), whichever worker ends first,
+    # so that the runs ingested last are the same from one ingest of the same files to the next.
+    in_order = list({id(r): r for r, _ in todo}.values())
+    committed = 0
     try:
-        for run in {id(r): r for r, _ in todo}.values():
+        for run in in_order:
             run.writer = store.begin_run()
         tasks = [FileTask(str(r.files[i]), r.digests[i], str(r.writer.dir), f"part-{i}", steps_from) for r, i in todo]  # type: ignore[union-attr]
         for k, result in _run_tasks(tasks, jobs, executor, progress):
             run, i = todo[k]
             run.results[i] = result
-            if len(run.results) == len(run.files):
-                _finish(run, store, rows, fail)
+            while committed < len(in_order) and len(in_order[committed].results) == len(in_order[committed].files):
+                _finish(in_order[committed], store, rows, fail)
+                committed += 1
     finally:
         for run, _ in todo:
             if run.writer is not None:

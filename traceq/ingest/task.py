@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from traceq._utils.memory import release_free_memory
+from traceq._utils.words import count
 from traceq.errors import StoreError, TraceqError
 from traceq.ingest import metrics
 from traceq.model.steps import step_rule
@@ -129,21 +130,18 @@ def summary_line(result: ReadResult) -> str:
     cells = result.tables.summary_cells.lazy().select(pl.col("section").unique(maintain_order=True))
     if not ev.n_events and (sections := cells.collect()["section"].to_list()):
         ops = result.tables.op_stats
+        kernel_rows = ops.filter(pl.col("row_type") == "kernel").height + result.tables.kernel_stats.height
         return (
-            f"{result.profiler_version}: {len(sections)} tables ({', '.join(sections)}); "
-            f"{ops.filter(pl.col('row_type') == 'op').height:,} op rows, "
-            f"{ops.filter(pl.col('row_type') == 'kernel').height + result.tables.kernel_stats.height:,} kernel rows; "
+            f"{result.profiler_version}: {count(len(sections), 'table')} ({', '.join(sections)}); "
+            f"{count(ops.filter(pl.col('row_type') == 'op').height, 'op row')}, {count(kernel_rows, 'kernel row')}; "
             "no timeline, so time-based metrics need a trace"
         )
     kinds = ", ".join(f"{k} {n:,}" for k, n in sorted(ev.by_kind.items(), key=lambda kn: (-kn[1], kn[0])))
     gpus = sorted({str(d.get("name")) for d in result.devices if d.get("name")})
     devices = len(ev.devices)
-    dev_text = (plural(devices, "GPU") if devices else "no GPU events") + (f" ({', '.join(gpus)})" if gpus else "")
+    dev_text = (count(devices, "GPU") if devices else "no GPU events") + (f" ({', '.join(gpus)})" if gpus else "")
     return (
         f"{result.profiler_version}: {ev.n_events:,} events ({kinds}); "
-        f"{plural(result.tables.steps.height, 'step')}; {dev_text}; span {ev.span_ns / 1e6:,.1f} ms"
+        f"{count(result.tables.steps.height, 'step')}; {dev_text}; span {ev.span_ns / 1e6:,.1f} ms"
     )
 
-
-def plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"

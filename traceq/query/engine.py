@@ -12,6 +12,7 @@ or load anything. Only ``SELECT``/``EXPLAIN`` statements are accepted besides.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import queue
 import re
@@ -30,9 +31,9 @@ import polars as pl
 from traceq._utils.lazy_frames import lazy_source
 from traceq.errors import QueryError, StoreError, TraceqError
 from traceq.query import DEFAULT_TIMEOUT_S
-from traceq.query.files import dependency_order, query_text, requires
+from traceq.query.files import dependency_order, doc, query_names, query_text, requires, used_queries
 from traceq.query.stored import stored_files
-from traceq.schema import RUNS, TABLES
+from traceq.schema import RUNS, TABLES, keys_of
 from traceq.store import Damage, Store, check_store
 
 
@@ -254,10 +255,14 @@ def sql(
 ) -> pl.DataFrame:
     """Run one read-only SQL query over the store and return the result as a polars frame.
 
-    Tables: those of :mod:`traceq.schema`. Building blocks from ``queries/`` named in a
-    ``-- Requires:`` header line are defined first. ``timeout``: seconds after which the query is stopped
-    (None or 0: never). ``memory_limit``: DuckDB's memory bound, bytes or a size such as ``"2GB"``
-    (default :func:`default_memory_limit`); a query that cannot keep to it fails. Both raise
+    Tables: those of :mod:`traceq.schema`, and every metric and building block of ``queries/`` by its
+    name: those the query names (or its ``-- Requires:`` lines) are bound as views first, and only those
+    are computed. Each table's and bound view's columns carry their documentation as DuckDB comments
+    (``information_schema.columns.column_comment``, ``duckdb_columns().comment``); a column name that
+    two joined tables share is named after its table (:func:`_qualified`). ``runs``: only those run ids.
+    ``timeout``: seconds after which the query is stopped (None or 0: never). ``memory_limit``: DuckDB's
+    memory bound, bytes or a size such as ``"2GB"`` (default :func:`default_memory_limit`); a query that
+    cannot keep to it fails. Both raise
     :class:`QueryError` saying which bound stopped the query.
 
     Examples
@@ -275,16 +280,22 @@ def sql(
 
     timer = threading.Timer(timeout, stop) if timeout else None
     try:
+        _comment_tables(con)
         for name, text in dependency_order(query):
             con.execute(f"CREATE TEMP VIEW {name} AS {_strip_terminator(text)}")
+            _comment_view(con, name, text)
         if timer is not None:
             timer.start()
         with reading(store, runs):
-            return _plain_types(con.sql(query).pl())
+            result = con.sql(query)
+            frame = _plain_types(result.pl())
+            return frame.rename(dict(_qualified(con, query, result.columns, frame.columns)))
     except duckdb.InterruptException:
         raise QueryError(f"query stopped after {timeout:g} s (--timeout)") from None
     except duckdb.OutOfMemoryException:
         raise QueryError(f"query needs more than {_size(limit)} of memory (--memory-limit)") from None
+    except duckdb.CatalogException as e:
+        raise QueryError(_no_such_table(str(e)) or _one_line(str(e))) from None
     except duckdb.Error as e:
         raise QueryError(_one_line(str(e))) from None
     finally:
@@ -293,6 +304,88 @@ def sql(
             if timer.is_alive():
                 timer.join()
         con.close()
+
+
+def _qualified(
+    con: duckdb.DuckDBPyConnection, query: str, names: list[str], frame_names: list[str]
+) -> list[tuple[str, str]]:
+    """New names for a result's repeated column names ``names`` (DuckDB's frame, whose columns are
+    ``frame_names``, makes the second ``name`` of a join ``name_1``): each repeat named after its table,
+    ``s.name`` and ``runs.name``, where the statement's parse tree tells (a SELECT of columns and ``*``
+    over tables and joins); as pairs (frame column, new name). Nothing when no name repeats, or the tree
+    does not tell."""
+    if len(set(names)) == len(names):
+        return []
+    with suppress(duckdb.Error, KeyError, IndexError, TypeError, ValueError):
+        tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0])  # type: ignore[index]
+        node = tree["statements"][0]["node"]
+        tables = _from_columns(con, node["from_table"])
+        labels: list[str] = []
+        for item in node["select_list"]:
+            if item["type"] == "STAR" and not item.get("exclude_list") and not item.get("replace_list"):
+                relation = item.get("relation_name") or ""
+                labels += [f"{t}.{c}" for t, c in tables if relation in ("", t)]
+            elif item["type"] == "COLUMN_REF" and not item.get("alias"):
+                labels.append(".".join(item["column_names"]) if len(item["column_names"]) == 2 else "")
+            else:
+                labels.append("")
+        if not len(labels) == len(names) == len(frame_names):
+            return []
+        repeated = {n for n in names if names.count(n) > 1}
+        renamed = [(f, lab) for f, n, lab in zip(frame_names, names, labels, strict=True) if n in repeated and lab]
+        if len({lab for _, lab in renamed}) == len(renamed) and not {lab for _, lab in renamed} & set(frame_names):
+            return renamed
+    return []
+
+
+def _from_columns(con: duckdb.DuckDBPyConnection, ref: dict[str, Any]) -> list[tuple[str, str]]:
+    """(table or alias, column) of what ``*`` gives over a FROM clause's tables and joins, in order (the
+    columns a USING join shares, once); ValueError for anything else (a subquery, a function)."""
+    if ref["type"] == "BASE_TABLE":
+        label = ref.get("alias") or ref["table_name"]
+        described = con.execute(f"SELECT column_name FROM (DESCRIBE {_ident(ref['table_name'])})").fetchall()
+        return [(label, c) for (c,) in described]
+    joined = ref["type"] == "JOIN" and ref.get("ref_type", "REGULAR") in ("REGULAR", "CROSS")
+    if joined and ref.get("join_type") not in ("SEMI", "ANTI"):
+        left, right = _from_columns(con, ref["left"]), _from_columns(con, ref["right"])
+        shared = set(ref.get("using_columns") or [])
+        return left + [(t, c) for t, c in right if c not in shared]
+    raise ValueError(ref["type"])
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _no_such_table(message: str) -> str | None:
+    """DuckDB's "Table with name X does not exist! Did you mean ...?" said with the names there are
+    (DuckDB suggests its own catalog's tables, such as ``pg_am``); None for other catalog errors."""
+    m = re.search(r"Table with name (\S+) does not exist", message)
+    if m is None:
+        return None
+    metrics = sorted(n for n in query_names() if not n.startswith("_"))
+    return (
+        f"{m.group(1)}: no such table or metric; tables: {', '.join(TABLES)}; metrics: {', '.join(metrics)} "
+        "(`traceq schema` and `traceq queries` describe them)"
+    )
+
+
+def _comment_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Each canonical table's and column's documentation as DuckDB comments (``information_schema``)."""
+    for table in TABLES.values():
+        con.execute(f"COMMENT ON VIEW {table.name} IS {_quote(table.doc)}")
+        for column, meaning in {**keys_of(table), **{c.name: c.doc for c in table.columns}}.items():
+            con.execute(f"COMMENT ON COLUMN {table.name}.{column} IS {_quote(meaning)}")
+
+
+def _comment_view(con: duckdb.DuckDBPyConnection, name: str, text: str) -> None:
+    """A bound metric's summary and documented columns (its file's header) as DuckDB comments."""
+    header = doc(text)
+    con.execute(f"COMMENT ON VIEW {name} IS {_quote(str(header['summary']))}")
+    columns = {c for (c,) in con.execute(f"SELECT column_name FROM (DESCRIBE {name})").fetchall()}
+    for column, (_, meaning) in header["columns"].items():  # type: ignore[attr-defined]
+        if column in columns:
+            con.execute(f"COMMENT ON COLUMN {name}.{column} IS {_quote(meaning)}")
 
 
 class Session:
@@ -388,9 +481,13 @@ class Session:
         return lazy_source(batches, schema)
 
     def sql(self, query: str) -> pl.DataFrame:
-        """An ad-hoc read-only query; the blocks named in its ``-- Requires:`` line are made first."""
+        """An ad-hoc read-only query; the metrics and blocks it names (:func:`used_queries`) are made first,
+        but those the connection holds already (its ``-- Requires:`` lines are always made)."""
         check_read_only(query)
-        self.make(requires(query))
+        held = {n for (n,) in self.con.execute("SELECT table_name FROM duckdb_tables() UNION ALL "
+                                               "SELECT view_name FROM duckdb_views()").fetchall()}  # fmt: skip
+        named = requires(query)
+        self.make([n for n in used_queries(query) if n in named or n not in held])
         return self._run(query)
 
     def make(self, names: Iterable[str], workers: int = 1, made: Callable[[str], None] | None = None) -> None:

@@ -3,12 +3,14 @@
 Each ``queries/NAME.sql`` holds one SELECT whose result is the metric ``NAME``; files starting with ``_``
 are building blocks. A file names the blocks it uses in a ``-- Requires: _a, _b`` header line; they are
 defined as temporary views before the query runs, in dependency order, so a definition is written once
-and reused, never copied. The same resolution serves ``traceq sql -f queries/NAME.sql``.
+and reused, never copied. Users' SQL (``traceq sql``) may name any metric or block as a table: the names
+it uses (:func:`used_queries`) are bound as views before it runs, and only those (with what they require).
 """
 
 from __future__ import annotations
 
 import re
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -38,8 +40,25 @@ def requires(sql_text: str) -> list[str]:
     return names
 
 
+@cache
+def query_names() -> frozenset[str]:
+    """The name of every query file: the metrics and the building blocks."""
+    root = resources.files("traceq.queries")
+    return frozenset(e.name[:-4] for e in root.iterdir() if e.name.endswith(".sql") and _NAME.match(e.name[:-4]))
+
+
+def used_queries(sql_text: str) -> list[str]:
+    """The query files a statement needs: those its ``-- Requires:`` lines name, then every metric or
+    block whose name it uses as a word outside ``--`` comments, in order of first use (a word that is no
+    table there, such as a column or a string, only binds a view that is never read)."""
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r"--[^\n]*", "", sql_text))  # comments left out
+    used = requires(sql_text) + [w for w in words if w in query_names()]
+    return list(dict.fromkeys(used))
+
+
 def dependency_order(sql_text: str) -> list[tuple[str, str]]:
-    """(name, sql) of every building block ``sql_text`` needs, each after the blocks it needs."""
+    """(name, sql) of every query file ``sql_text`` needs (:func:`used_queries`), each after the blocks it
+    needs."""
     ordered: list[tuple[str, str]] = []
     seen: set[str] = set()
 
@@ -54,7 +73,7 @@ def dependency_order(sql_text: str) -> list[tuple[str, str]]:
         seen.add(name)
         ordered.append((name, text))
 
-    for name in requires(sql_text):
+    for name in used_queries(sql_text):
         visit(name, ())
     return ordered
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
+from traceq._utils.words import count
 from traceq.errors import InputError, spill_io
 from traceq.readers.source import iter_content
 from traceq.schema import EVENTS, KERNEL_STATS, OP_STATS, STEPS, SUMMARY_CELLS, THREADS, RunTables
@@ -254,7 +255,7 @@ def _parse(lines: Iterable[str], source: Path | str, batches: _Cells) -> Summary
     batches.add(rows)
     if batches.empty:
         raise InputError(source, "a Paddle profiler summary with no table rows")
-    warnings = [f"{skipped} incomplete table rows skipped (text cut short or reflowed)"] if skipped else []
+    warnings = [f"{count(skipped, 'incomplete table row')} skipped (text cut short or reflowed)"] if skipped else []
     return Summary(batches.cells(), sections, warnings, batches.op_stats(), batches.kernel_stats())
 
 

@@ -68,10 +68,15 @@ def _to_json(v: object) -> str:
 
 def console(out: TextIO, width: int) -> Any:
     """A rich console on ``out`` (``width`` columns unless a terminal), without emoji codes (``:smile:`` in
-    a name stays as written)."""
+    a name stays as written). A reader gone (a closed pipe) raises :class:`BrokenPipeError`, as a plain
+    write does: rich's own handling exits with code 1."""
     from rich.console import Console
 
-    return Console(file=out, width=None if out.isatty() else width, emoji=False)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError
+
+    return _Console(file=out, width=None if out.isatty() else width, emoji=False)
 
 
 def cell(v: object) -> str:

@@ -18,6 +18,7 @@ from typing import TextIO
 
 import polars as pl
 
+from traceq._utils.words import fixed
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.findings import Finding
 from traceq.analysis.results import Comparison, RunReport, Timeline
@@ -54,18 +55,24 @@ CLASS_COLOURS = {
     "memset": "#b8a36a",
 }
 #: Colours of GPU idle time by cause (the ids of ``idle_causes``).
+#: Colours of GPU idle time by cause: each far from every other and from every kernel class (CIE76 colour
+#: difference of at least 25), but the cast idle time near the cast kernels' orange and the unexplained
+#: idle time near the other kernels' grey, on purpose.
 CAUSE_COLOURS = {
-    "launch_overhead": "#d73027",
-    "host_sync": "#7b3294",
-    "input_pipeline": "#1a9850",
-    "algorithm_search": "#fdae61",
-    "allocator": "#f46d9b",
-    "cast_overhead": "#f1a340",
-    "python_overhead": "#fee08b",
-    "host_unattributed": "#9ecae1",
+    "launch_overhead": "#d62728",
+    "host_sync": "#40004b",
+    "input_pipeline": "#01665e",
+    "algorithm_search": "#525252",
+    "allocator": "#f781bf",
+    "cast_overhead": "#ff7f0e",
+    "python_overhead": "#17becf",
+    "host_unattributed": "#b15928",
     "unexplained": "#c8c8c8",
 }
-_HOST_COLOURS = ("#5b7fa6", "#8aa6c4")
+#: Colours of the host lanes' top-level ops: the ops with the most time there, one colour each (the same
+#: op the same colour in BASE and NEW), named in the legend; every other op :data:`HOST_REST`.
+HOST_COLOURS = ("#4e79a7", "#e15759", "#59a14f", "#b07aa1", "#9c755f", "#f28e2b", "#76b7b2", "#edc948")
+HOST_REST = "#c7c7c7"
 _OTHER = "#9e9e9e"
 _UP, _DOWN, _TOTAL = "#c0504d", "#4f8f4f", "#3b6ea5"
 
@@ -121,7 +128,7 @@ def _comparison(result: Comparison) -> list[str]:
         rows: list[tuple[str, float, float, str]] = [("BASE step", 0.0, base_ms, _TOTAL)]
         level = base_ms
         for p in [*((p.label, p.delta_ms) for p in shown), ("other parts", other)]:
-            rows.append((f"{p[0]} ({p[1]:+.2f} ms)", level, level + p[1], _UP if p[1] > 0 else _DOWN))
+            rows.append((f"{p[0]} ({fixed(p[1], sign=True)} ms)", level, level + p[1], _UP if p[1] > 0 else _DOWN))
             level += p[1]
         rows.append(("NEW step", 0.0, new_ms, _TOTAL))
         parts += [
@@ -234,12 +241,30 @@ def _timeline_section(shown: list[tuple[str, Timeline, float | None]]) -> list[s
 
     explained = "; ".join(f"{_e(label)}: {which(t, mean)}" for label, t, mean in shown)
     runs = [(label, t) for label, t, _ in shown]
+    hosts = host_colours(runs)
     return [
         "<h2>Timeline of a representative step (nearest the mean)</h2>",
         f"<p>{explained}. {_lanes_meaning(runs)} One scale for all runs; hover for names.</p>",
-        _timeline_svg(runs),
-        _legend(runs),
+        _timeline_svg(runs, hosts),
+        _legend(runs, hosts),
     ]
+
+
+def host_colours(runs: list[tuple[str, Timeline]]) -> dict[str, str]:
+    """The colour of each host op that gets one of its own (:data:`HOST_COLOURS`): the ops with the most
+    time in the runs' host lanes, most first."""
+    total: dict[str, float] = {}
+    for _, t in runs:
+        for name, s, e in t.host.select("name", "start_ms", "end_ms").iter_rows():
+            total[name] = total.get(name, 0.0) + e - s
+    top = sorted(total, key=lambda n: (-total[n], n))[: len(HOST_COLOURS)]
+    return dict(zip(top, HOST_COLOURS, strict=False))
+
+
+def _text_colour(fill: str) -> str:
+    """Dark text on a light fill, white on a dark one."""
+    r, g, b = (int(fill[i : i + 2], 16) for i in (1, 3, 5))
+    return "#1b1b1b" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#fff"
 
 
 def _lanes_meaning(runs: list[tuple[str, Timeline]]) -> str:
@@ -251,7 +276,7 @@ def _lanes_meaning(runs: list[tuple[str, Timeline]]) -> str:
     )
 
 
-def _timeline_svg(runs: list[tuple[str, Timeline]]) -> str:
+def _timeline_svg(runs: list[tuple[str, Timeline]], hosts: dict[str, str]) -> str:
     span = max(t.window_ms for _, t in runs) or 1.0
     scale = (WIDTH - _LABEL_W - 20) / span
     out: list[str] = []
@@ -274,13 +299,14 @@ def _timeline_svg(runs: list[tuple[str, Timeline]]) -> str:
             y += _ROW
         for (pid, tid), ops in t.host.group_by("pid", "tid", maintain_order=True):
             out.append(_lane_label(y, f"host thread {tid}" + (f" (process {pid})" if pid != tid else "")))
-            for k, (name, s, e) in enumerate(ops.select("name", "start_ms", "end_ms").iter_rows()):
-                out.append(_rect(s, e, y, scale, _HOST_COLOURS[k % 2], f"{name} ({e - s:.3f} ms)"))
+            for name, s, e in ops.select("name", "start_ms", "end_ms").iter_rows():
+                fill = hosts.get(name, HOST_REST)
+                out.append(_rect(s, e, y, scale, fill, f"{name} ({e - s:.3f} ms)"))
                 if (e - s) * scale > 60:
                     chars = int((e - s) * scale / 6)
                     text = name if len(name) <= chars else name[: max(chars - 1, 1)] + "…"
-                    x = _LABEL_W + s * scale + 2
-                    out.append(f'<text x="{x:.1f}" y="{y + 10}" class="lane" fill="#fff">{_e(text)}</text>')
+                    x, ink = _LABEL_W + s * scale + 2, _text_colour(fill)
+                    out.append(f'<text x="{x:.1f}" y="{y + 10}" class="lane" style="fill:{ink}">{_e(text)}</text>')
             y += _ROW
         y += 8
     out.append(_axis(span, scale, y))
@@ -298,14 +324,18 @@ def _rect(start: float, end: float, y: int, scale: float, colour: str, title: st
     return f'<rect {size} fill="{colour}"><title>{_e(title)}</title></rect>'
 
 
-def _legend(runs: list[tuple[str, Timeline]]) -> str:
+def _legend(runs: list[tuple[str, Timeline]], hosts: dict[str, str]) -> str:
     order = list(CLASS_COLOURS)
     present = {c for _, t in runs for c in t.gpu["kernel_class"].to_list()}
     classes = sorted(present, key=lambda c: (order.index(c) if c in order else len(order), c))
     causes = [c for c in CAUSE_COLOURS if any(c in t.idle["cause"].to_list() for _, t in runs)]
     items = [f"<span><i style='background:{CLASS_COLOURS.get(c, _OTHER)}'></i>{_e(c)}</span>" for c in classes]
     items += [f"<span><i style='background:{CAUSE_COLOURS[c]}'></i>idle: {_e(CAUSES[c].label)}</span>" for c in causes]
-    return f"<p class='legend'>{''.join(items)}</p>"
+    ops = [f"<span><i style='background:{colour}'></i>{_e(name)}</span>" for name, colour in hosts.items()]
+    if any(name not in hosts for _, t in runs for name in t.host["name"].to_list()):
+        ops.append(f"<span><i style='background:{HOST_REST}'></i>other ops</span>")
+    host = f"<p class='legend'><span>host ops:</span>{''.join(ops)}</p>" if ops else ""
+    return f"<p class='legend'>{''.join(items)}</p>{host}"
 
 
 def _axis(span: float, scale: float, y: int) -> str:
@@ -448,7 +478,8 @@ def _findings(findings: list[Finding], signed: bool) -> list[str]:
     for f in findings:
         impact = ""
         if f.impact_ms is not None:
-            impact = f" ({f.impact_ms:+.2f} ms per step)" if signed else f" (~{f.impact_ms:.2f} ms per step)"
+            size = fixed(f.impact_ms, sign=True) if signed else f"~{fixed(f.impact_ms)}"
+            impact = f" ({size} ms per step)"
         rows = "".join(
             f"<tr><td>{_e(k.replace('_', ' '))}</td><td>{_e(evidence_text(v, paired=signed))}</td></tr>"
             for k, v in f.evidence.items()

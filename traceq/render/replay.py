@@ -15,7 +15,7 @@ def saving_text(ms: float) -> str:
     """A predicted saving in words whose sign agrees with the number."""
     if abs(ms) < 0.005:
         return "the step would not change (0.00 ms/step)"
-    return f"the step would be {abs(ms):.2f} ms/step {'shorter' if ms > 0 else 'longer'}"
+    return f"the step would be {abs(ms):,.2f} ms/step {'shorter' if ms > 0 else 'longer'}"
 
 
 def what_if_table(frame: pl.DataFrame) -> pl.DataFrame:
@@ -38,9 +38,9 @@ def unprofiled_lines(estimate: dict[str, Any]) -> list[str]:
     traced, step = estimate["traced_ms"], estimate["unprofiled_ms"]
     cost = traced - step
     lines = [
-        f"estimated {step:.2f} ms per step (band {estimate['low_ms']:.2f} to {estimate['high_ms']:.2f}) against "
-        f"{traced:.2f} ms traced: the profiler's own cost is about {cost:.2f} ms per step ({cost / traced:.0%})"
+        f"estimated {step:,.2f} ms per step (band {estimate['low_ms']:,.2f} to {estimate['high_ms']:,.2f}) against "
+        f"{traced:,.2f} ms traced: the profiler's own cost is about {cost:,.2f} ms per step ({cost / traced:.0%})"
         if traced and cost >= 0
-        else f"estimated {step:.2f} ms per step against {traced:.2f} ms traced"
+        else f"estimated {step:,.2f} ms per step against {traced:,.2f} ms traced"
     ]
     return lines + [f"note: {note}" for note in estimate.get("notes", [])]

@@ -17,11 +17,12 @@ from typing import Any, TextIO
 
 import polars as pl
 
+from traceq._utils.words import count, fixed, rounded
 from traceq.analysis.findings import Finding
 from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import Comparison, RunReport
+from traceq.render.frames import cell, markdown, table
 from traceq.render.frames import console as make_console
-from traceq.render.frames import markdown, table
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
 from traceq.render.text import literal, visible
 
@@ -62,8 +63,8 @@ def number(v: Any) -> str:
         if abs(v) >= 100:
             return f"{v:,.0f}"
         if abs(v) >= 1:
-            return f"{v:.2f}"
-        return f"{v:.3f}" if v else "0"
+            return fixed(v)  # as the titles print it
+        return f"{rounded(v):.3f}" if v else "0"
     return str(v)
 
 
@@ -96,7 +97,7 @@ def _pair(b: Any, n: Any) -> str:
     if (isinstance(b, float) and isinstance(n, float)) or (isinstance(b, float) and isinstance(n, int)):
         scale = max(abs(b), abs(float(n)))
         digits = 0 if scale >= 100 else 2 if scale >= 1 else 3
-        return f"{b:,.{digits}f} -> {float(n):,.{digits}f}"
+        return f"{rounded(b):,.{digits}f} -> {rounded(float(n)):,.{digits}f}"
     return f"{number(b)} -> {number(n)}"
 
 
@@ -122,7 +123,7 @@ def finding_lines(i: int, f: Finding, signed: bool) -> list[str]:
     if f.impact_ms is None:
         impact = ""
     else:
-        impact = f"  {f.impact_ms:+.2f} ms/step" if signed else f"  ~{f.impact_ms:.2f} ms/step"
+        impact = f"  {fixed(f.impact_ms, sign=True)} ms/step" if signed else f"  ~{fixed(f.impact_ms)} ms/step"
     lines = [f"{i}. {f.title}{impact}"]
     for k, v in f.evidence.items():
         if _empty(v) or (isinstance(v, list) and len(v) == 2 and all(map(_empty, v))):
@@ -145,7 +146,9 @@ def headline(report: RunReport) -> list[tuple[str, str]]:
     steps = str(s["steps"]) if s["steps"] else "(whole GPU span)" if s["steps"] == 0 else "n/a"
     if s.get("step_rule"):
         steps += f" ({s['step_rule']})"
-    calls = f"{cast['calls']:,.0f} call{'' if round(cast['calls']) == 1 else 's'}"
+    calls = count(cast["calls"], "call")
+    # summary text has no steps: its totals are the whole profile's
+    casts_label = "casts (whole profile)" if report.run.get("source_format") == "paddle_summary" else "casts / step"
     return [
         *(_rank_headline(s["rank_spread"]) if "rank_spread" in s else []),
         ("steps", steps),
@@ -158,7 +161,7 @@ def headline(report: RunReport) -> list[tuple[str, str]]:
         ("launch-bound ratio", _fmt(s["launch_bound_ratio"], "%")),
         ("FP16/BF16 coverage", _fmt(s["fp16_coverage"], "%")),
         ("tensor-core coverage", _fmt(s["tensor_core_coverage"], "%")),
-        ("casts / step", f"{calls}, CPU {cast['cpu_ms']:.2f} ms, GPU {cast['gpu_ms']:.2f} ms"),
+        (casts_label, f"{calls}, CPU {fixed(cast['cpu_ms'])} ms, GPU {fixed(cast['gpu_ms'])} ms"),
     ]
 
 
@@ -271,7 +274,7 @@ def report_blocks(report: RunReport) -> list[Block]:
         blocks.append(Block("GPU idle gaps by kind and length", frame=hist))
     if not report.ops.is_empty():
         total = report.summary.get("ops_total")
-        more = f" (of {total}; --all lists every op)" if total and total > report.ops.height else ""
+        more = f" (of {total:,}; --all lists every op)" if total and total > report.ops.height else ""
         blocks.append(Block(f"Top ops by CPU time{more}", frame=_top_ops(report)))
     return blocks
 
@@ -279,8 +282,8 @@ def report_blocks(report: RunReport) -> list[Block]:
 def _outlier(o: dict[str, Any], ranked: bool) -> str:
     rank = f" (rank {o['rank']})" if ranked else ""
     return (
-        f"step {o['step']}{rank}: {o['step_ms']:.2f} ms against a median of {o['median_step_ms']:.2f} ms; "
-        f"{o['cause']} {o['cause_ms_over_median']:+.2f} ms over its median"
+        f"step {o['step']}{rank}: {fixed(o['step_ms'])} ms against a median of {fixed(o['median_step_ms'])} ms; "
+        f"{o['cause']} {fixed(o['cause_ms_over_median'], sign=True)} ms over its median"
     )
 
 
@@ -357,8 +360,10 @@ def op_deltas_block(op_deltas: pl.DataFrame) -> Block:
     deltas = op_deltas.head(TOP_OP_DELTAS).with_columns(pl.col(pl.Float64).round(3))
     if "present" not in deltas.columns:
         return Block("Largest per-op changes (ms per step)", frame=deltas)
-    shown = deltas.drop("present", "is_cast").with_columns(
-        pl.col(c).cast(pl.String).fill_null("absent") for c in deltas.columns if c not in ("name", "present", "is_cast")
+    shown = deltas.drop("present", "is_cast").with_columns(  # numbers as every table writes them, or absent
+        pl.col(c).map_elements(cell, return_dtype=pl.String, skip_nulls=True).fill_null("absent")
+        for c in deltas.columns
+        if c not in ("name", "present", "is_cast")
     )
     return Block("Largest per-op changes (ms over the profile)", frame=shown)
 
@@ -391,9 +396,8 @@ def _write_markdown(blocks: list[Block], out: TextIO) -> None:
             out.write("\n")
         if block.frame is not None:
             out.write(markdown(block.frame))
-        for line in block.lines:
-            indented = line.startswith("   ")
-            out.write(("    " if indented else "") + line.strip() + "\n" if indented else line + "\n")
+        for line in block.lines:  # a finding's evidence lines: items of a list under it, not one paragraph
+            out.write(f"   - {line.strip()}\n" if line.startswith("   ") else line + "\n")
 
 
 def _write_terminal(head: str, blocks: list[Block], out: TextIO) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 
+from traceq._utils.words import count
 from traceq.analysis.replay.engine import Replay, Scenario, recorded_windows, replay
 from traceq.analysis.replay.graph import Graph, build_graph
 from traceq.analysis.replay.overhead import BAND_FLOOR, OverheadModel, band_width, overhead_scenario
@@ -143,9 +144,9 @@ class Replayer:
         )
         tl = self.timeline
         notes = [
-            f"replayed {tl.n_steps} steps of {tl.n_events} events; profiler cost per host transition taken from "
-            f"the trace (alpha={self.model.alpha:g}); the band (x{low_f:.2f} to x{high_f:.2f}) grows with the "
-            "share of the traced step removed, as the calibration's errors did",
+            f"replayed {count(tl.n_steps, 'step')} of {count(tl.n_events, 'event')}; profiler cost per host "
+            f"transition taken from the trace (alpha={self.model.alpha:g}); the band (x{low_f:.2f} to "
+            f"x{high_f:.2f}) grows with the share of the traced step removed, as the calibration's errors did",
         ]
         if tl.stacks:
             notes.append(

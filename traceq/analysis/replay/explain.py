@@ -121,7 +121,7 @@ def unprofiled_verdict(verdict: Verdict, result: Comparison) -> str:
     measured (saying when it flips the traced conclusion), after the measured ones where they were."""
     b, n = verdict.base, verdict.new
     band = f"{verdict.change_low:+.1f}% to {verdict.change_high:+.1f}%"
-    steps = f"{b.step_ms:.1f} -> {n.step_ms:.1f} ms per step"
+    steps = f"{b.step_ms:,.1f} -> {n.step_ms:,.1f} ms per step"
     head = f"Estimated without the profiler (replay), {change_words(verdict.change_pct)} ({steps}; band {band})"
     if verdict.uncertain:
         head += ", but the band includes no change: the difference is within the estimate's noise"

@@ -1,0 +1,74 @@
+"""What the README says about real traces is what traceq prints for them: the verdicts it quotes, the
+per-op figure it names, the measured step times it cites from ``runs.json`` and the SELECTs it says work
+on both the store and an SQLite export."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import traceq
+from tests.conftest import ROOT, SAMPLES, PairStore, shared
+from traceq.export import Target, export
+from traceq.query.engine import sql
+
+README = " ".join((ROOT / "README.md").read_text().split())  # one line: quotes wrap in the file
+
+
+def _quoted_after(lead: str) -> str:
+    """The text the README quotes right after ``lead``."""
+    at = README.index(lead) + len(lead)
+    return README[at:].split('"', 2)[1]
+
+
+def _clean_step_ms() -> dict[str, float]:
+    runs = json.loads(shared("kineto/runs.json").read_text())["runs"]
+    return {r["trace"].removesuffix(".json.gz"): r["step_ms_clean"] for r in runs}
+
+
+def test_the_measured_step_times_are_runs_jsons_clean_ones() -> None:
+    clean = _clean_step_ms()
+    for batch in ("b4", "b64"):
+        pair = f"({clean[f'conformer_fp16_{batch}']:.1f} vs {clean[f'conformer_fp32_{batch}']:.1f} ms"
+        assert pair in README, pair
+    cited = re.findall(r"\((\d+\.\d) vs (\d+\.\d) ms", README)
+    allowed = {f"{v:.1f}" for v in clean.values()}
+    assert cited and all(a in allowed and b in allowed for a, b in cited), cited
+
+
+def test_the_batch_64_verdict_is_the_one_printed(kineto_b64: PairStore) -> None:
+    result = traceq.compare(kineto_b64.base, kineto_b64.new, store=kineto_b64.path)
+    assert _quoted_after("On the H200 traces at batch 64: ") == result.verdict.removesuffix(".")
+    covered = f"covering {result.explained_ms:.2f} of the traced {result.step_time_delta_ms:+.2f} ms"
+    assert covered in README
+
+
+def test_the_nsys_verdict_and_its_conv1d_figure_are_the_ones_printed(nsys_b4: PairStore) -> None:
+    result = traceq.compare(nsys_b4.base, nsys_b4.new, store=nsys_b4.path)
+    assert _quoted_after("On the nsys pair: ") == result.verdict.removesuffix(".")
+    conv = result.op_deltas.filter(name="aten::conv1d").row(0, named=True)
+    assert f"`aten::conv1d`'s CPU time {conv['base_cpu_ms']:.2f} -> {conv['new_cpu_ms']:.2f} ms per step" in README
+
+
+def test_a_select_of_tables_and_metrics_gives_the_same_rows_in_sql_and_the_sqlite_export(tmp_path: Path) -> None:
+    assert "gives the same rows there and in `traceq sql`" in README
+    store = tmp_path / "store"
+    traceq.ingest(SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz", store=store, jobs=1)
+    export(traceq.Store(store), [], Target.sqlite, tmp_path / "runs.db")
+    query = (
+        "select g.step, g.kind, count(*) n, sum(g.gap_ns) ns, max(s.dur_ns) step_ns from gpu_gaps g join steps s "
+        "on s.run_id = g.run_id and s.step = g.step group by g.step, g.kind order by g.step, g.kind"
+    )
+    with sqlite3.connect(tmp_path / "runs.db") as db:
+        exported = db.execute(query).fetchall()
+    assert len(exported) >= 4
+    assert [tuple(r) for r in sql(query, store).iter_rows()] == exported
+
+
+@pytest.mark.parametrize("claim", ["44.5 vs 32.5", "126 -> 812", "22.9 ms of GPU time", "--run amp"])
+def test_claims_that_no_longer_hold_are_gone(claim: str) -> None:
+    assert claim not in README
