@@ -37,10 +37,8 @@ import dataclasses
 import gzip
 import json
 import math
-import os
 import re
 import time
-import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -114,6 +112,24 @@ class PerfettoExport:
     #: per run id and rank: ns subtracted from the run's times
     shifts_ns: dict[str, dict[int, int]] = field(default_factory=dict)
     seconds: float = 0.0
+    #: what an existing file at ``path`` was (see :func:`traceq.export.export`), or None
+    replaced: str | None = None
+
+
+#: How every Perfetto export of traceq begins (before its ``traceq`` info).
+_HEAD = b'{"displayTimeUnit": "ms", "traceq":'
+
+
+def is_perfetto_export(path: Path) -> str | None:
+    """"a traceq Perfetto export" if the file is one (its first bytes, gunzipped where it is gzip)."""
+    from traceq.outputs import starts_with
+    from traceq.readers.source import is_gzip
+
+    try:
+        gz = is_gzip(path)
+    except OSError:
+        return None
+    return "a traceq Perfetto export" if starts_with(path, (_HEAD,), gzipped=gz) else None
 
 
 def write_perfetto(
@@ -831,26 +847,25 @@ class _ArrayWriter:
 
 @contextmanager
 def _open(path: Path) -> Iterator[IO[bytes]]:
-    """A temporary file beside ``path``, gzip-compressed (fast level) when ``path`` ends in ``.gz``,
-    renamed to ``path`` when the block completes (removed if it fails)."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    stream: IO[bytes]
-    if path.name.endswith(".gz"):
-        try:
-            from isal import igzip
+    """A temporary file beside ``path`` (:func:`~traceq.outputs.atomic_output`), gzip-compressed (fast
+    level) when ``path`` ends in ``.gz``, renamed to ``path`` when the block completes (removed if it fails)."""
+    from traceq.outputs import atomic_output
 
-            stream = igzip.open(tmp, "wb", compresslevel=1)  # type: ignore[assignment]
-        except ImportError:  # pragma: no cover - isal is a dependency
-            stream = gzip.open(tmp, "wb", compresslevel=1)  # type: ignore[assignment]  # noqa: SIM115
-    else:
-        stream = open(tmp, "wb", buffering=1 << 20)  # noqa: SIM115 - closed below
-    try:
-        yield stream
-        stream.close()
-        os.replace(tmp, path)
-    finally:
-        stream.close()
-        tmp.unlink(missing_ok=True)
+    with atomic_output(path) as tmp:
+        stream: IO[bytes]
+        if path.name.endswith(".gz"):
+            try:
+                from isal import igzip
+
+                stream = igzip.open(tmp, "wb", compresslevel=1)  # type: ignore[assignment]
+            except ImportError:  # pragma: no cover - isal is a dependency
+                stream = gzip.open(tmp, "wb", compresslevel=1)  # type: ignore[assignment]  # noqa: SIM115
+        else:
+            stream = open(tmp, "wb", buffering=1 << 20)  # noqa: SIM115 - closed below
+        try:
+            yield stream
+        finally:
+            stream.close()
 
 
 def _quote(text: str) -> str:

@@ -23,7 +23,7 @@ from traceq.errors import StoreError, TraceqError
 from traceq.ingest import metrics
 from traceq.model.steps import step_rule
 from traceq.readers import ReadResult, read_trace
-from traceq.readers.source import report_stage
+from traceq.readers.source import hashing_reads, identity, report_stage
 from traceq.store import publish_partition, spill_folder, stage_partition
 
 
@@ -37,6 +37,8 @@ class FileTask:
     part: str
     #: the pattern of the ranges that are steps, where given (``ingest --steps-from``)
     steps_from: str | None = None
+    #: the file's :func:`~traceq.readers.source.identity` when ``digest`` was taken
+    identity: tuple[int, ...] | None = None
 
 
 def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -44,6 +46,11 @@ def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -
     "error_in": "input" | "store"}``."""
     run_dir = Path(task.run_dir)
     spill = spill_folder(run_dir)
+    try:
+        spill.mkdir(mode=0o700)  # spilled events are the trace's: for this user only
+        os.chmod(spill, 0o700)
+    except OSError as e:
+        return _store_error(task, e)
     try:
         return _ingest(task, spill, progress)
     finally:
@@ -54,13 +61,23 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
     start = time.perf_counter()
     path, run_dir = Path(task.path), Path(task.run_dir)
     try:
-        result = read_trace(path, progress, spill_dir=spill, steps_from=task.steps_from)
+        before = identity(path)
+        with hashing_reads(path) as passes:
+            result = read_trace(path, progress, spill_dir=spill, steps_from=task.steps_from)
+        after = identity(path)
     except StoreError as e:  # writing or reading back the spill folder
         return _store_error(task, e)
     except TraceqError as e:
         return {"error": str(e), "error_in": "input"}
     except OSError as e:
         return {"error": f"{path}: {e.strerror or e}", "error_in": "input"}
+    # the bytes decoded are those hashed: the file did not change or get replaced since (size, times,
+    # inode), and where the reader read it whole, the sha256 of what it read is the digest
+    if (task.identity is not None and tuple(task.identity) != before) or after != before or (
+        any(p != task.digest for p in passes)
+    ):
+        return {"error": f"{path}: the file changed while it was read (replaced, or written to); nothing stored: "
+                "ingest it again once it is complete", "error_in": "input"}  # fmt: skip
     report_stage(progress, "writing Parquet")
     try:
         staging = stage_partition(run_dir, task.part, result.tables)
