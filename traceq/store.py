@@ -504,17 +504,16 @@ def free_name(store: Store, name: str, run_id: str) -> str:
 
 @contextmanager
 def store_lock(store: Store) -> Iterator[None]:
-    """The store's lock (an exclusive ``flock`` of ``tmp/names.lock``), held while a run's name is checked
-    and written: by ingest's commit and by renames. Where ``flock`` is missing (Windows) no lock is taken."""
+    """The store's lock (an exclusive ``flock`` of its marker file, which every store has and nothing
+    rewrites), held while a run's name is checked and written: by ingest's commit and by renames. Where
+    ``flock`` is missing (Windows) no lock is taken."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows
         yield
         return
-    store._init()
-    path = store.tmp_dir() / "names.lock"
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        fd = os.open(store.root / _MARKER, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError as e:
         raise StoreError(f"{store.root}: cannot lock the store: {e.strerror or e}") from None
     try:
@@ -620,5 +619,8 @@ FOREIGN_STALE_S = 24 * 3600
 
 
 #: The names of what a writer stages under ``tmp/``: ``run.`` (a run being written), ``spill.`` (a reader's
-#: intermediate files), ``rm.`` (a run being removed), then host, pid and 12 hex digits (older names: no host).
-_STAGED = re.compile(r"(?:run|spill|rm)\.(?:(?P<host>[^./]+)\.)?(?P<pid>\d+)\.[0-9a-f]{12}")
+#: intermediate files), ``rm.`` (a run being removed), then host, pid and 12 hex digits (older names: no
+#: host; the oldest, the run id, the pid and 8 hex digits).
+_STAGED = re.compile(
+    r"(?:run|spill|rm|r[0-9a-f]{12})\.(?:(?P<host>[^./]+)\.)?(?P<pid>\d+)\.(?:[0-9a-f]{12}|[0-9a-f]{8})"
+)

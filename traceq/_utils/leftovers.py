@@ -41,10 +41,11 @@ TAG = r"(?P<host>[^./]+)\.(?P<pid>\d+)\.[0-9a-f]{12}"
 
 
 def private_dir(prefix: str, parent: str | Path | None = None) -> Path:
-    """A new folder ``parent/<prefix>.<tag>`` (the system's temporary folder by default) that only this user
-    can read (mode 0700). The leftovers of dead processes under the same prefix are removed first."""
+    """A new folder ``parent/<prefix>.<tag>`` (the system's temporary folder by default; ``prefix`` is
+    ``traceq-`` and a word) that only this user can read (mode 0700). The leftovers of dead processes
+    (``traceq-<word>.<tag>``) are removed first."""
     base = Path(parent) if parent is not None else Path(tempfile.gettempdir())
-    remove_stale(base, re.compile(rf"{re.escape(prefix)}\.{TAG}"))
+    remove_stale(base, re.compile(rf"traceq-[a-z]+\.{TAG}"))  # every kind of traceq's temporary folders
     folder = base / f"{prefix}.{tag()}"
     folder.mkdir(mode=0o700)
     os.chmod(folder, 0o700)  # whatever the umask

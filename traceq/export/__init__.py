@@ -55,26 +55,22 @@ def export(
     if target is Target.perfetto and len(ids) != (2 if compare_runs else 1):
         raise TraceqError("a Perfetto export takes one RUN, or --compare BASE NEW (two different runs)")
     from traceq.export.perfetto import is_perfetto_export
-    from traceq.export.sqlite import is_metadata, is_sqlite_export
+    from traceq.export.sqlite import check_outputs
     from traceq.outputs import check_output
 
-    own = is_sqlite_export if target is Target.sqlite else is_perfetto_export
-    replaced = check_output(path, store, force=force, made_by_traceq=own)
-    if target is Target.sqlite:  # its Datasette metadata beside it
-        check_output(path.with_name(path.name + ".metadata.json"), store, force=force, made_by_traceq=is_metadata)
+    if target is Target.sqlite:  # checked by the writers; here before the analysis, which takes a while
+        check_outputs(path, store, force)
+    else:
+        check_output(path, store, force=force, made_by_traceq=is_perfetto_export)
     try:
         if target is Target.sqlite:
-            out = write_sqlite(store, path, run_ids=ids or None)
-            out.replaced = replaced
-            return out
+            return write_sqlite(store, path, run_ids=ids or None, force=force)
         with Session(store, ids, own_queries=True) as session:
             if compare_runs:
                 result = compare(ids[0], ids[1], store, session=session)
                 findings = {ids[0]: result.base.findings, ids[1]: result.findings}
             else:
                 findings = {ids[0]: run_report(ids[0], store, session).findings}
-            written = write_perfetto(session, ids, path, findings=findings)
-            written.replaced = replaced
-            return written
+            return write_perfetto(session, ids, path, findings=findings, force=force)
     except OSError as e:
         raise TraceqError(f"{path}: {e.strerror or e}") from None

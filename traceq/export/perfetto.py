@@ -133,7 +133,7 @@ def is_perfetto_export(path: Path) -> str | None:
 
 
 def write_perfetto(
-    session: Session, run_ids: Sequence[str], path: str | Path, findings: Findings = None
+    session: Session, run_ids: Sequence[str], path: str | Path, findings: Findings = None, force: bool = False
 ) -> PerfettoExport:
     """Write the runs ``run_ids`` of ``session`` (one run, or BASE and NEW of a comparison) to ``path``
     as Chrome Trace Event Format JSON for Perfetto UI and chrome://tracing, gzip-compressed when ``path``
@@ -146,8 +146,11 @@ def write_perfetto(
     if not run_ids:
         raise ValueError("write_perfetto needs at least one run id")
     path = Path(path)
+    from traceq.outputs import check_output
+
+    replaced = check_output(path, session.store, force=force, made_by_traceq=is_perfetto_export)
     layout = _Layout.of(session, run_ids)
-    result = PerfettoExport(path=path, shifts_ns={r: dict(s) for r, s in layout.shifts.items()})
+    result = PerfettoExport(path=path, shifts_ns={r: dict(s) for r, s in layout.shifts.items()}, replaced=replaced)
     with _open(path) as out:
         writer = _ArrayWriter(out, {"runs": layout.info()})
         for run_id in run_ids:

@@ -37,7 +37,7 @@ import sqlite_utils
 
 from traceq._version import __version__
 from traceq.errors import QueryError
-from traceq.outputs import atomic_output
+from traceq.outputs import atomic_output, check_output
 from traceq.query.engine import Session
 from traceq.query.files import doc, list_queries, query_text
 from traceq.schema import KINDS, RANK_TABLES, RUNS, Table
@@ -75,18 +75,33 @@ class SqliteExport:
         return sum(self.tables.values())
 
 
-def write_sqlite(source: Session | Store, path: str | Path, run_ids: Sequence[str] | None = None) -> SqliteExport:
+def write_sqlite(
+    source: Session | Store, path: str | Path, run_ids: Sequence[str] | None = None, force: bool = False
+) -> SqliteExport:
     """Write ``run_ids`` (all the runs of ``source`` by default) with their metrics to the SQLite file
-    ``path`` (replaced if it exists), and Datasette metadata to ``FILE.metadata.json`` beside it.
+    ``path``, and Datasette metadata to ``FILE.metadata.json`` beside it. An existing file is replaced if
+    traceq exported it, or with ``force`` (:func:`check_outputs`; the result's ``replaced`` says what it was).
 
     ``source`` is an open :class:`~traceq.sql.Session` or a :class:`~traceq.store.Store` (then a session
     for traceq's own queries is opened over the runs, and closed)."""
     started = time.perf_counter()
     path = Path(path)
+    replaced = check_outputs(path, source if isinstance(source, Store) else source.store, force)
     if isinstance(source, Store):
         with Session(source, list(run_ids) if run_ids is not None else None, own_queries=True) as session:
-            return _write(session, path, run_ids, started)
-    return _write(source, path, run_ids, started)
+            result = _write(session, path, run_ids, started)
+    else:
+        result = _write(source, path, run_ids, started)
+    result.replaced = replaced
+    return result
+
+
+def check_outputs(path: Path, store: Store | None, force: bool = False) -> str | None:
+    """:func:`~traceq.outputs.check_output` for an export and its metadata file; what the export replaces."""
+    meta = path.with_name(path.name + ".metadata.json")
+    replaced = check_output(path, store, force=force, made_by_traceq=is_sqlite_export)
+    check_output(meta, store, force=force, made_by_traceq=is_metadata)
+    return replaced
 
 
 def _write(session: Session, path: Path, run_ids: Sequence[str] | None, started: float) -> SqliteExport:

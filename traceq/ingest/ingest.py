@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -195,11 +196,15 @@ def ingest(
             fail(run, NameTaken(problem), None)  # (checked again under the store's lock at commit)
         else:
             todo += [(run, i) for i in range(len(run.files))]
+    here = socket.gethostname()
     try:
         for run in {id(r): r for r, _ in todo}.values():
             run.writer = store.begin_run()
-        tasks = [FileTask(str(r.files[i]), r.digests[i], str(r.writer.dir), f"part-{i}", steps_from, r.identities[i])  # type: ignore[union-attr]
-                 for r, i in todo]  # fmt: skip
+        tasks = [
+            FileTask(str(r.files[i]), r.digests[i], str(r.writer.dir), f"part-{i}", steps_from,  # type: ignore[union-attr]
+                     r.identities[i], here)
+            for r, i in todo
+        ]  # fmt: skip
         for k, result in _run_tasks(tasks, jobs, executor, progress):
             run, i = todo[k]
             run.results[i] = result

@@ -37,8 +37,9 @@ class FileTask:
     part: str
     #: the pattern of the ranges that are steps, where given (``ingest --steps-from``)
     steps_from: str | None = None
-    #: the file's :func:`~traceq.readers.source.identity` when ``digest`` was taken
+    #: the file's :func:`~traceq.readers.source.identity` when ``digest`` was taken, and on which host
     identity: tuple[int, ...] | None = None
+    hashed_on: str | None = None
 
 
 def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -73,7 +74,10 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
         return {"error": f"{path}: {e.strerror or e}", "error_in": "input"}
     # the bytes decoded are those hashed: the file did not change or get replaced since (size, times,
     # inode), and where the reader read it whole, the sha256 of what it read is the digest
-    if (task.identity is not None and tuple(task.identity) != before) or after != before or (
+    # (another host may see the file on another device and inode: there, its size and mtime must match)
+    elsewhere = task.hashed_on != socket.gethostname()
+    hashed = tuple(task.identity or before)
+    if (hashed[2:4] != before[2:4] if elsewhere else hashed != before) or after != before or (
         any(p != task.digest for p in passes)
     ):
         return {"error": f"{path}: the file changed while it was read (replaced, or written to); nothing stored: "
