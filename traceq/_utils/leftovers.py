@@ -29,7 +29,7 @@ def alive(pid: int) -> bool:
     """Whether process ``pid`` of this host is running."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # (a pid beyond the system's range: no such process)
         return False
     except (PermissionError, OSError):
         return True
