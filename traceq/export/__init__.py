@@ -40,7 +40,7 @@ def export(
     in that order) aligned on their first step, BASE with its report's findings and NEW with the
     comparison's. ``sqlite``: the runs (every run of the store when ``run_ids`` is empty) with every metric.
 
-    ``path`` passes :func:`traceq.outputs.check_output`: never inside the store, a special file or a stored
+    ``path`` passes :func:`traceq._utils.outputs.check_output`: never inside the store, a special file or a stored
     run's trace; an existing file only if traceq wrote it (an earlier export) or with ``force``. The
     result's ``replaced`` says what an existing file was.
     """
@@ -54,9 +54,9 @@ def export(
     ids = list(dict.fromkeys(run_ids))
     if target is Target.perfetto and len(ids) != (2 if compare_runs else 1):
         raise TraceqError("a Perfetto export takes one RUN, or --compare BASE NEW (two different runs)")
+    from traceq._utils.outputs import check_output
     from traceq.export.perfetto import is_perfetto_export
     from traceq.export.sqlite import check_outputs
-    from traceq.outputs import check_output
 
     if target is Target.sqlite:  # checked by the writers; here before the analysis, which takes a while
         check_outputs(path, store, force)

@@ -47,10 +47,12 @@ from typing import IO, Any
 
 import polars as pl
 
+from traceq._utils.outputs import atomic_output, check_output, starts_with
 from traceq.analysis.causes import CAUSES, IDLE_CAUSES
 from traceq.query.engine import Session
 from traceq.query.files import requires
 from traceq.readers.chrome.common import CATEGORY_KIND, kind_expr
+from traceq.readers.source import is_gzip
 
 #: A chrome category for each event kind that traceq's reader (and Perfetto) reads back as that kind.
 KIND_CATEGORY: dict[str, str] = {
@@ -122,9 +124,6 @@ _HEAD = b'{"displayTimeUnit": "ms", "traceq":'
 
 def is_perfetto_export(path: Path) -> str | None:
     """"a traceq Perfetto export" if the file is one (its first bytes, gunzipped where it is gzip)."""
-    from traceq.outputs import starts_with
-    from traceq.readers.source import is_gzip
-
     try:
         gz = is_gzip(path)
     except OSError:
@@ -146,8 +145,6 @@ def write_perfetto(
     if not run_ids:
         raise ValueError("write_perfetto needs at least one run id")
     path = Path(path)
-    from traceq.outputs import check_output
-
     replaced = check_output(path, session.store, force=force, made_by_traceq=is_perfetto_export)
     layout = _Layout.of(session, run_ids)
     result = PerfettoExport(path=path, shifts_ns={r: dict(s) for r, s in layout.shifts.items()}, replaced=replaced)
@@ -850,10 +847,8 @@ class _ArrayWriter:
 
 @contextmanager
 def _open(path: Path) -> Iterator[IO[bytes]]:
-    """A temporary file beside ``path`` (:func:`~traceq.outputs.atomic_output`), gzip-compressed (fast
+    """A temporary file beside ``path`` (:func:`~traceq._utils.outputs.atomic_output`), gzip-compressed (fast
     level) when ``path`` ends in ``.gz``, renamed to ``path`` when the block completes (removed if it fails)."""
-    from traceq.outputs import atomic_output
-
     with atomic_output(path) as tmp:
         stream: IO[bytes]
         if path.name.endswith(".gz"):

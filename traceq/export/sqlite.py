@@ -35,9 +35,9 @@ import polars as pl
 import pyarrow as pa
 import sqlite_utils
 
+from traceq._utils.outputs import atomic_output, check_output
 from traceq._version import __version__
 from traceq.errors import QueryError
-from traceq.outputs import atomic_output, check_output
 from traceq.query.engine import Session
 from traceq.query.files import doc, list_queries, query_text
 from traceq.schema import KINDS, RANK_TABLES, RUNS, Table
@@ -97,7 +97,7 @@ def write_sqlite(
 
 
 def check_outputs(path: Path, store: Store | None, force: bool = False) -> str | None:
-    """:func:`~traceq.outputs.check_output` for an export and its metadata file; what the export replaces."""
+    """:func:`~traceq._utils.outputs.check_output` for an export and its metadata file; what the export replaces."""
     meta = path.with_name(path.name + ".metadata.json")
     replaced = check_output(path, store, force=force, made_by_traceq=is_sqlite_export)
     check_output(meta, store, force=force, made_by_traceq=is_metadata)

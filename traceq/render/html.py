@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, TextIO
 
 import polars as pl
 
+from traceq._utils.outputs import atomic_output, check_output, starts_with
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.findings import Finding
 from traceq.analysis.results import Comparison, RunReport, Timeline
-from traceq.outputs import atomic_output, check_output, starts_with
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
 from traceq.render.reports import evidence_text, headline
 
@@ -98,7 +98,7 @@ def write_html(
 
 
 def html_output(path: Path, store: Store | None = None, force: bool = False) -> str | None:
-    """:func:`~traceq.outputs.check_output` for a page: an existing file is replaced if traceq wrote it (or
+    """:func:`~traceq._utils.outputs.check_output` for a page: an existing file is replaced if traceq wrote it (or
     with ``force``)."""
     return check_output(path, store, force=force, made_by_traceq=is_html_page)
 

@@ -16,13 +16,13 @@ import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from traceq._utils.leftovers import TAG, remove_stale, tag
 from traceq.errors import TraceqError
 
-if TYPE_CHECKING:
-    from traceq.store import Store
+Store = Any
+"""A :class:`traceq.store.Store` (named so here: the floor imports no stage above it)."""
 
 #: Says what an existing file is if traceq made it (``"a traceq export of 2 runs"``), else None.
 Recogniser = Callable[[Path], "str | None"]
