@@ -655,6 +655,8 @@ def main() -> None:
         _error(str(e))
         sys.exit(1)
     except typer.Exit as e:
+        if _signalled and e.exit_code:  # (an ingest whose files failed as the signal broke its workers)
+            _interrupted()
         sys.exit(e.exit_code)
     except (_Interrupted, typer.Abort, KeyboardInterrupt):
         _interrupted()
