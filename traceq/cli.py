@@ -38,11 +38,15 @@ class _Commands(typer.core.TyperGroup):
         try:
             return super().invoke(ctx)
         except TraceqError as e:
+            if _signalled:
+                raise _Interrupted from None
             _error(str(e))
             raise typer.Exit(1) from None
         except BrokenPipeError:  # before click, which exits with code 1 on it
             _reader_gone()
             raise typer.Exit(0) from None
+        except KeyboardInterrupt:  # not click's Abort, which prints a blank line first
+            raise _Interrupted from None
 
 
 def _reader_gone() -> None:
@@ -51,6 +55,10 @@ def _reader_gone() -> None:
     flush included)."""
     with suppress(OSError, ValueError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+class _Interrupted(Exception):
+    """Ctrl-C or SIGTERM ended the command."""
 
 
 app = typer.Typer(
@@ -94,6 +102,11 @@ MemoryLimitOpt = Annotated[
         show_default=False,
     ),
 ]
+ForceOpt = Annotated[
+    bool,
+    typer.Option("--force", help="Replace an existing output file that traceq did not write (never a trace of a "
+                 "stored run, a file in the store or a device)."),
+]  # fmt: skip
 _PROGRESS_MIN_BYTES = 4 << 20
 
 
@@ -368,6 +381,7 @@ def report(
     ] = None,
     steps_from: StepsFromOpt = None,
     all_ops: Annotated[bool, typer.Option("--all", help="List every op (default: the top 30 by CPU time).")] = False,
+    force: ForceOpt = False,
     store: StoreOpt = None,
     fmt: Annotated[
         ReportFormat, typer.Option("--format", help="Output format.")
@@ -398,6 +412,10 @@ def report(
     if (base_step_ms is None) != (new_step_ms is None):
         raise TraceqError("--base-step-ms and --new-step-ms go together")
     stored = _store(store, existing=not any(Path(ref).exists() for ref in runs))  # a file may start a store
+    if html is not None:  # refused before the report is computed; written by write_html
+        from traceq.render.html import html_output
+
+        html_output(html, stored, force)
     pattern = _pattern(steps_from)
     top = None if all_ops else TOP_OPS
     if compare:
@@ -411,8 +429,8 @@ def report(
             result = compare_runs(base_id, new_id, source, base_step_ms, new_step_ms, top=top)
             result = with_replay(result, source, what_if, unprofiled)
         render(result, fmt)
-        if html is not None:
-            write_html(result, html)
+        if html is not None and (replaced := write_html(result, html, stored, force)):
+            _note(replaced)
         delta, window = result.step_time_delta_ms, result.base.summary.get("mean_step_time_ms")
         if fail_if_slower is not None and delta is not None and window and delta / window * 100 > fail_if_slower:
             typer.echo(f"traceq: NEW is {delta / window:.1%} slower per step (limit {fail_if_slower}%)", err=True)
@@ -426,8 +444,8 @@ def report(
         explained = run_report(ids[0], source, top=top)
         explained = with_replay(explained, source, what_if, unprofiled)
     render(explained, fmt)
-    if html is not None:
-        write_html(explained, html)
+    if html is not None and (replaced := write_html(explained, html, stored, force)):
+        _note(replaced)
 
 
 @contextlib.contextmanager
@@ -522,6 +540,7 @@ def export(
     compare: Annotated[
         bool, typer.Option("--compare", help="Perfetto: BASE and NEW in one file, aligned on their first step.")
     ] = False,
+    force: ForceOpt = False,
     store: StoreOpt = None,
 ) -> None:
     """Export runs: a trace for Perfetto UI with traceq's analysis as tracks, or an SQLite file for Datasette.
@@ -548,7 +567,9 @@ def export(
         ids = [run_id_of(refs[0], stored) if refs else latest_run(stored)]
     else:
         ids = [run_id_of(ref, stored) for ref in refs]
-    export_runs(stored, ids, target, path, compare_runs=compare)
+    written = export_runs(stored, ids, target, path, compare_runs=compare, force=force)
+    if written.replaced:
+        _note(written.replaced)
     _note(f"wrote {path} ({', '.join(_named(stored, r) for r in ids) if ids else 'every run'})")
 
 
@@ -648,8 +669,24 @@ def _error(message: str) -> None:
     typer.echo(f"traceq: error: {visible(message)}", err=True)
 
 
+_signalled: list[int] = []
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    """SIGINT and SIGTERM end the command as Ctrl-C does: the cleanup of every ``finally`` runs (temporary
+    files and folders, a run being written), then one line "interrupted"."""
+    _signalled.append(signum)
+    raise KeyboardInterrupt
+
+
 def main() -> None:
-    """Entry point: library errors become one line on stderr and exit code 1, never a traceback."""
+    """Entry point: library errors become one line on stderr and exit code 1, never a traceback; Ctrl-C
+    and SIGTERM end every command in one line ("interrupted"), exit code 130."""
+    import signal
+
+    for signum in (signal.SIGINT, getattr(signal, "SIGTERM", None)):
+        if signum is not None:
+            signal.signal(signum, _on_signal)
     try:
         code = app(standalone_mode=False, prog_name="traceq")  # also under `python -m traceq` (completion)
         sys.stdout.flush()  # a closed pipe is met here, not at the interpreter's exit
@@ -658,17 +695,19 @@ def main() -> None:
         _reader_gone()
         sys.exit(0)
     except TraceqError as e:
+        if _signalled:  # an error the interruption caused (a worker pool broken by the signal, say)
+            _interrupted()
         _error(str(e))
         sys.exit(1)
     except typer.Exit as e:
+        if _signalled and e.exit_code:  # (an ingest whose files failed as the signal broke its workers)
+            _interrupted()
         sys.exit(e.exit_code)
-    except typer.Abort:
-        _error("aborted")
-        sys.exit(130)
-    except KeyboardInterrupt:
-        _error("interrupted; nothing partial was stored")
-        sys.exit(130)
+    except (_Interrupted, typer.Abort, KeyboardInterrupt):
+        _interrupted()
     except Exception as e:  # usage errors (typer's click) and anything unexpected
+        if _signalled or "Interrupt" in type(e).__name__:  # DuckDB's InterruptException, a broken pool
+            _interrupted()
         if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
             e.show()
             sys.exit(e.exit_code)
@@ -676,6 +715,11 @@ def main() -> None:
             raise
         _error(f"internal error: {type(e).__name__}: {e} (set TRACEQ_DEBUG=1 for details)")
         sys.exit(2)
+
+
+def _interrupted() -> None:
+    _error("interrupted; nothing partial was stored")
+    sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -28,17 +28,16 @@ import json
 import os
 import re
 import shutil
-import socket
-import time
 import uuid
 import zlib
-from collections.abc import Collection, Mapping
-from contextlib import suppress
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
+from traceq._utils.leftovers import remove_stale, tag
 from traceq.errors import StoreError
 from traceq.locations import MARKER as _MARKER
 from traceq.locations import STORE_ENV, default_store_path
@@ -121,7 +120,7 @@ class Store:
         for candidates in (
             cat.filter(pl.col("run_id") == ref),
             cat.filter(pl.col("name") == ref),
-            cat.filter(pl.col("run_id").str.starts_with(ref)) if len(ref) >= 4 else cat.clear(),
+            cat.filter(pl.col("run_id").str.starts_with(ref)) if len(ref) >= MIN_PREFIX else cat.clear(),
         ):
             ids = candidates["run_id"].unique().to_list()
             if len(ids) == 1:
@@ -129,7 +128,14 @@ class Store:
                     raise StoreError(damaged[ids[0]].message(self))
                 return ids[0]
             if len(ids) > 1:
-                raise StoreError(f"{ref}: matches {len(ids)} runs ({', '.join(sorted(ids))}); use a run id")
+                raise StoreError(f"{ref}: matches {len(ids)} runs ({_listed(candidates)}); use a run id")
+        starting = cat.filter(pl.col("run_id").str.starts_with(ref)) if ref else cat.clear()
+        if starting.height > 1:
+            raise StoreError(f"{ref}: an ambiguous run id prefix, the start of {starting.height} runs "
+                             f"({_listed(starting)}); give more of the id")  # fmt: skip
+        if starting.height == 1:
+            raise StoreError(f"{ref}: too short a run id prefix (the start of {_listed(starting)}); "
+                             f"give at least {MIN_PREFIX} characters")  # fmt: skip
         raise StoreError(f"{ref}: no such run in {self.root} (see `traceq runs`)")
 
     def latest(self, n: int = 1) -> list[str]:
@@ -172,7 +178,7 @@ class Store:
                 tmp.write_text(json.dumps({"format": FORMAT_VERSION}) + "\n")
                 os.replace(tmp, marker)
             self.runs_dir.mkdir(exist_ok=True)
-            (self.root / "tmp").mkdir(exist_ok=True)
+            self.tmp_dir().mkdir(exist_ok=True)
         except OSError as e:
             raise StoreError(f"{self.root}: cannot write the store: {e.strerror or e}") from None
 
@@ -192,21 +198,20 @@ class Store:
     def _clean_tmp(self) -> None:
         """Remove leftovers of interrupted writes: on this host, those whose writer process is gone; from
         other hosts sharing the store (Ray workers, other nodes), whose process cannot be checked from
-        here, those untouched for :data:`FOREIGN_STALE_S`."""
-        here = _host()
-        for d in (self.root / "tmp").iterdir():
-            host, pid = _writer(d.name)
-            if host not in (None, here):
-                try:
-                    stale = time.time() - d.stat().st_mtime > FOREIGN_STALE_S
-                except OSError:
-                    continue
-                if stale:
-                    shutil.rmtree(d, ignore_errors=True)
-                continue
-            if pid == os.getpid() or (pid is not None and _alive(pid)):
-                continue
-            shutil.rmtree(d, ignore_errors=True)
+        here, those untouched for :data:`FOREIGN_STALE_S`. Only what traceq made is removed (its names,
+        owned by this user, never through a symbolic link: :func:`~traceq._utils.leftovers.remove_stale`)."""
+        remove_stale(self.tmp_dir(), _STAGED, FOREIGN_STALE_S)
+
+    def tmp_dir(self) -> Path:
+        """``tmp/``, refused where it is a symbolic link: traceq deletes its leftovers there, and nothing
+        outside the store is ever deleted."""
+        tmp = self.root / "tmp"
+        if tmp.is_symlink():
+            raise StoreError(
+                f"{tmp}: a symbolic link; traceq writes and deletes its temporary files there, so it must be a "
+                "folder inside the store (replace the link by a folder)"
+            )
+        return tmp
 
 
 class RunWriter:
@@ -218,7 +223,8 @@ class RunWriter:
         store._init()
         store._clean_tmp()
         self.store = store
-        self.dir = store.root / "tmp" / f"run.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
+        self.name: str | None = None
+        self.dir = store.tmp_dir() / f"run.{tag()}"
         try:
             self.dir.mkdir(parents=True)
         except OSError as e:  # a read-only store, a full disk
@@ -230,12 +236,28 @@ class RunWriter:
         run_row: pl.DataFrame,
         parts: Mapping[str, int],
         sources: pl.DataFrame | None = None,
+        name_given: bool = True,
     ) -> bool:
         """Publish the staged parts as ranks of ``run_id``, each with its row of ``sources`` (matched on a
-        ``rank`` column). Returns False (nothing written) if the run is already stored."""
+        ``rank`` column). Returns False (nothing written) if the run is already stored. The row's name must
+        be free (:func:`name_problem`; else :class:`NameTaken`) if ``name_given``; a name traceq chose is
+        made free (:func:`free_name`). ``self.name`` is the name stored."""
+        with store_lock(self.store):  # the name is checked and the run published under the lock
+            return self._commit(run_id, run_row, parts, sources, name_given)
+
+    def _commit(
+        self, run_id: str, run_row: pl.DataFrame, parts: Mapping[str, int], sources: pl.DataFrame | None,
+        name_given: bool,
+    ) -> bool:  # fmt: skip
         final = self.store.runs_dir / f"run_id={run_id}"
         if final.exists() and not _set_aside_if_damaged(self.store, run_id):
             return False
+        name = run_row["name"][0]
+        if name_given and (problem := name_problem(self.store, name, run_id)) is not None:
+            raise NameTaken(problem)
+        if not name_given:
+            run_row = run_row.with_columns(name=pl.lit(free_name(self.store, name, run_id), pl.String))
+        self.name = run_row["name"][0]
         if len(set(parts.values())) != len(parts):
             raise StoreError(f"run {run_id}: two parts claim the same rank")
         for part, rank in parts.items():
@@ -268,6 +290,10 @@ class RunWriter:
         self.discard()
 
 
+class NameTaken(StoreError):
+    """A run name given for a run is refused (taken, or written like a run id)."""
+
+
 @dataclass(frozen=True)
 class Damage:
     """What is wrong with a stored run (``name`` is None when its catalog row cannot be read)."""
@@ -298,7 +324,9 @@ def remove_run(store: Store, run_id: str) -> None:
     final = store.runs_dir / f"run_id={run_id}"
     if "/" in run_id or not final.is_dir():
         raise StoreError(f"{run_id}: no such run in {store.root} (see `traceq runs`)")
-    trash = store.root / "tmp" / f"rm.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
+    if final.is_symlink():
+        raise StoreError(f"{final}: a symbolic link, not a run folder; traceq deletes nothing through links")
+    trash = store.tmp_dir() / f"rm.{tag()}"
     try:
         trash.parent.mkdir(exist_ok=True)
         os.rename(final, trash)
@@ -422,26 +450,83 @@ def _set_aside_if_damaged(store: Store, run_id: str) -> bool:
 
 def rename_run(store: Store, run_id: str, new_name: str) -> None:
     """Give the stored run ``run_id`` the name ``new_name``: its catalog row is written beside the old one
-    and replaces it in one rename, so readers see the old name or the new one. A name another run has,
-    or an empty one, is refused (run names select runs)."""
+    and replaces it in one rename, so readers see the old name or the new one. A name that
+    :func:`name_problem` refuses is refused; the check and the rename hold the store's lock, so two
+    renames to one name cannot both succeed."""
     folder = _run_folder(store, run_id)
-    name = new_name.strip()
-    if not name or name != new_name:
-        raise StoreError(f"{new_name!r}: not a run name (empty, or spaces at either end)")
-    cat = store.catalog()
-    taken = cat.filter((pl.col("name") == name) & (pl.col("run_id") != run_id))["run_id"].to_list()
-    if taken:
-        raise StoreError(f"{name}: already the name of run {taken[0]} in {store.root}")
-    row = pl.read_parquet(folder / "runs.parquet", glob=False).with_columns(name=pl.lit(name, pl.String))
-    staged = folder / f".runs.{os.getpid()}.{uuid.uuid4().hex[:8]}.parquet"
+    with store_lock(store):
+        problem = name_problem(store, new_name, run_id)
+        if problem is not None:
+            raise StoreError(problem)
+        row = pl.read_parquet(folder / "runs.parquet", glob=False).with_columns(name=pl.lit(new_name, pl.String))
+        staged = folder / f".runs.{os.getpid()}.{uuid.uuid4().hex[:8]}.parquet"
+        try:
+            write_parquet(row, staged)
+            os.replace(staged, folder / "runs.parquet")
+        except OSError as e:
+            raise StoreError(f"{store.root}: cannot rename run {run_id}: {e.strerror or e}") from None
+        finally:
+            staged.unlink(missing_ok=True)
+        _fsync_dir(folder)
+
+
+#: The fewest characters of a run id that select a run (``r`` and three hex digits).
+MIN_PREFIX = 4
+#: What a run id looks like (``r`` and 12 hex digits), and every prefix of one a reference may use: no run
+#: name may look so, or ``runs rm NAME`` could mean another run.
+ID_LIKE = re.compile(rf"r[0-9a-f]{{{MIN_PREFIX - 1},12}}")
+
+
+def name_problem(store: Store, name: str, run_id: str | None = None) -> str | None:
+    """Why ``name`` cannot be the name of run ``run_id`` (None: it can): empty or with spaces at either
+    end, written like a run id or its prefix, or the name of another run (names select runs, so they are
+    unique). Call it holding :func:`store_lock` where the name is then written."""
+    if not name.strip() or name.strip() != name:
+        return f"{name!r}: not a run name (empty, or spaces at either end)"
+    if ID_LIKE.fullmatch(name):
+        return f"{name}: looks like a run id (r and hex digits); a run name must not (choose another)"
+    taken = store.catalog().filter((pl.col("name") == name) & (pl.col("run_id") != (run_id or "")))
+    if taken.height:
+        return f"{name}: already the name of run {taken['run_id'][0]} in {store.root} (choose another)"
+    return None
+
+
+def free_name(store: Store, name: str, run_id: str) -> str:
+    """``name`` if run ``run_id`` may have it, else the first of ``name-2``, ``name-3``, ... that it may
+    (for names traceq chose: a file's name; one written like a run id gets ``-run``)."""
+    base = f"{name}-run" if ID_LIKE.fullmatch(name) or not name.strip() else name
+    candidate, n = base, 1
+    while name_problem(store, candidate, run_id) is not None:
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+@contextmanager
+def store_lock(store: Store) -> Iterator[None]:
+    """The store's lock (an exclusive ``flock`` of its marker file, which every store has and nothing
+    rewrites), held while a run's name is checked and written: by ingest's commit and by renames. Where
+    ``flock`` is missing (Windows) no lock is taken."""
     try:
-        write_parquet(row, staged)
-        os.replace(staged, folder / "runs.parquet")
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    try:
+        fd = os.open(store.root / _MARKER, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError as e:
-        raise StoreError(f"{store.root}: cannot rename run {run_id}: {e.strerror or e}") from None
+        raise StoreError(f"{store.root}: cannot lock the store: {e.strerror or e}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
-        staged.unlink(missing_ok=True)
-    _fsync_dir(folder)
+        os.close(fd)
+
+
+def _listed(runs: pl.DataFrame) -> str:
+    """``id (name), ...`` of some runs, by id."""
+    rows = runs.unique("run_id").sort("run_id").iter_rows(named=True)
+    return ", ".join(f"{r['run_id']} ({r['name']})" if r["name"] is not None else r["run_id"] for r in rows)
 
 
 def _run_folder(store: Store, run_id: str) -> Path:
@@ -455,7 +540,7 @@ def _run_folder(store: Store, run_id: str) -> Path:
 def spill_folder(run_dir: Path) -> Path:
     """A folder for a reader's intermediate files while it reads into ``run_dir`` (beside it under
     ``tmp/``, named like a run being written, so an interrupted writer's is removed like its run)."""
-    return run_dir.parent / f"spill.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
+    return run_dir.parent / f"spill.{tag()}"
 
 
 def write_partition(run_dir: Path, part: str, tables: RunTables) -> None:
@@ -533,27 +618,9 @@ def _fsync_dir(path: Path) -> None:
 FOREIGN_STALE_S = 24 * 3600
 
 
-def _host() -> str:
-    """This host's name as it appears in staging folder names (no dots)."""
-    return socket.gethostname().replace(".", "-") or "localhost"
-
-
-def _writer(name: str) -> tuple[str | None, int | None]:
-    """(host, pid) of the process that made a staging folder ``run.<host>.<pid>.<id>``; older names
-    ``<prefix>.<pid>.<id>`` carry no host."""
-    parts = name.split(".")
-    if len(parts) == 4 and parts[2].isdigit():
-        return parts[1], int(parts[2])
-    if len(parts) == 3 and parts[1].isdigit():
-        return None, int(parts[1])
-    return None, None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+#: The names of what a writer stages under ``tmp/``: ``run.`` (a run being written), ``spill.`` (a reader's
+#: intermediate files), ``rm.`` (a run being removed), then host, pid and 12 hex digits (older names: no
+#: host; the oldest, the run id, the pid and 8 hex digits).
+_STAGED = re.compile(
+    r"(?:run|spill|rm|r[0-9a-f]{12})\.(?:(?P<host>[^./]+)\.)?(?P<pid>\d+)\.(?:[0-9a-f]{12}|[0-9a-f]{8})"
+)

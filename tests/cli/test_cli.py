@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import SAMPLES, raw_trace, run_cli, tree_state
 from traceq.cli import app
-from traceq.query.engine import connect
+from traceq.query.engine import close, connect
 
 KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
 PADDLE = SAMPLES / "paddle331_cpu_fp32_noshapes.paddle_trace.json.gz"
@@ -112,7 +112,7 @@ def test_a_query_beyond_memory_spills_into_the_temporary_folder_not_the_working_
     filled_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """DuckDB's default spill folder is ``.tmp`` in the working directory: queries spill into a folder of
-    their own under the system's temporary folder, removed when the connection closes."""
+    their own under the system's temporary folder (mode 0700), removed when the connection closes."""
     work, temp = tmp_path / "work", tmp_path / "temp"
     work.mkdir()
     temp.mkdir()
@@ -126,10 +126,12 @@ def test_a_query_beyond_memory_spills_into_the_temporary_folder_not_the_working_
         "SELECT i, repeat('x', 50) || (i * 7919 % 3000017)::VARCHAR AS s FROM range(3000000) r(i)"
     )
     rows = con.execute("SELECT count(*) FROM (SELECT * FROM t ORDER BY s)").fetchone()
-    seen = [p.name for p in temp.iterdir()]
-    con.close()
+    seen = [p for p in temp.iterdir()]
+    modes, spilled = [p.stat().st_mode & 0o777 for p in seen], [any(p.iterdir()) for p in seen]
+    close(con)
     assert rows == (3_000_000,)
-    assert len(seen) == 1 and seen[0].startswith("traceq-duckdb-")  # it did spill, there
+    assert len(seen) == 1 and seen[0].name.startswith("traceq-duckdb.") and spilled == [True]  # it spilled there
+    assert modes == [0o700]
     assert not list(work.iterdir()) and not list(temp.iterdir())
 
 

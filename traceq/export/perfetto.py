@@ -37,10 +37,8 @@ import dataclasses
 import gzip
 import json
 import math
-import os
 import re
 import time
-import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -49,10 +47,12 @@ from typing import IO, Any
 
 import polars as pl
 
+from traceq._utils.outputs import atomic_output, check_output, starts_with
 from traceq.analysis.causes import CAUSES, IDLE_CAUSES
 from traceq.query.engine import Session
 from traceq.query.files import requires
 from traceq.readers.chrome.common import CATEGORY_KIND, kind_expr
+from traceq.readers.source import is_gzip
 
 #: A chrome category for each event kind that traceq's reader (and Perfetto) reads back as that kind.
 KIND_CATEGORY: dict[str, str] = {
@@ -114,10 +114,25 @@ class PerfettoExport:
     #: per run id and rank: ns subtracted from the run's times
     shifts_ns: dict[str, dict[int, int]] = field(default_factory=dict)
     seconds: float = 0.0
+    #: what an existing file at ``path`` was (see :func:`traceq.export.export`), or None
+    replaced: str | None = None
+
+
+#: How every Perfetto export of traceq begins (before its ``traceq`` info).
+_HEAD = b'{"displayTimeUnit": "ms", "traceq":'
+
+
+def is_perfetto_export(path: Path) -> str | None:
+    """"a traceq Perfetto export" if the file is one (its first bytes, gunzipped where it is gzip)."""
+    try:
+        gz = is_gzip(path)
+    except OSError:
+        return None
+    return "a traceq Perfetto export" if starts_with(path, (_HEAD,), gzipped=gz) else None
 
 
 def write_perfetto(
-    session: Session, run_ids: Sequence[str], path: str | Path, findings: Findings = None
+    session: Session, run_ids: Sequence[str], path: str | Path, findings: Findings = None, force: bool = False
 ) -> PerfettoExport:
     """Write the runs ``run_ids`` of ``session`` (one run, or BASE and NEW of a comparison) to ``path``
     as Chrome Trace Event Format JSON for Perfetto UI and chrome://tracing, gzip-compressed when ``path``
@@ -130,8 +145,9 @@ def write_perfetto(
     if not run_ids:
         raise ValueError("write_perfetto needs at least one run id")
     path = Path(path)
+    replaced = check_output(path, session.store, force=force, made_by_traceq=is_perfetto_export)
     layout = _Layout.of(session, run_ids)
-    result = PerfettoExport(path=path, shifts_ns={r: dict(s) for r, s in layout.shifts.items()})
+    result = PerfettoExport(path=path, shifts_ns={r: dict(s) for r, s in layout.shifts.items()}, replaced=replaced)
     with _open(path) as out:
         writer = _ArrayWriter(out, {"runs": layout.info()})
         for run_id in run_ids:
@@ -831,26 +847,23 @@ class _ArrayWriter:
 
 @contextmanager
 def _open(path: Path) -> Iterator[IO[bytes]]:
-    """A temporary file beside ``path``, gzip-compressed (fast level) when ``path`` ends in ``.gz``,
-    renamed to ``path`` when the block completes (removed if it fails)."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    stream: IO[bytes]
-    if path.name.endswith(".gz"):
-        try:
-            from isal import igzip
+    """A temporary file beside ``path`` (:func:`~traceq._utils.outputs.atomic_output`), gzip-compressed (fast
+    level) when ``path`` ends in ``.gz``, renamed to ``path`` when the block completes (removed if it fails)."""
+    with atomic_output(path) as tmp:
+        stream: IO[bytes]
+        if path.name.endswith(".gz"):
+            try:
+                from isal import igzip
 
-            stream = igzip.open(tmp, "wb", compresslevel=1)  # type: ignore[assignment]
-        except ImportError:  # pragma: no cover - isal is a dependency
-            stream = gzip.open(tmp, "wb", compresslevel=1)  # type: ignore[assignment]  # noqa: SIM115
-    else:
-        stream = open(tmp, "wb", buffering=1 << 20)  # noqa: SIM115 - closed below
-    try:
-        yield stream
-        stream.close()
-        os.replace(tmp, path)
-    finally:
-        stream.close()
-        tmp.unlink(missing_ok=True)
+                stream = igzip.open(tmp, "wb", compresslevel=1)  # type: ignore[assignment]
+            except ImportError:  # pragma: no cover - isal is a dependency
+                stream = gzip.open(tmp, "wb", compresslevel=1)  # type: ignore[assignment]  # noqa: SIM115
+        else:
+            stream = open(tmp, "wb", buffering=1 << 20)  # noqa: SIM115 - closed below
+        try:
+            yield stream
+        finally:
+            stream.close()
 
 
 def _quote(text: str) -> str:

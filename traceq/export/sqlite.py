@@ -24,10 +24,8 @@ so memory stays bounded. The file is written under a temporary name and renamed 
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +35,7 @@ import polars as pl
 import pyarrow as pa
 import sqlite_utils
 
+from traceq._utils.outputs import atomic_output, check_output
 from traceq._version import __version__
 from traceq.errors import QueryError
 from traceq.query.engine import Session
@@ -68,24 +67,41 @@ class SqliteExport:
     #: seconds spent on each table: making a metric's result, reading and writing the rows
     table_seconds: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    #: what an existing file at ``path`` was (see :func:`traceq.export.export`), or None
+    replaced: str | None = None
 
     @property
     def rows(self) -> int:
         return sum(self.tables.values())
 
 
-def write_sqlite(source: Session | Store, path: str | Path, run_ids: Sequence[str] | None = None) -> SqliteExport:
+def write_sqlite(
+    source: Session | Store, path: str | Path, run_ids: Sequence[str] | None = None, force: bool = False
+) -> SqliteExport:
     """Write ``run_ids`` (all the runs of ``source`` by default) with their metrics to the SQLite file
-    ``path`` (replaced if it exists), and Datasette metadata to ``FILE.metadata.json`` beside it.
+    ``path``, and Datasette metadata to ``FILE.metadata.json`` beside it. An existing file is replaced if
+    traceq exported it, or with ``force`` (:func:`check_outputs`; the result's ``replaced`` says what it was).
 
     ``source`` is an open :class:`~traceq.sql.Session` or a :class:`~traceq.store.Store` (then a session
     for traceq's own queries is opened over the runs, and closed)."""
     started = time.perf_counter()
     path = Path(path)
+    replaced = check_outputs(path, source if isinstance(source, Store) else source.store, force)
     if isinstance(source, Store):
         with Session(source, list(run_ids) if run_ids is not None else None, own_queries=True) as session:
-            return _write(session, path, run_ids, started)
-    return _write(source, path, run_ids, started)
+            result = _write(session, path, run_ids, started)
+    else:
+        result = _write(source, path, run_ids, started)
+    result.replaced = replaced
+    return result
+
+
+def check_outputs(path: Path, store: Store | None, force: bool = False) -> str | None:
+    """:func:`~traceq._utils.outputs.check_output` for an export and its metadata file; what the export replaces."""
+    meta = path.with_name(path.name + ".metadata.json")
+    replaced = check_output(path, store, force=force, made_by_traceq=is_sqlite_export)
+    check_output(meta, store, force=force, made_by_traceq=is_metadata)
+    return replaced
 
 
 def _write(session: Session, path: Path, run_ids: Sequence[str] | None, started: float) -> SqliteExport:
@@ -95,11 +111,19 @@ def _write(session: Session, path: Path, run_ids: Sequence[str] | None, started:
     if missing:
         raise ValueError(f"not in this session: {', '.join(sorted(missing))}")
     result = SqliteExport(path, path.with_name(path.name + ".metadata.json"))
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     docs: dict[str, dict[str, Any]] = {}
+    with atomic_output(path) as tmp:
+        _write_file(session, tmp, ids, result, docs)
+    _write_metadata(result.metadata_path, path, docs, ids)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _write_file(session: Session, tmp: Path, ids: list[str], result: SqliteExport, docs: dict[str, Any]) -> None:
     db = sqlite_utils.Database(tmp)
     try:
         db.execute("PRAGMA journal_mode = OFF")
+        db.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # how traceq knows its exports
         loader = _Loader(db, tmp)
         try:
             _write_tables(session, loader, ids, result, docs)
@@ -109,14 +133,47 @@ def _write(session: Session, path: Path, run_ids: Sequence[str] | None, started:
         _index(db, result.tables)
         db.analyze()
         result.table_seconds["(indexes)"] = time.perf_counter() - began
-        db.close()
-        os.replace(tmp, path)
     finally:
         db.close()
-        tmp.unlink(missing_ok=True)
-    _write_metadata(result.metadata_path, path, docs, ids)
-    result.seconds = time.perf_counter() - started
-    return result
+
+
+#: ``PRAGMA application_id`` of traceq's SQLite exports ("trcq").
+APPLICATION_ID = 0x74726371
+
+
+def is_sqlite_export(path: Path) -> str | None:
+    """What the file is if traceq exported it (``a traceq export of 2 runs: a, b``), else None: its
+    application id, or for exports older than it, the tables ``runs``, ``kinds`` and ``events``. The
+    file is opened read-only and immutable (nothing is written to it)."""
+    import sqlite3
+    from urllib.parse import quote
+
+    try:
+        con = sqlite3.connect(f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        app = con.execute("PRAGMA application_id").fetchone()[0]
+        tables = {r[0] for r in con.execute("select name from sqlite_master where type = 'table'")}
+        if app != APPLICATION_ID and not {"runs", "kinds", "events"} <= tables:
+            return None
+        names = [r[0] for r in con.execute("select coalesce(name, run_id) from runs order by 1")]
+    except sqlite3.Error:
+        return None
+    finally:
+        con.close()
+    listed = ", ".join(map(str, names[:5])) + (", ..." if len(names) > 5 else "")
+    return f"a traceq export of {len(names)} run{'' if len(names) == 1 else 's'}" + (f": {listed}" if names else "")
+
+
+def is_metadata(path: Path) -> str | None:
+    """"its Datasette metadata" if the file is the metadata traceq writes beside an export."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(1 << 12)
+    except OSError:
+        return None
+    return "its Datasette metadata" if head.startswith(b'{\n  "title": "traceq export"') else None
 
 
 def _write_tables(
@@ -348,9 +405,8 @@ def _write_metadata(meta_path: Path, path: Path, docs: dict[str, dict[str, Any]]
         "(see `traceq schema`) and one table per metric query (`traceq queries`).",
         "databases": {path.stem: {"tables": docs}},
     }
-    tmp = meta_path.with_name(f".{meta_path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n")
-    os.replace(tmp, meta_path)
+    with atomic_output(meta_path) as tmp:
+        tmp.write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n")
 
 
 def _quote(text: str) -> str:

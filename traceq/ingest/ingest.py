@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,8 +25,8 @@ from traceq.ingest.ranks import assign_ranks, natural_key
 from traceq.ingest.task import FileTask, ingest_file
 from traceq.readers import sniff_format
 from traceq.readers.paddle_summary import FORMAT as SUMMARY_FORMAT
-from traceq.readers.source import file_sha256, head_bytes
-from traceq.store import RunWriter, Store
+from traceq.readers.source import Identity, file_sha256, head_bytes, identity
+from traceq.store import NameTaken, RunWriter, Store, name_problem
 
 ProgressFactory = Callable[[str, int], Callable[[int], None] | None]
 """Given a label and a total of bytes, returns a callback fed with bytes done (or None for no progress)."""
@@ -120,11 +121,14 @@ class _Run:
     files: list[Path]
     multi_rank: bool
     digests: list[str] = field(default_factory=list)
+    identities: list[Identity] = field(default_factory=list)
     results: dict[int, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     writer: RunWriter | None = None
     #: the pattern of the ranges that are its steps, where given
     steps_from: str | None = None
+    #: whether ``name`` was given (``--name``: refused if taken) or made from the file's name (made free)
+    named: bool = False
 
 
 def ingest(
@@ -194,16 +198,23 @@ def ingest(
         if existing is not None:
             for path in run.files:
                 rows[path] = _duplicate_row(path, existing)
+        elif run.named and (problem := name_problem(store, run.name)) is not None:
+            fail(run, NameTaken(problem), None)  # (checked again under the store's lock at commit)
         else:
             todo += [(run, i) for i in range(len(run.files))]
     # Runs are committed in the order of their files (a directory's by name), whichever worker ends first,
     # so that the runs ingested last are the same from one ingest of the same files to the next.
     in_order = list({id(r): r for r, _ in todo}.values())
     committed = 0
+    here = socket.gethostname()
     try:
         for run in in_order:
             run.writer = store.begin_run()
-        tasks = [FileTask(str(r.files[i]), r.digests[i], str(r.writer.dir), f"part-{i}", steps_from) for r, i in todo]  # type: ignore[union-attr]
+        tasks = [
+            FileTask(str(r.files[i]), r.digests[i], str(r.writer.dir), f"part-{i}", steps_from,  # type: ignore[union-attr]
+                     r.identities[i], here)
+            for r, i in todo
+        ]  # fmt: skip
         for k, result in _run_tasks(tasks, jobs, executor, progress):
             run, i = todo[k]
             run.results[i] = result
@@ -220,19 +231,24 @@ def ingest(
 
 def _plan(files: list[Path], name: str | None, multi_rank: bool) -> list[_Run]:
     if multi_rank:
-        return [_Run(str(name), files, True)]
+        return [_Run(str(name), files, True, named=True)]
     if name and len(files) == 1:
-        return [_Run(name, files, False)]
+        return [_Run(name, files, False, named=True)]
     return [_Run(run_name(p), [p], False) for p in files]
 
 
 def _hash_files(runs: list[_Run], jobs: int | None) -> None:
-    """sha256 of every file; threads suffice (hashlib releases the GIL on large reads)."""
+    """sha256 of every file, with the file's identity before it was read (the task reading it checks that
+    the file it reads is still that one); threads suffice (hashlib releases the GIL on large reads)."""
     files = [p for r in runs for p in r.files]
     with ThreadPoolExecutor(max_workers=max(1, min(jobs or default_jobs(), len(files) or 1))) as pool:
-        digests = iter(list(pool.map(file_sha256, files)))
+        found = iter(list(pool.map(_identified_sha256, files)))
     for run in runs:
-        run.digests = [next(digests) for _ in run.files]
+        run.identities, run.digests = map(list, zip(*(next(found) for _ in run.files), strict=True))
+
+
+def _identified_sha256(path: Path) -> tuple[Identity, str]:
+    return identity(path), file_sha256(path)
 
 
 def _run_hash(digests: list[str], multi_rank: bool, steps_from: str | None = None) -> str:
@@ -285,15 +301,19 @@ def _finish(run: _Run, store: Store, rows: dict[Path, dict[str, Any]], fail: Cal
     assert run.writer is not None
     try:
         parts = {f"part-{i}": rank for i, rank in enumerate(ranks)}
-        written = run.writer.commit(run_id, row, parts, sources)
+        written = run.writer.commit(run_id, row, parts, sources, name_given=run.named)
+    except NameTaken as e:  # given to another run meanwhile
+        fail(run, e, None)
+        return
     except OSError as e:
         raise StoreError(f"{store.root}: cannot write the store: {e.strerror or e}") from None
+    name = run.writer.name or run.name
     for path, result, rank in zip(run.files, results, ranks, strict=True):
         rows[path] = {
             "path": str(path),
             "status": "ingested" if written else "duplicate",
             "run_id": run_id,
-            "name": run.name,
+            "name": name,
             "rank": rank,
             "events": result["source"]["n_events"],
             "steps": result["source"]["n_steps"],

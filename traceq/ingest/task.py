@@ -24,7 +24,7 @@ from traceq.errors import StoreError, TraceqError
 from traceq.ingest import metrics
 from traceq.model.steps import step_rule
 from traceq.readers import ReadResult, read_trace
-from traceq.readers.source import report_stage
+from traceq.readers.source import hashing_reads, identity, report_stage
 from traceq.store import publish_partition, spill_folder, stage_partition
 
 
@@ -38,6 +38,9 @@ class FileTask:
     part: str
     #: the pattern of the ranges that are steps, where given (``ingest --steps-from``)
     steps_from: str | None = None
+    #: the file's :func:`~traceq.readers.source.identity` when ``digest`` was taken, and on which host
+    identity: tuple[int, ...] | None = None
+    hashed_on: str | None = None
 
 
 def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -45,6 +48,11 @@ def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -
     "error_in": "input" | "store"}``."""
     run_dir = Path(task.run_dir)
     spill = spill_folder(run_dir)
+    try:
+        spill.mkdir(mode=0o700)  # spilled events are the trace's: for this user only
+        os.chmod(spill, 0o700)
+    except OSError as e:
+        return _store_error(task, e)
     try:
         return _ingest(task, spill, progress)
     finally:
@@ -55,13 +63,26 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
     start = time.perf_counter()
     path, run_dir = Path(task.path), Path(task.run_dir)
     try:
-        result = read_trace(path, progress, spill_dir=spill, steps_from=task.steps_from)
+        before = identity(path)
+        with hashing_reads(path) as passes:
+            result = read_trace(path, progress, spill_dir=spill, steps_from=task.steps_from)
+        after = identity(path)
     except StoreError as e:  # writing or reading back the spill folder
         return _store_error(task, e)
     except TraceqError as e:
         return {"error": str(e), "error_in": "input"}
     except OSError as e:
         return {"error": f"{path}: {e.strerror or e}", "error_in": "input"}
+    # the bytes decoded are those hashed: the file did not change or get replaced since (size, times,
+    # inode), and where the reader read it whole, the sha256 of what it read is the digest
+    # (another host may see the file on another device and inode: there, its size and mtime must match)
+    elsewhere = task.hashed_on != socket.gethostname()
+    hashed = tuple(task.identity or before)
+    if (hashed[2:4] != before[2:4] if elsewhere else hashed != before) or after != before or (
+        any(p != task.digest for p in passes)
+    ):
+        return {"error": f"{path}: the file changed while it was read (replaced, or written to); nothing stored: "
+                "ingest it again once it is complete", "error_in": "input"}  # fmt: skip
     report_stage(progress, "writing Parquet")
     try:
         staging = stage_partition(run_dir, task.part, result.tables)

@@ -11,15 +11,14 @@ or load anything. Only ``SELECT``/``EXPLAIN`` statements are accepted besides.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import json
 import os
 import queue
 import re
 import shutil
-import tempfile
 import threading
-import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from traceq._utils.lazy_frames import lazy_source
+from traceq._utils.leftovers import private_dir
 from traceq.errors import QueryError, StoreError, TraceqError
 from traceq.query import DEFAULT_TIMEOUT_S
 from traceq.query.files import dependency_order, doc, query_names, query_text, requires, used_queries
@@ -58,6 +58,24 @@ _DUCK_TYPES = {
     pl.Float64: "DOUBLE",
     pl.Boolean: "BOOLEAN",
 }
+
+
+#: The spill folder of each open connection (by ``id``), removed by :func:`close` (or at exit).
+_SPILLS: dict[int, Path] = {}
+
+
+def close(con: duckdb.DuckDBPyConnection) -> None:
+    """Close a connection of :func:`connect` and remove its spill folder."""
+    con.close()
+    spill = _SPILLS.pop(id(con), None)
+    if spill is not None:
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+@atexit.register
+def _remove_spills() -> None:
+    for spill in _SPILLS.values():
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 def connect(
@@ -101,9 +119,11 @@ def _connect(
         runs = store.catalog()["run_id"].to_list()
     con = duckdb.connect(":memory:")
     con.execute("SET enable_progress_bar = false")
-    # Where a query beyond memory spills (DuckDB makes the folder when it first spills and removes it at
-    # close): the system's temporary folder, not DuckDB's default, ``.tmp`` in the working directory.
-    spill = Path(tempfile.gettempdir()) / f"traceq-duckdb-{uuid.uuid4().hex}"
+    # Where a query beyond memory spills: a folder of its own under the system's temporary folder (not
+    # DuckDB's default, ``.tmp`` in the working directory), readable by this user only; DuckDB empties it at
+    # close, :func:`close` removes it, and a dead process's is removed by the next connection.
+    spill = private_dir("traceq-duckdb")
+    _SPILLS[id(con)] = spill
     con.execute(f"SET temp_directory = {_quote(str(spill))}")
     if memory_limit is not None:
         con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
@@ -274,7 +294,10 @@ def sql(
     store = store if isinstance(store, Store) else Store(store)
     con = connect(store, runs, memory_limit=limit)
 
+    stopped = threading.Event()
+
     def stop() -> None:
+        stopped.set()
         with suppress(Exception):  # the query may have just ended
             con.interrupt()
 
@@ -291,6 +314,8 @@ def sql(
             frame = _plain_types(result.pl())
             return frame.rename(dict(_qualified(con, query, result.columns, frame.columns)))
     except duckdb.InterruptException:
+        if not stopped.is_set():  # Ctrl-C or SIGTERM, not the timeout
+            raise KeyboardInterrupt from None
         raise QueryError(f"query stopped after {timeout:g} s (--timeout)") from None
     except duckdb.OutOfMemoryException:
         raise QueryError(f"query needs more than {_size(limit)} of memory (--memory-limit)") from None
@@ -303,7 +328,7 @@ def sql(
             timer.cancel()
             if timer.is_alive():
                 timer.join()
-        con.close()
+        close(con)
 
 
 def _qualified(
@@ -438,7 +463,7 @@ class Session:
         With ``memory_limit``, DuckDB keeps to it, spilling (as every connection does) under the system's
         temporary folder; a query it cannot run within the limit runs again on fewer DuckDB threads, and
         then without it (:meth:`_create_within_limit`)."""
-        scratch = Path(tempfile.mkdtemp(prefix="traceq-ranks-"))
+        scratch = private_dir("traceq-ranks")
         for rank, folder in folders.items():
             rank_dir = scratch / "runs" / f"run_id={run_id}" / f"rank={rank}"
             rank_dir.mkdir(parents=True)
@@ -653,7 +678,7 @@ class Session:
             raise QueryError(_one_line(str(e))) from None
 
     def close(self) -> None:
-        self.con.close()
+        close(self.con)
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
 

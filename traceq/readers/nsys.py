@@ -1,7 +1,9 @@
 """Nsight Systems SQLite exports (``nsys export --type sqlite``, nsys 2021.3 to 2026.x) -> canonical events.
 
 The export is opened read-only and immutable (no journal, no lock, no index is ever created in it) and
-read table by table into Arrow through the ADBC SQLite driver. Tables exist only when their data was
+read table by table; one in WAL mode with frames not yet written back into it is copied with its WAL into
+a private temporary folder and the copy read, so the frames count and the input is never written. Read
+table by table into Arrow through the ADBC SQLite driver. Tables exist only when their data was
 traced, so a missing table means "not traced". Columns are feature-tested with ``PRAGMA table_info``.
 
 Mapping: kernels, memcpy, memset -> GPU work (pid = launching process, tid = stream); CUDA runtime and
@@ -17,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import tempfile
+import shutil
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ import polars as pl
 
 from traceq._utils.in_order import InOrder
 from traceq._utils.jobs import default_jobs
+from traceq._utils.leftovers import private_dir
 from traceq._utils.memory import release_free_memory
 from traceq.errors import InputError
 from traceq.model import on_disk
@@ -111,11 +114,12 @@ class _Read:
 class _Export:
     """A read-only view of one export: table names, columns and Arrow reads."""
 
-    def __init__(self, path: Path, source: Path) -> None:
+    def __init__(self, path: Path, source: Path, immutable: bool = True) -> None:
         import adbc_driver_sqlite.dbapi as adbc
 
         self.source = source
-        self.uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
+        # a private copy (with its WAL) is opened as a database, so that SQLite reads the WAL's frames
+        self.uri = f"file:{quote(str(path.resolve()))}" + ("?mode=ro&immutable=1" if immutable else "")
         try:
             self.con = adbc.connect(self.uri)
             self.tables = set(self._column("select name from sqlite_master where type = 'table'"))
@@ -250,23 +254,53 @@ class _Export:
         self.con.close()
 
 
+#: The bytes of a WAL file's header: a longer WAL holds frames not yet written back into the database.
+WAL_HEADER = 32
+
+
+def pending_wal(path: Path) -> Path | None:
+    """The WAL file beside an SQLite database in WAL mode (header bytes 18-19 are 2) when it holds frames
+    not yet written back into the database; None otherwise (immutable reads skip a WAL)."""
+    wal = path.with_name(path.name + "-wal")
+    try:
+        with path.open("rb") as f:
+            head = f.read(20)
+        pending = wal.is_file() and wal.stat().st_size > WAL_HEADER
+    except OSError:
+        return None
+    return wal if pending and len(head) == 20 and head[18:20] == b"\x02\x02" else None
+
+
 @contextlib.contextmanager
-def _local_sqlite(path: Path, progress: Progress | None) -> Iterator[Path]:
-    """The export as a plain SQLite file (``.sqlite.gz`` is expanded into a temporary file)."""
-    if not is_gzip(path):
+def _local_sqlite(path: Path, progress: Progress | None) -> Iterator[tuple[Path, bool]]:
+    """The export as a plain SQLite file and whether it may be opened immutable: the file itself; a
+    ``.sqlite.gz`` expanded into a temporary file; a database with a pending WAL copied with it into a
+    private temporary folder (opened there as a database, its WAL read and the input left untouched)."""
+    wal = None if is_gzip(path) else pending_wal(path)
+    if not is_gzip(path) and wal is None:
         if progress:
             progress(path.stat().st_size)
-        yield path
+        yield path, True
         return
-    with tempfile.TemporaryDirectory(prefix="traceq-nsys-") as tmp:
-        out = Path(tmp) / "export.sqlite"
+    tmp = private_dir("traceq-nsys")
+    try:
+        out = tmp / "export.sqlite"
+        if wal is not None:
+            shutil.copyfile(path, out)
+            shutil.copyfile(wal, tmp / "export.sqlite-wal")
+            if progress:
+                progress(path.stat().st_size)
+            yield out, False
+            return
         with out.open("wb") as f:
             try:
                 for block in iter_content(path, progress):
                     f.write(block)
             except TruncatedInput:
                 raise InputError(path, "the gzip stream ends early; a cut-short SQLite file cannot be read") from None
-        yield out
+        yield out, True
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @dataclass
@@ -283,11 +317,11 @@ def read_nsys(path: Path, progress: Progress | None = None, *, spill_dir: Path |
     """Read an nsys SQLite export: its canonical events in chunks (held in memory, or, with ``spill_dir``,
     where the export holds enough rows for the model to be built on disk, spilled there), its threads
     and what the catalog records about it."""
-    with _local_sqlite(path, progress) as local:
+    with _local_sqlite(path, progress) as (local, immutable):
         with local.open("rb") as f:
             if not is_sqlite(f.read(16)):
                 raise InputError(path, "not an SQLite file")
-        export = _Export(local, path)
+        export = _Export(local, path, immutable)
         try:
             return _read(export, path, progress, spill_dir)
         except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as e:  # values of the wrong type
@@ -311,6 +345,7 @@ def _read(export: _Export, path: Path, progress: Progress | None, spill_dir: Pat
         warnings.append("no CUDA tables in the export: CUDA was not traced")
     # as text: a BLOB among the names (valid UTF-8 or not) would be binary in Arrow
     strings = export.read_all({"strings": _Read("StringIds", "id, CAST(value AS TEXT) AS value")})["strings"]
+    strings = _unique_ids(strings, warnings)
     shape = _Shaping(export, strings, reads)
     meta = {
         "flavour": FLAVOUR,
@@ -384,6 +419,19 @@ class _Shaping:
         else:
             events = _nvtx_events(raw, self.strings)
         return events.filter(pl.col("ts_ns").is_not_null())
+
+
+def _unique_ids(strings: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """``StringIds`` with one text per id: nsys writes each id once, and a join on a repeated id would
+    repeat the events named by it; repeated ids keep their first row, with a warning."""
+    unique = strings.unique("id", keep="first", maintain_order=True)
+    if unique.height < strings.height:
+        differing = strings.unique().height - unique.height
+        warnings.append(
+            f"StringIds repeats {strings.height - unique.height:,} ids ({differing:,} with another text); "
+            "the first text of each id is used"
+        )
+    return unique
 
 
 def _names(frame: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:

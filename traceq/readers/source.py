@@ -8,6 +8,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,32 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+Identity = tuple[int, int, int, int, int]
+"""What says a file is the same file with the same bytes: device, inode, size, mtime and ctime (ns)."""
+
+
+def identity(path: Path) -> Identity:
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+#: Per file being read (by real path): the sha256 of each complete pass :func:`iter_content` made over it.
+_PASSES: dict[str, list[str]] = {}
+
+
+@contextmanager
+def hashing_reads(path: Path) -> Iterator[list[str]]:
+    """While the block runs, every complete pass of :func:`iter_content` over ``path`` appends the sha256 of
+    the bytes it read to the list yielded: the hash of what was decoded, not of what was there before."""
+    key = os.path.realpath(path)
+    passes: list[str] = []
+    _PASSES[key] = passes
+    try:
+        yield passes
+    finally:
+        _PASSES.pop(key, None)
+
+
 def head_bytes(path: Path, n: int = 1 << 16) -> bytes:
     """The first ``n`` bytes of the (decompressed) content, for format sniffing."""
     if not is_gzip(path):
@@ -88,15 +115,18 @@ def _inflate(d: Any, data: bytes, max_length: int, path: Path) -> bytes:
 class _CountingReader(io.RawIOBase):
     """Wraps a binary file and reports consumed bytes to a progress callback."""
 
-    def __init__(self, f: io.BufferedReader, progress: Progress | None) -> None:
+    def __init__(self, f: io.BufferedReader, progress: Progress | None, digest: Any = None) -> None:
         self._f = f
         self._progress = progress
+        self._digest = digest
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b: bytearray) -> int:  # type: ignore[override]
         n = self._f.readinto(b)
+        if self._digest is not None and n:
+            self._digest.update(memoryview(b)[:n])
         if self._progress and n:
             self._progress(n)
         return n
@@ -136,16 +166,22 @@ def iter_content(path: Path, progress: Progress | None = None, block: int = BLOC
     gzip data raises :class:`InputError`.
     """
     check_readable(path)
+    passes = _PASSES.get(os.path.realpath(path))
+    digest = hashlib.sha256() if passes is not None else None
     raw = open(path, "rb")  # noqa: SIM115 - closed in finally
     try:
-        counted = io.BufferedReader(_CountingReader(raw, progress), buffer_size=1 << 20)
+        counted = io.BufferedReader(_CountingReader(raw, progress, digest), buffer_size=1 << 20)
         if not is_gzip(path):
             if path.name.endswith(".gz"):
                 raise InputError(path, "named .gz but is not gzip data")
             while data := counted.read(block):
                 yield data
-            return
-        yield from _gunzip(counted, path, block)
+        else:
+            yield from _gunzip(counted, path, block)
+        if digest is not None and passes is not None:  # a complete pass: what the decoder did not need too
+            while rest := raw.read(BLOCK):
+                digest.update(rest)
+            passes.append(digest.hexdigest())
     finally:
         raw.close()
 

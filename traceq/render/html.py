@@ -14,16 +14,20 @@ import html
 import math
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import polars as pl
 
+from traceq._utils.outputs import atomic_output, check_output, starts_with
 from traceq._utils.words import fixed
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.findings import Finding
 from traceq.analysis.results import Comparison, RunReport, Timeline
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
 from traceq.render.reports import evidence_text, headline
+
+if TYPE_CHECKING:
+    from traceq.store import Store
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1b1b1b;max-width:1180px}
@@ -89,18 +93,38 @@ def to_html(result: Comparison | RunReport, out: TextIO | None = None) -> None:
     (out or sys.stdout).write(render_html(result) + "\n")
 
 
-def write_html(result: Comparison | RunReport, path: Path) -> None:
-    """Write the page atomically (temp file, then rename)."""
+def write_html(
+    result: Comparison | RunReport, path: Path, store: Store | None = None, force: bool = False
+) -> str | None:
+    """Write the page atomically (temp file, then rename), to a path :func:`html_output` allows; returns
+    what an existing file there was (None: a new file)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(render_html(result), encoding="utf-8")
-    tmp.replace(path)
+    replaced = html_output(path, store, force)
+    with atomic_output(path) as tmp:
+        tmp.write_text(render_html(result), encoding="utf-8")
+    return replaced
+
+
+def html_output(path: Path, store: Store | None = None, force: bool = False) -> str | None:
+    """:func:`~traceq._utils.outputs.check_output` for a page: an existing file is replaced if traceq wrote it (or
+    with ``force``)."""
+    return check_output(path, store, force=force, made_by_traceq=is_html_page)
+
+
+#: The first bytes of every page, and of pages written before the generator tag.
+_HEAD = b"<!doctype html><html><head><meta charset='utf-8'><meta name='generator' content='traceq'>"
+_PAGE_HEADS = (_HEAD, b"<!doctype html><html><head><meta charset='utf-8'><title>traceq:")
+
+
+def is_html_page(path: Path) -> str | None:
+    """"a traceq HTML page" if the file is one."""
+    return "a traceq HTML page" if starts_with(path, _PAGE_HEADS) else None
 
 
 def _page(title: str, body: list[str]) -> str:
     return "\n".join(
         [
-            f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_CSS}</style>"
+            f"{_HEAD.decode()}<title>{_e(title)}</title><style>{_CSS}</style>"
             "</head><body>",
             f"<h1>{_e(title)}</h1>",
             *body,
