@@ -47,6 +47,10 @@ def export(
         raise TraceqError("a Perfetto export takes one RUN, or --compare BASE NEW (two different runs)")
     if not path.parent.is_dir():
         raise TraceqError(f"{path}: no such directory {path.parent}")
+    if not ids and store.catalog().is_empty():  # damaged runs are left out before any metric is made
+        damaged = len(store.damaged())
+        left_out = f" ({damaged} damaged or unreadable, left out)" if damaged else ""
+        raise TraceqError(f"{store.root}: no run to export{left_out}")
     try:
         if target is Target.sqlite:
             return write_sqlite(store, path, run_ids=ids or None)

@@ -97,6 +97,7 @@ def _write(session: Session, path: Path, run_ids: Sequence[str] | None, started:
     result = SqliteExport(path, path.with_name(path.name + ".metadata.json"))
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     docs: dict[str, dict[str, Any]] = {}
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))  # the system's words where it may not be
     db = sqlite_utils.Database(tmp)
     try:
         db.execute("PRAGMA journal_mode = OFF")
