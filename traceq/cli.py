@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 import typer.core
 
+from traceq._utils.text import not_utf8
 from traceq._version import __version__
-from traceq.errors import TraceqError
+from traceq.errors import TraceqError, os_problem
 from traceq.export import Target
 from traceq.ingest import EXECUTORS
 from traceq.locations import STORE_ENV
@@ -38,6 +39,36 @@ class _Commands(typer.core.TyperGroup):
         except TraceqError as e:
             _error(str(e))
             raise typer.Exit(1) from None
+        except OSError as e:  # the one place where the system's errors (a file the user cannot read) become a line
+            _error(os_problem(e))
+            raise typer.Exit(1) from None
+
+
+class _Command(typer.core.TyperCommand):
+    """A command whose text arguments are read as UTF-8 before it runs (whatever the locale's encoding,
+    as Python decoded them): run names, patterns and queries are text, and an argument holding bytes that
+    are not UTF-8 is refused naming it; an argument naming a file is a file, whatever its bytes."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        for param in self.params:
+            value = ctx.params.get(param.name or "")
+            texts = list(value) if isinstance(value, (list, tuple)) else [value]
+            if any(isinstance(t, str) and not_utf8(t) is not None for t in texts):
+                read = [_utf8_argument(param, t) for t in texts]
+                ctx.params[param.name or ""] = type(value)(read) if isinstance(value, (list, tuple)) else read[0]
+        return super().invoke(ctx)
+
+
+def _utf8_argument(param: Any, text: object) -> object:
+    """An argument's text as UTF-8 (a file's name as it is); one that is not UTF-8 is refused naming it."""
+    if not isinstance(text, str) or not_utf8(text) is None or os.path.lexists(text):
+        return text
+    try:
+        return os.fsencode(text).decode("utf-8")  # the argument's bytes, as the shell passed them
+    except UnicodeError:
+        options = [o for o in param.opts if o.startswith("-")]
+        label = options[0] if options else param.human_readable_name
+        raise TraceqError(f"{label} {visible(text)!r}: not UTF-8 text (byte 0x{not_utf8(text):02x})") from None
 
 
 app = typer.Typer(
@@ -100,7 +131,7 @@ def _main(
     """Why did mixed precision (AMP) make training slower? Evidence from profiler traces."""
 
 
-@app.command()
+@app.command(cls=_Command)
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Trace files, or directories of them.", show_default=False)],
     store: StoreOpt = None,
@@ -197,7 +228,7 @@ def runs(ctx: typer.Context, store: StoreOpt = None, fmt: FrameFormatOpt = Frame
 RunArg = Annotated[str, typer.Argument(help="Run id, unique run id prefix, or run name.", show_default=False)]
 
 
-@runs_app.command("rm")
+@runs_app.command("rm", cls=_Command)
 def runs_rm(run: RunArg, store: StoreOpt = None) -> None:
     """Remove a run from the store (a damaged one too).
 
@@ -213,7 +244,7 @@ def runs_rm(run: RunArg, store: StoreOpt = None) -> None:
     typer.echo(f"removed {visible(label)}")
 
 
-@runs_app.command("rename")
+@runs_app.command("rename", cls=_Command)
 def runs_rename(
     run: RunArg,
     new_name: Annotated[str, typer.Argument(help="The run's new name.", show_default=False)],
@@ -233,7 +264,7 @@ def runs_rename(
     typer.echo(f"renamed {visible(label)} to {visible(new_name)}")
 
 
-@app.command()
+@app.command(cls=_Command)
 def check(store: StoreOpt = None, fmt: FrameFormatOpt = FrameFormat.table) -> None:
     """Check every stored run: its catalog row, its files' sizes and checksums, its Parquet footers.
 
@@ -257,7 +288,7 @@ def check(store: StoreOpt = None, fmt: FrameFormatOpt = FrameFormat.table) -> No
     typer.echo(f"traceq: {n_runs} runs in {visible(str(stored.root))}, all whole", err=True)
 
 
-@app.command()
+@app.command(cls=_Command)
 def sql(
     query: Annotated[str | None, typer.Argument(help="A SELECT statement.", show_default=False)] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the query from a .sql file.")] = None,
@@ -276,21 +307,17 @@ def sql(
     Example: traceq sql "select kind, count(*) n, sum(dur_ns) d from events group by kind" --format json
     """
     from traceq.query.engine import sql as run_sql
+    from traceq.query.files import read_sql_file
     from traceq.render import render
 
     if (query is None) == (file is None):
         raise TraceqError("give a query or --file, not both or neither")
     if file is not None:
-        try:
-            query = file.read_text(encoding="utf-8")
-        except OSError as e:
-            raise TraceqError(f"{file}: {e.strerror or e}") from None
-        except UnicodeDecodeError:
-            raise TraceqError(f"{file}: not a text file (invalid UTF-8)") from None
+        query = read_sql_file(file)
     render(run_sql(query or "", _store(store), timeout=timeout, memory_limit=memory_limit), fmt)
 
 
-@app.command()
+@app.command(cls=_Command)
 def report(
     runs: Annotated[
         list[str] | None,
@@ -401,7 +428,7 @@ def report(
         write_html(explained, html)
 
 
-@app.command()
+@app.command(cls=_Command)
 def query(
     name: Annotated[str, typer.Argument(help="A metric query's name (see `traceq queries`).", show_default=False)],
     run: Annotated[
@@ -425,7 +452,7 @@ def query(
     render(run_query(name, _store(store), run, timeout=timeout, memory_limit=memory_limit), fmt)
 
 
-@app.command()
+@app.command(cls=_Command)
 def queries(fmt: FrameFormatOpt = FrameFormat.table) -> None:
     """List the metric queries (run one with `traceq query NAME`).
 
@@ -440,7 +467,7 @@ def queries(fmt: FrameFormatOpt = FrameFormat.table) -> None:
         typer.echo(f"files: {source_dir()}")
 
 
-@app.command()
+@app.command(cls=_Command)
 def schema() -> None:
     """Print the canonical tables and columns (Markdown)."""
     from traceq.schema import markdown_reference
@@ -448,7 +475,7 @@ def schema() -> None:
     typer.echo(markdown_reference(), nl=False)
 
 
-@app.command()
+@app.command(cls=_Command)
 def version() -> None:
     """Print traceq's version and whether its optional C parts were built."""
 
@@ -462,7 +489,7 @@ def version() -> None:
     typer.echo(f"chrome decoder: {built(decoder_native())}; nesting: {built(nesting_native())}")
 
 
-@app.command()
+@app.command(cls=_Command)
 def export(
     runs: Annotated[
         list[str] | None,
@@ -609,6 +636,9 @@ def _error(message: str) -> None:
 
 def main() -> None:
     """Entry point: library errors become one line on stderr and exit code 1, never a traceback."""
+    for stream in (sys.stdout, sys.stderr):  # names the terminal's encoding cannot show are shown replaced
+        if callable(getattr(stream, "reconfigure", None)):
+            stream.reconfigure(errors="replace")
     try:
         code = app(standalone_mode=False, prog_name="traceq")  # also under `python -m traceq` (completion)
         sys.exit(code if isinstance(code, int) else 0)

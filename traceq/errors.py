@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from traceq._utils.text import as_text
+
 
 class TraceqError(Exception):
     """A problem the user can act on; the CLI prints it as one line and exits non-zero."""
@@ -16,7 +18,7 @@ class InputError(TraceqError):
     def __init__(self, path: object, problem: str) -> None:
         self.path = str(path)
         self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+        super().__init__(as_text(f"{self.path}: {problem}"))
 
 
 class StoreError(TraceqError):
@@ -25,6 +27,14 @@ class StoreError(TraceqError):
 
 class QueryError(TraceqError):
     """A SQL query was rejected or failed."""
+
+
+def os_problem(e: OSError) -> str:
+    """An operating system's error in one line: the file it names (where it names one) and its words, such as
+    ``STORE/runs/.../events.parquet: Permission denied``."""
+    words = e.strerror or str(e) or type(e).__name__
+    named = [as_text(f) for f in (e.filename, e.filename2) if f is not None]
+    return f"{' -> '.join(named)}: {words}" if named else words
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from traceq._utils.memory import release_free_memory
+from traceq._utils.text import as_text
 from traceq.errors import StoreError, TraceqError
 from traceq.ingest import metrics
 from traceq.model.steps import step_rule
@@ -60,7 +61,7 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
     except TraceqError as e:
         return {"error": str(e), "error_in": "input"}
     except OSError as e:
-        return {"error": f"{path}: {e.strerror or e}", "error_in": "input"}
+        return {"error": as_text(f"{path}: {e.strerror or e}"), "error_in": "input"}
     report_stage(progress, "writing Parquet")
     try:
         staging = stage_partition(run_dir, task.part, result.tables)
@@ -73,7 +74,7 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
         "error_in": None,
         "declared_rank": declared if isinstance(declared, int) and declared >= 0 else None,
         "source": {
-            "source_path": str(path.resolve()),
+            "source_path": as_text(path.resolve()),
             "source_hash": task.digest,
             "source_bytes": path.stat().st_size,
             "source_format": result.source_format,
