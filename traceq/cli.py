@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 import typer.core
 
-from traceq._utils.text import not_utf8
 from traceq._version import __version__
-from traceq.errors import TraceqError, os_problem
+from traceq.errors import TraceqError, not_utf8, os_problem
 from traceq.export import Target
 from traceq.ingest import EXECUTORS
 from traceq.locations import STORE_ENV

@@ -1,11 +1,30 @@
-"""traceq's exceptions. Every message is one line that names the input and the problem."""
+"""traceq's exceptions. Every message is one line that names the input and the problem, in valid Unicode (the
+bytes of a name that are not UTF-8 as U+FFFD: :func:`as_text`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from traceq._utils.text import as_text
+#: Lone surrogates: how Python holds the bytes of a file name or argument that are not UTF-8.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def as_text(text: object) -> str:
+    """``text`` as valid Unicode: each byte of a name that is not UTF-8 (``\\udcff``) as U+FFFD, as
+    Parquet, Arrow and every output can hold it."""
+    return _SURROGATE.sub("\ufffd", str(text))
+
+
+def not_utf8(text: str) -> int | None:
+    """The first byte of ``text`` that was not UTF-8 where it came from (an argument, a file name), or
+    None if ``text`` is valid Unicode."""
+    m = _SURROGATE.search(text)
+    if m is None:
+        return None
+    code = ord(m.group())
+    return code - 0xDC00 if 0xDC80 <= code <= 0xDCFF else code
 
 
 class TraceqError(Exception):

@@ -41,8 +41,7 @@ from pathlib import Path
 
 import polars as pl
 
-from traceq._utils.text import as_text, not_utf8
-from traceq.errors import StoreError
+from traceq.errors import StoreError, as_text, not_utf8
 from traceq.locations import MARKER as _MARKER
 from traceq.locations import STORE_ENV, default_store_path
 from traceq.schema import RANK_TABLES, RUNS, SOURCES, RunTables

@@ -15,9 +15,8 @@ from typing import Any
 import polars as pl
 
 from traceq._utils.jobs import default_jobs
-from traceq._utils.text import as_text
 from traceq._version import __version__
-from traceq.errors import InputError, StoreError, TraceqError
+from traceq.errors import InputError, StoreError, TraceqError, as_text
 from traceq.ingest.executors import Executor, run_tasks
 from traceq.ingest.ranks import assign_ranks, natural_key
 from traceq.ingest.task import FileTask, ingest_file

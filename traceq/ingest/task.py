@@ -19,8 +19,7 @@ from typing import Any
 import polars as pl
 
 from traceq._utils.memory import release_free_memory
-from traceq._utils.text import as_text
-from traceq.errors import StoreError, TraceqError
+from traceq.errors import StoreError, TraceqError, as_text
 from traceq.ingest import metrics
 from traceq.model.steps import step_rule
 from traceq.readers import ReadResult, read_trace

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from traceq._utils.text import as_text
-from traceq.errors import QueryError
+from traceq.errors import QueryError, as_text
 
 _REQUIRES = re.compile(r"^--\s*Requires:\s*(.+)$", re.M | re.I)
 _NAME = re.compile(r"^_?[a-z][a-z0-9_]*$")

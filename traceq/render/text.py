@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from traceq._utils.text import as_text
+from traceq.errors import as_text
 
 #: Control characters a terminal acts on: C0 but tab and newline, DEL, C1.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
