@@ -18,7 +18,7 @@ import typer
 import typer.core
 
 from traceq._version import __version__
-from traceq.errors import TraceqError
+from traceq.errors import TraceqError, not_utf8, os_problem
 from traceq.export import Target
 from traceq.ingest import EXECUTORS
 from traceq.locations import STORE_ENV
@@ -47,6 +47,9 @@ class _Commands(typer.core.TyperGroup):
             raise typer.Exit(0) from None
         except KeyboardInterrupt:  # not click's Abort, which prints a blank line first
             raise _Interrupted from None
+        except OSError as e:  # the one place where the system's errors (a file the user cannot read) become a line
+            _error(os_problem(e))
+            raise typer.Exit(1) from None
 
 
 def _reader_gone() -> None:
@@ -59,6 +62,33 @@ def _reader_gone() -> None:
 
 class _Interrupted(Exception):
     """Ctrl-C or SIGTERM ended the command."""
+
+
+class _Command(typer.core.TyperCommand):
+    """A command whose text arguments are read as UTF-8 before it runs (whatever the locale's encoding,
+    as Python decoded them): run names, patterns and queries are text, and an argument holding bytes that
+    are not UTF-8 is refused naming it; an argument naming a file is a file, whatever its bytes."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        for param in self.params:
+            value = ctx.params.get(param.name or "")
+            texts = list(value) if isinstance(value, (list, tuple)) else [value]
+            if any(isinstance(t, str) and not_utf8(t) is not None for t in texts):
+                read = [_utf8_argument(param, t) for t in texts]
+                ctx.params[param.name or ""] = type(value)(read) if isinstance(value, (list, tuple)) else read[0]
+        return super().invoke(ctx)
+
+
+def _utf8_argument(param: Any, text: object) -> object:
+    """An argument's text as UTF-8 (a file's name as it is); one that is not UTF-8 is refused naming it."""
+    if not isinstance(text, str) or not_utf8(text) is None or os.path.lexists(text):
+        return text
+    try:
+        return os.fsencode(text).decode("utf-8")  # the argument's bytes, as the shell passed them
+    except UnicodeError:
+        options = [o for o in param.opts if o.startswith("-")]
+        label = options[0] if options else param.human_readable_name
+        raise TraceqError(f"{label} {visible(text)!r}: not UTF-8 text (byte 0x{not_utf8(text):02x})") from None
 
 
 app = typer.Typer(
@@ -126,7 +156,7 @@ def _main(
     """Why did mixed precision (AMP) make training slower? Evidence from profiler traces."""
 
 
-@app.command()
+@app.command(cls=_Command)
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Trace files, or directories of them.", show_default=False)],
     store: StoreOpt = None,
@@ -223,7 +253,7 @@ def runs(ctx: typer.Context, store: StoreOpt = None, fmt: FrameFormatOpt = Frame
 RunArg = Annotated[str, typer.Argument(help="Run id, unique run id prefix, or run name.", show_default=False)]
 
 
-@runs_app.command("rm")
+@runs_app.command("rm", cls=_Command)
 def runs_rm(run: RunArg, store: StoreOpt = None) -> None:
     """Remove a run from the store (a damaged one too).
 
@@ -239,7 +269,7 @@ def runs_rm(run: RunArg, store: StoreOpt = None) -> None:
     typer.echo(f"removed {visible(label)}")
 
 
-@runs_app.command("rename")
+@runs_app.command("rename", cls=_Command)
 def runs_rename(
     run: RunArg,
     new_name: Annotated[str, typer.Argument(help="The run's new name.", show_default=False)],
@@ -259,7 +289,7 @@ def runs_rename(
     typer.echo(f"renamed {visible(label)} to {visible(new_name)}")
 
 
-@app.command()
+@app.command(cls=_Command)
 def check(store: StoreOpt = None, fmt: FrameFormatOpt = FrameFormat.table) -> None:
     """Check every stored run: its catalog row, its files' sizes and checksums, its Parquet footers.
 
@@ -283,7 +313,7 @@ def check(store: StoreOpt = None, fmt: FrameFormatOpt = FrameFormat.table) -> No
     typer.echo(f"traceq: {n_runs} runs in {visible(str(stored.root))}, all whole", err=True)
 
 
-@app.command()
+@app.command(cls=_Command)
 def sql(
     query: Annotated[str | None, typer.Argument(help="A SELECT statement.", show_default=False)] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the query from a .sql file.")] = None,
@@ -312,23 +342,19 @@ def sql(
     Example: traceq sql "select step, idle_ns / 1e6 idle_ms from gpu_busy" --run kineto_conformer_fp16_b4_2steps
     """
     from traceq.query.engine import sql as run_sql
+    from traceq.query.files import read_sql_file
     from traceq.render import render
 
     if (query is None) == (file is None):
         raise TraceqError("give a query or --file, not both or neither")
     if file is not None:
-        try:
-            query = file.read_text(encoding="utf-8")
-        except OSError as e:
-            raise TraceqError(f"{file}: {e.strerror or e}") from None
-        except UnicodeDecodeError:
-            raise TraceqError(f"{file}: not a text file (invalid UTF-8)") from None
+        query = read_sql_file(file)
     stored = _store(store)
     runs = list(dict.fromkeys(stored.resolve(r) for r in run)) if run else None
     render(run_sql(query or "", stored, runs, timeout=timeout, memory_limit=memory_limit), fmt)
 
 
-@app.command()
+@app.command(cls=_Command)
 def report(
     runs: Annotated[
         list[str] | None,
@@ -460,7 +486,7 @@ def _steps_chosen(store: Store, refs: list[str], pattern: str | None) -> Iterato
         yield chosen
 
 
-@app.command()
+@app.command(cls=_Command)
 def query(
     name: Annotated[str, typer.Argument(help="A metric query's name (see `traceq queries`).", show_default=False)],
     run: Annotated[
@@ -484,7 +510,7 @@ def query(
     render(run_query(name, _store(store), run, timeout=timeout, memory_limit=memory_limit), fmt)
 
 
-@app.command()
+@app.command(cls=_Command)
 def queries(fmt: FrameFormatOpt = FrameFormat.table) -> None:
     """List the metric queries (run one with `traceq query NAME`).
 
@@ -499,7 +525,7 @@ def queries(fmt: FrameFormatOpt = FrameFormat.table) -> None:
         typer.echo(f"files: {source_dir()}")
 
 
-@app.command()
+@app.command(cls=_Command)
 def schema() -> None:
     """Print the canonical tables and columns (Markdown)."""
     from traceq.schema import markdown_reference
@@ -507,7 +533,7 @@ def schema() -> None:
     typer.echo(markdown_reference(), nl=False)
 
 
-@app.command()
+@app.command(cls=_Command)
 def version() -> None:
     """Print traceq's version and whether its optional C parts were built."""
 
@@ -521,7 +547,7 @@ def version() -> None:
     typer.echo(f"chrome decoder: {built(decoder_native())}; nesting: {built(nesting_native())}")
 
 
-@app.command()
+@app.command(cls=_Command)
 def export(
     runs: Annotated[
         list[str] | None,
@@ -684,6 +710,9 @@ def main() -> None:
     and SIGTERM end every command in one line ("interrupted"), exit code 130."""
     import signal
 
+    for stream in (sys.stdout, sys.stderr):  # names the terminal's encoding cannot show are shown replaced
+        if callable(getattr(stream, "reconfigure", None)):
+            stream.reconfigure(errors="replace")
     for signum in (signal.SIGINT, getattr(signal, "SIGTERM", None)):
         if signum is not None:
             signal.signal(signum, _on_signal)

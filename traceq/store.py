@@ -24,10 +24,12 @@ also compares the checksums and reads every Parquet footer.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import shutil
+import stat
 import uuid
 import zlib
 from collections.abc import Collection, Iterator, Mapping
@@ -38,7 +40,7 @@ from pathlib import Path
 import polars as pl
 
 from traceq._utils.leftovers import remove_stale, tag
-from traceq.errors import StoreError
+from traceq.errors import StoreError, as_text, not_utf8
 from traceq.locations import MARKER as _MARKER
 from traceq.locations import STORE_ENV, default_store_path
 from traceq.schema import RANK_TABLES, RUNS, SOURCES, RunTables
@@ -52,6 +54,8 @@ class Store:
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_store_path()
+        if (byte := not_utf8(str(self.root))) is not None:  # DuckDB and Polars take paths as UTF-8 text
+            raise StoreError(f"{as_text(self.root)}: a store's path must be UTF-8 (it holds byte 0x{byte:02x})")
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"{self.root}: the store path exists and is not a directory")
         marker = self.root / _MARKER
@@ -111,6 +115,8 @@ class Store:
     def resolve(self, ref: str, damaged_ok: bool = False) -> str:
         """A run id from a run id, a unique run id prefix, or a run name. A damaged run is refused naming
         its problem (unless ``damaged_ok``: to remove it)."""
+        if not_utf8(ref) is not None:  # no run is named so (names are text): a file's name, perhaps
+            raise StoreError(f"{as_text(ref)}: no such run in {self.root} (see `traceq runs`)")
         cat, damaged = self._scan()
         named = pl.DataFrame(
             {"run_id": [d.run_id for d in damaged.values()], "name": [d.name for d in damaged.values()]},
@@ -308,9 +314,16 @@ class Damage:
     name: str | None
     problem: str
 
+    @property
+    def unreadable(self) -> bool:
+        """Whether the run is whole, as far as can be told, but a file of it cannot be read by this user."""
+        return _UNREADABLE in self.problem
+
     def message(self, store: Store) -> str:
-        """One line naming the run, the store and the problem, and the two ways out."""
+        """One line naming the run, the store and the problem, and the ways out."""
         label = f"{self.name} ({self.run_id})" if self.name is not None else self.run_id
+        if self.unreadable:
+            return f"run {label} in {store.root} cannot be read: {self.problem}"
         return (
             f"run {label} in {store.root} is damaged: {self.problem}; "
             f"remove it with `traceq runs rm {self.run_id}` and ingest its trace again"
@@ -374,11 +387,13 @@ def _read_run(run_dir: Path) -> tuple[pl.DataFrame | None, str | None]:
     """A run folder's catalog row (conformed: runs of other traceq versions may order or lack columns
     differently) and its problem (None: whole), checked cheaply: no file is read but ``runs.parquet``."""
     path = run_dir / "runs.parquet"
-    if not path.is_file():
-        return None, "runs.parquet is missing"
     try:
         with path.open("rb") as f:  # a file, not a path: the store's path is no pattern
             row = RUNS.conform(pl.read_parquet(f))
+    except (FileNotFoundError, IsADirectoryError):
+        return None, "runs.parquet is missing"
+    except PermissionError as e:
+        return None, _unreadable(run_dir, "runs.parquet", e)
     except (OSError, pl.exceptions.PolarsError, pl.exceptions.PanicException):
         return None, "runs.parquet is not a readable Parquet file (truncated or overwritten)"
     if row.height != 1:
@@ -403,12 +418,30 @@ def _files_problem(run_dir: Path, row: pl.DataFrame) -> str | None:
     for rel, size in files.items():
         try:
             actual = (run_dir / rel).stat().st_size
+            if not os.access(run_dir / rel, os.R_OK):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        except PermissionError as e:
+            return _unreadable(run_dir, rel, e)
         except OSError:
             folder = rel.split("/")[0]
             return f"{folder}/ is missing" if not (run_dir / folder).exists() else f"{rel} is missing"
         if size is not None and actual != size:
             return f"{rel} has {actual} bytes, not the {size} written (truncated or overwritten)"
     return None
+
+
+#: The words of a problem that is a file this user may not read (:attr:`Damage.unreadable`).
+_UNREADABLE = "may not be read by this user"
+
+
+def _unreadable(run_dir: Path, rel: str, e: OSError) -> str:
+    """``rel`` of a run cannot be read (``e``): said with the file's owner and mode where they can be seen."""
+    try:
+        st = (run_dir / rel).stat()
+        whose = f", owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}"
+    except OSError:
+        whose = ""
+    return f"{rel} {_UNREADABLE} ({e.strerror or e}{whose})"
 
 
 def _file_record(run_dir: Path) -> dict[str, list[int | str]]:

@@ -54,6 +54,12 @@ def export(
     ids = list(dict.fromkeys(run_ids))
     if target is Target.perfetto and len(ids) != (2 if compare_runs else 1):
         raise TraceqError("a Perfetto export takes one RUN, or --compare BASE NEW (two different runs)")
+    if not path.parent.is_dir():
+        raise TraceqError(f"{path}: no such directory {path.parent}")
+    if not ids and store.catalog().is_empty():  # damaged runs are left out before any metric is made
+        damaged = len(store.damaged())
+        left_out = f" ({damaged} damaged or unreadable, left out)" if damaged else ""
+        raise TraceqError(f"{store.root}: no run to export{left_out}")
     from traceq._utils.outputs import check_output
     from traceq.export.perfetto import is_perfetto_export
     from traceq.export.sqlite import check_outputs

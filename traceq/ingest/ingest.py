@@ -19,7 +19,7 @@ import polars as pl
 
 from traceq._utils.jobs import default_jobs
 from traceq._version import __version__
-from traceq.errors import InputError, StoreError, TraceqError
+from traceq.errors import InputError, StoreError, TraceqError, as_text
 from traceq.ingest.executors import Executor, run_tasks
 from traceq.ingest.ranks import assign_ranks, natural_key
 from traceq.ingest.task import FileTask, ingest_file
@@ -102,8 +102,8 @@ def _not_a_trace(path: Path) -> str | None:
 
 
 def run_name(path: Path) -> str:
-    """Default run name: the file name without trace extensions."""
-    name = path.name
+    """Default run name: the file name without trace extensions (its bytes that are not UTF-8 as U+FFFD)."""
+    name = as_text(path.name)
     while True:
         for suffix in _NAME_SUFFIXES:
             if name.endswith(suffix) and len(name) > len(suffix):
@@ -179,7 +179,7 @@ def ingest(
         on_error(error)
         for path in run.files:
             text = str(error) if path == culprit or culprit is None else f"not stored: {culprit} failed"
-            rows[path] = {"path": str(path), "status": "failed", "name": run.name, "summary": text}
+            rows[path] = {"path": as_text(path), "status": "failed", "name": run.name, "summary": text}
 
     for run in runs:
         try:
@@ -225,15 +225,15 @@ def ingest(
         for run, _ in todo:
             if run.writer is not None:
                 run.writer.discard()
-    left_out = [{"path": str(p), "status": "skipped", "summary": reason} for p, reason in skipped]
+    left_out = [{"path": as_text(p), "status": "skipped", "summary": reason} for p, reason in skipped]
     return pl.DataFrame([*(rows[p] for p in files if p in rows), *left_out], schema=INGEST_COLUMNS)
 
 
 def _plan(files: list[Path], name: str | None, multi_rank: bool) -> list[_Run]:
     if multi_rank:
-        return [_Run(str(name), files, True, named=True)]
+        return [_Run(as_text(name), files, True, named=True)]
     if name and len(files) == 1:
-        return [_Run(name, files, False, named=True)]
+        return [_Run(as_text(name), files, False, named=True)]
     return [_Run(run_name(p), [p], False) for p in files]
 
 
@@ -310,7 +310,7 @@ def _finish(run: _Run, store: Store, rows: dict[Path, dict[str, Any]], fail: Cal
     name = run.writer.name or run.name
     for path, result, rank in zip(run.files, results, ranks, strict=True):
         rows[path] = {
-            "path": str(path),
+            "path": as_text(path),
             "status": "ingested" if written else "duplicate",
             "run_id": run_id,
             "name": name,
@@ -362,7 +362,7 @@ def _catalog_row(run: _Run, results: list[dict[str, Any]], ranks: list[int], war
 
 def _duplicate_row(path: Path, existing: dict[str, Any]) -> dict[str, Any]:
     return {
-        "path": str(path),
+        "path": as_text(path),
         "status": "duplicate",
         "run_id": existing["run_id"],
         "name": existing["name"],

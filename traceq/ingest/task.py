@@ -20,7 +20,7 @@ import polars as pl
 
 from traceq._utils.memory import release_free_memory
 from traceq._utils.words import count
-from traceq.errors import StoreError, TraceqError
+from traceq.errors import StoreError, TraceqError, as_text
 from traceq.ingest import metrics
 from traceq.model.steps import step_rule
 from traceq.readers import ReadResult, read_trace
@@ -72,7 +72,7 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
     except TraceqError as e:
         return {"error": str(e), "error_in": "input"}
     except OSError as e:
-        return {"error": f"{path}: {e.strerror or e}", "error_in": "input"}
+        return {"error": as_text(f"{path}: {e.strerror or e}"), "error_in": "input"}
     # the bytes decoded are those hashed: the file did not change or get replaced since (size, times,
     # inode), and where the reader read it whole, the sha256 of what it read is the digest
     # (another host may see the file on another device and inode: there, its size and mtime must match)
@@ -95,7 +95,7 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
         "error_in": None,
         "declared_rank": declared if isinstance(declared, int) and declared >= 0 else None,
         "source": {
-            "source_path": str(path.resolve()),
+            "source_path": as_text(path.resolve()),
             "source_hash": task.digest,
             "source_bytes": path.stat().st_size,
             "source_format": result.source_format,

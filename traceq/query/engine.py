@@ -246,21 +246,29 @@ def available_memory() -> int:
     return 2 * MAX_DEFAULT_MEMORY
 
 
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15}
 _UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
+#: The largest memory bound a query may be given (``--memory-limit``), bytes (DuckDB's own bound is near 8 EB).
+MAX_MEMORY_LIMIT = 10**15
+
+
 def memory_bytes(size: int | str) -> int:
-    """``size`` in bytes: a number of bytes, or a size such as ``4GB``, ``500MB`` or ``2GiB``."""
+    """``size`` in bytes: a number of bytes, or a size such as ``4GB``, ``500MB`` or ``2GiB``, within
+    1 byte to :data:`MAX_MEMORY_LIMIT`."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([a-zA-Z]*)\s*", str(size))
     if m is None or m.group(2).lower() not in _UNITS or float(m.group(1)) * _UNITS[m.group(2).lower()] < 1:
         raise QueryError(f"{size}: not a memory size (e.g. 4GB, 500MB)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    n = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if n > MAX_MEMORY_LIMIT:
+        raise QueryError(f"{size}: out of range for a memory limit (from 1 byte to {_size(MAX_MEMORY_LIMIT)})")
+    return int(n)
 
 
 def _size(n: int) -> str:
     """``n`` bytes for people: ``4 GB``, ``50 MB``."""
-    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+    for unit, scale in (("PB", 10**15), ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
         if n >= scale:
             return f"{n / scale:.3g} {unit}"
     return f"{n} bytes"

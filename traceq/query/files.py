@@ -9,27 +9,54 @@ it uses (:func:`used_queries`) are bound as views before it runs, and only those
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from functools import cache
 from importlib import resources
 from pathlib import Path
 
 import polars as pl
 
-from traceq.errors import QueryError
+from traceq.errors import QueryError, as_text
 
 _REQUIRES = re.compile(r"^--\s*Requires:\s*(.+)$", re.M | re.I)
 _NAME = re.compile(r"^_?[a-z][a-z0-9_]*$")
 
 
+#: The longest query name (a file name's length is bounded by the file system: 255 bytes on most).
+MAX_NAME_CHARS = 128
+#: The largest SQL file ``traceq sql -f`` reads, bytes.
+MAX_SQL_FILE_BYTES = 1 << 20
+
+
 def query_text(name: str) -> str:
     """The SQL of the query or building block ``name``."""
-    if not _NAME.match(name):
-        raise QueryError(f"{name}: not a query name")
+    if not _NAME.match(name) or len(name) > MAX_NAME_CHARS:
+        shown = name if len(name) <= MAX_NAME_CHARS else f"{name[:40]}... ({len(name):,} characters)"
+        raise QueryError(f"{shown}: not a query name (letters, digits and _, at most {MAX_NAME_CHARS})")
     path = resources.files("traceq.queries") / f"{name}.sql"
     if not path.is_file():
         raise QueryError(f"{name}: no such query (see `traceq queries`)")
     return path.read_text()
+
+
+def read_sql_file(path: str | os.PathLike[str]) -> str:
+    """The text of an SQL file: a regular file (not a pipe or a device, which may never end) of at most
+    :data:`MAX_SQL_FILE_BYTES`, in UTF-8; anything else is a :class:`QueryError` naming the file."""
+    try:
+        with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:  # a FIFO: no wait
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise QueryError(f"{as_text(path)}: not a regular file (an SQL file is read whole)")
+            data = f.read(MAX_SQL_FILE_BYTES + 1)
+    except OSError as e:
+        raise QueryError(f"{as_text(path)}: {e.strerror or e}") from None
+    if len(data) > MAX_SQL_FILE_BYTES:
+        raise QueryError(f"{as_text(path)}: larger than {MAX_SQL_FILE_BYTES >> 20} MB (not an SQL file)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise QueryError(f"{as_text(path)}: not a text file (invalid UTF-8)") from None
 
 
 def requires(sql_text: str) -> list[str]:

@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import quote
 
 import polars as pl
+import pyarrow as pa
 
 from traceq._utils.in_order import InOrder
 from traceq._utils.jobs import default_jobs
@@ -324,7 +325,7 @@ def read_nsys(path: Path, progress: Progress | None = None, *, spill_dir: Path |
         export = _Export(local, path, immutable)
         try:
             return _read(export, path, progress, spill_dir)
-        except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as e:  # values of the wrong type
+        except (pl.exceptions.PolarsError, pl.exceptions.PanicException, pa.ArrowException) as e:  # wrong types
             raise InputError(path, f"corrupt nsys export: {export.mistyped() or _short(e)}") from None
         finally:
             export.close()

@@ -89,4 +89,5 @@ def _id_rows(rows: list[tuple[Any, Any, str]]) -> pl.DataFrame:
 def clock_offset_ns(trace: ChromeTrace) -> int | None:
     """Kineto's ``ts`` count from ``baseTimeNanoseconds`` (Unix epoch ns), where the file records it."""
     base = trace.meta.get("baseTimeNanoseconds")
-    return int(base) if isinstance(base, int) else None
+    fits = isinstance(base, int) and not isinstance(base, bool) and -(2**63) <= base < 2**63
+    return base if fits else None  # beyond int64 ns (292 years from 1970): no clock offset is known
