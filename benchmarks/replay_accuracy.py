@@ -218,7 +218,7 @@ def main() -> None:
             meas = n.measured / b.measured
             rng = (min(n.rounds) / max(b.rounds), max(n.rounds) / min(b.rounds))
             ok_band = band[0] <= meas <= band[1]
-            share_need.append(abs(math.log(est / meas)) / math.hypot(v.base.width, v.new.width) * RATIO_SHARE)
+            share_need.append(abs(math.log(est / meas)) / math.hypot(v.base.width, v.new.width))
             ok_close = abs(est / meas - 1) <= 0.10
             clear = not (rng[0] <= 1 <= rng[1])
             ok_dir = (est > 1) == (meas > 1)
