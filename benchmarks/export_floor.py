@@ -66,7 +66,7 @@ def perfetto(store: Path, out: Path) -> dict[str, object]:
     return {
         "seconds": seconds,
         "bytes": out.stat().st_size,
-        "pieces": pieces.item(),
+        "pieces": pieces,
         "slices": slices,
         "peak_mb": peak_mb(),
     }
