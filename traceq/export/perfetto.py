@@ -5,8 +5,8 @@ read: ``{"displayTimeUnit": "ms", "traceq": {...}, "traceEvents": [...]}`` holdi
 
 - a "traceq analysis" process per run (and rank) with the tracks ``steps`` (a slice per analysis
   window: its host window, GPU busy and idle time, idle time by cause), ``GPU d idle by cause`` (a slice
-  per piece of idle time named by its cause's label in :mod:`traceq.analysis.causes`, with the call it is
-  charged to), a ``GPU d busy`` counter,
+  per stretch of idle time of one cause and call, named by its cause's label in
+  :mod:`traceq.analysis.causes`, with the call it is charged to), a ``GPU d busy`` counter,
   ``casts · THREAD`` (the cast-family ops of a host thread) and ``finding: ID`` (a slice over the windows
   a finding concerns, its evidence in the args);
 - each run's own events: host ops, runtime calls, annotations and Python frames as ``X`` slices on

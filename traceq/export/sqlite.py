@@ -18,7 +18,9 @@ and every SQLite tool keeps).
 
 sqlite-utils makes the schema, indexes and foreign keys; rows go in through ADBC's SQLite driver as
 Arrow batches streamed from DuckDB (bulk binding in C: about 4x faster here than Python's executemany),
-so memory stays bounded. The file is written under a temporary name and renamed when complete.
+so rows are never held whole; from a store the runs are written a group at a time (:func:`run_groups`),
+each group's metrics made in a session of its own and freed with it, so the metrics held in memory are
+those of one group. The file is written under a temporary name and renamed when complete.
 """
 
 from __future__ import annotations
