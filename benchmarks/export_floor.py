@@ -85,30 +85,40 @@ def sqlite_export(store: Path, out: Path) -> dict[str, object]:
 
 
 def sqlite_floor(exported: Path, out: Path) -> dict[str, object]:
-    """The exported file's rows written again through ADBC: seconds spent appending (reads not timed)."""
+    """The exported file's rows written again through ADBC, in the export's batch size and column types:
+    seconds spent appending (the reads, through Python's sqlite3, not timed)."""
+    import sqlite3
+
     import adbc_driver_sqlite.dbapi as adbc
+    import pyarrow as pa
 
     from traceq.export.sqlite import BATCH_ROWS
 
-    src = adbc.connect(f"file:{exported}?mode=ro")
+    types = {"INTEGER": pa.int64(), "FLOAT": pa.float64(), "REAL": pa.float64(), "TEXT": pa.large_string()}
+    src = sqlite3.connect(f"file:{exported}?mode=ro", uri=True)
     dst = adbc.connect(str(out), autocommit=True)
-    read, write = src.cursor(), dst.cursor()
+    write = dst.cursor()
     write.execute("PRAGMA journal_mode = OFF")
     write.execute("PRAGMA synchronous = OFF")
-    read.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
-    tables = [r[0] for r in read.fetchall()]
+    tables = [
+        r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    ]
     seconds, rows = 0.0, 0
     for table in tables:
-        read.execute(f'SELECT * FROM "{table}"')
-        reader = read.fetch_record_batch()
-        for batch in reader:
-            for part in [batch.slice(i, BATCH_ROWS) for i in range(0, batch.num_rows, BATCH_ROWS)]:
-                start = time.perf_counter()
-                write.adbc_ingest(table, part, mode="create_append")
-                seconds += time.perf_counter() - start
-                rows += part.num_rows
-    for con in (read, write, src, dst):
-        con.close()
+        info = src.execute(f'PRAGMA table_info("{table}")').fetchall()
+        schema = pa.schema([(c[1], types.get(c[2].upper(), pa.large_string())) for c in info])
+        cursor = src.execute(f'SELECT * FROM "{table}"')
+        while chunk := cursor.fetchmany(BATCH_ROWS):
+            batch = pa.RecordBatch.from_arrays(
+                [pa.array([r[i] for r in chunk], type=f.type) for i, f in enumerate(schema)], schema=schema
+            )
+            start = time.perf_counter()
+            write.adbc_ingest(table, batch, mode="create_append")
+            seconds += time.perf_counter() - start
+            rows += batch.num_rows
+    write.close()
+    dst.close()
+    src.close()
     return {"seconds": seconds, "rows": rows, "peak_mb": peak_mb()}
 
 
