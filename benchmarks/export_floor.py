@@ -191,7 +191,7 @@ def main() -> None:
                 ("the ADBC write rate (1x the floor)", f"{t / f:.1f}x", t <= f),
                 ("peak memory under 600 MB", f"{peak * 2**20 / 1e6:,.0f} MB", peak * 2**20 < 600e6),
             ):
-                print(f"  {target:<34}{value:<24}{'met' if met else 'not met'}")
+                print(f"  {target:<40}{value:<12}{'met' if met else 'not met'}")
 
 
 if __name__ == "__main__":
