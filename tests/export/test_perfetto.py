@@ -229,3 +229,33 @@ def test_perfettos_trace_processor_loads_the_comparison(pair: _Export, tmp_path:
     slices, problems = int(values[0]), int(values[1])
     assert problems == 0
     assert slices == len(_events(pair.doc, ph="X"))
+
+
+def test_idle_slices_are_the_pieces_merged_where_one_continues_another(single: _Export, export_store: Path) -> None:
+    """Pieces of ``_idle_charges`` that follow each other within a gap with the same cause, step, call,
+    frame and thread are one slice: the slices are as many as such stretches, merged here in Python,
+    and start where they do; their args hold no nulls and no second copy of their length."""
+    if single.path.stem not in TIMELINES:
+        pytest.skip("no timeline")
+    rid = single.run_ids[0]
+    pieces = traceq.sql(
+        f"-- Requires: _idle_charges\nselect rank, device, gap_id, piece_start, piece_end, cause, step, site_id, "
+        f"frame, pid, tid from _idle_charges where run_id = '{rid}' order by rank, device, piece_start, piece_end",
+        export_store,
+    )
+    starts: list[int] = []
+    last: tuple[Any, ...] | None = None
+    end = None
+    for row in pieces.iter_rows():
+        key = (row[0], row[1], row[2], *row[5:])
+        if key != last or row[3] != end:
+            starts.append(row[3])
+        last, end = key, row[4]
+    idle = _events(single.doc, ph="X", cat="traceq.idle")
+    shift = int(single.doc["traceq"]["runs"][0]["shift_ns"]["0"])
+    assert len(idle) == len(starts)
+    assert sorted(_ns(e["ts"]) for e in idle) == sorted(max(s - shift, 0) for s in starts)
+    if single.path.stem.startswith("kineto"):  # their gaps are cut into many pieces that continue each other
+        assert len(idle) < len(pieces) / 2
+    for e in idle:
+        assert "ms" not in e["args"] and None not in e["args"].values()

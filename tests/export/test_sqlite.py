@@ -123,3 +123,25 @@ def test_a_session_exports_only_the_runs_asked_for(export_store: Path, tmp_path:
     assert "op_stats" not in db.table_names()  # no summary tables among these runs
     assert result.metadata_path == tmp_path / "pair.sqlite.metadata.json"
     assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_a_store_written_a_run_at_a_time_holds_what_one_session_writes(
+    export_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs are written from a session per group (each group's metrics made, written and freed): with a
+    group per run, every table holds the rows a single session over all runs writes."""
+    import traceq.export.sqlite as sqlite_export
+
+    monkeypatch.setattr(sqlite_export, "GROUP_EVENTS", 1)
+    assert len(sqlite_export.run_groups(traceq.Store(export_store).catalog())) == len(TRACES)
+    grouped = write_sqlite(traceq.Store(export_store), tmp_path / "grouped.db")
+    with Session(export_store, own_queries=True) as session:
+        whole = write_sqlite(session, tmp_path / "whole.db")
+    assert grouped.failed == whole.failed == {}
+    assert grouped.tables == {k: whole.tables[k] for k in grouped.tables} and set(grouped.tables) == set(whole.tables)
+    a, b = sqlite_utils.Database(grouped.path), sqlite_utils.Database(whole.path)
+    for table in ("events", "gpu_busy", "idle_causes", "idle_sites", "launch_bound", "op_stats"):
+        columns = ", ".join(f'"{c}"' for c in b[table].columns_dict)
+        rows = f"select {columns} from {table} order by {columns}"
+        assert list(a.execute(rows).fetchall()) == list(b.execute(rows).fetchall()), table
+        assert a[table].schema == b[table].schema

@@ -96,6 +96,8 @@ def atomic_output(path: Path) -> Iterator[Path]:
     are removed first."""
     remove_stale(path.parent, _PARTIAL)
     tmp = path.with_name(f".{path.name}.traceq-partial.{tag()}")
+    # made here, empty, so that a folder this user may not write is said in the system's words at once
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
     try:
         yield tmp
         os.replace(tmp, path)

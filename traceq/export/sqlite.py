@@ -18,7 +18,9 @@ and every SQLite tool keeps).
 
 sqlite-utils makes the schema, indexes and foreign keys; rows go in through ADBC's SQLite driver as
 Arrow batches streamed from DuckDB (bulk binding in C: about 4x faster here than Python's executemany),
-so memory stays bounded. The file is written under a temporary name and renamed when complete.
+so rows are never held whole; from a store the runs are written a group at a time (:func:`run_groups`),
+each group's metrics made in a session of its own and freed with it, so the metrics held in memory are
+those of one group. The file is written under a temporary name and renamed when complete.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,12 +41,15 @@ from traceq._utils.outputs import atomic_output, check_output
 from traceq._version import __version__
 from traceq.errors import QueryError
 from traceq.query.engine import Session
-from traceq.query.files import doc, list_queries, query_text
+from traceq.query.files import dependency_order, doc, list_queries, query_text
 from traceq.schema import KINDS, RANK_TABLES, RUNS, Table
 from traceq.store import Store
 
 #: Rows read and written at a time.
 BATCH_ROWS = 1 << 16
+#: At most this many events in the runs written from one session (a larger run alone): what the metrics
+#: computed for them hold in memory.
+GROUP_EVENTS = 200_000
 #: Canonical tables made only where the runs have rows for them.
 OPTIONAL_TABLES = ("sources", "op_stats", "kernel_stats", "summary_cells")
 _KEY_DOCS = {
@@ -82,16 +87,22 @@ def write_sqlite(
     ``path``, and Datasette metadata to ``FILE.metadata.json`` beside it. An existing file is replaced if
     traceq exported it, or with ``force`` (:func:`check_outputs`; the result's ``replaced`` says what it was).
 
-    ``source`` is an open :class:`~traceq.sql.Session` or a :class:`~traceq.store.Store` (then a session
-    for traceq's own queries is opened over the runs, and closed)."""
+    ``source`` is an open :class:`~traceq.sql.Session` (its runs written from it) or a
+    :class:`~traceq.store.Store`: then the runs are written a group at a time (:func:`run_groups`), each
+    from a session for traceq's own queries over that group, closed before the next, so the metrics made
+    in memory are those of one group, whatever the number of runs."""
     started = time.perf_counter()
     path = Path(path)
     replaced = check_outputs(path, source if isinstance(source, Store) else source.store, force)
     if isinstance(source, Store):
-        with Session(source, list(run_ids) if run_ids is not None else None, own_queries=True) as session:
-            result = _write(session, path, run_ids, started)
+        catalog = source.catalog()
+        ids = _wanted(catalog["run_id"].to_list(), run_ids)
+        groups = run_groups(catalog.filter(pl.col("run_id").is_in(ids)))
+        result = _write(_store_sessions(source, groups), path, ids, started)
     else:
-        result = _write(source, path, run_ids, started)
+        catalog = source.sql("SELECT run_id FROM runs ORDER BY ALL")["run_id"].to_list()
+        ids = _wanted(catalog, run_ids)
+        result = _write(iter([(source, ids, False)]), path, ids, started)
     result.replaced = replaced
     return result
 
@@ -104,33 +115,70 @@ def check_outputs(path: Path, store: Store | None, force: bool = False) -> str |
     return replaced
 
 
-def _write(session: Session, path: Path, run_ids: Sequence[str] | None, started: float) -> SqliteExport:
-    catalog = session.sql("SELECT run_id FROM runs ORDER BY ALL")["run_id"].to_list()
+def run_groups(catalog: pl.DataFrame, events: int | None = None) -> list[list[str]]:
+    """The run ids of ``catalog`` (rows of ``runs``) in its order, cut into groups of at most ``events``
+    (default :data:`GROUP_EVENTS`) events each (a larger run alone)."""
+    events = GROUP_EVENTS if events is None else events
+    groups: list[list[str]] = []
+    total = events
+    for run_id, by_kind in catalog.select("run_id", "events_by_kind").iter_rows():
+        n = sum(json.loads(by_kind or "{}").values())
+        if not groups or total + n > events:
+            groups.append([])
+            total = 0
+        groups[-1].append(run_id)
+        total += n
+    return groups
+
+
+def _store_sessions(store: Store, groups: list[list[str]]) -> Iterator[tuple[Session, list[str], bool]]:
+    for group in groups:
+        with Session(store, group, own_queries=True) as session:
+            yield session, group, True
+
+
+def _wanted(catalog: list[str], run_ids: Sequence[str] | None) -> list[str]:
     ids = list(dict.fromkeys(run_ids)) if run_ids is not None else catalog
     missing = set(ids) - set(catalog)
     if missing:
         raise ValueError(f"not in this session: {', '.join(sorted(missing))}")
+    return ids
+
+
+def _write(
+    sessions: Iterator[tuple[Session, list[str], bool]], path: Path, ids: list[str], started: float
+) -> SqliteExport:
     result = SqliteExport(path, path.with_name(path.name + ".metadata.json"))
     docs: dict[str, dict[str, Any]] = {}
     with atomic_output(path) as tmp:
-        _write_file(session, tmp, ids, result, docs)
+        _write_file(sessions, tmp, result, docs)
     _write_metadata(result.metadata_path, path, docs, ids)
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _write_file(session: Session, tmp: Path, ids: list[str], result: SqliteExport, docs: dict[str, Any]) -> None:
+def _write_file(
+    sessions: Iterator[tuple[Session, list[str], bool]], tmp: Path, result: SqliteExport, docs: dict[str, Any]
+) -> None:
     db = sqlite_utils.Database(tmp)
     try:
         db.execute("PRAGMA journal_mode = OFF")
         db.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # how traceq knows its exports
         loader = _Loader(db, tmp)
         try:
-            _write_tables(session, loader, ids, result, docs)
+            _write_vocabulary(loader, result, docs)
+            for session, group, own in sessions:
+                _write_tables(session, loader, group, result, docs, free=own)
+            for name in result.failed:  # a metric that failed on some runs has no table
+                if name in result.tables:
+                    db[name].drop()
+                    del result.tables[name]
+                    docs.pop(name, None)
         finally:
             loader.close()
         began = time.perf_counter()
         _index(db, result.tables)
+        db.execute("PRAGMA analysis_limit = 1000")  # statistics from a sample of each index (ANALYZE's own limit)
         db.analyze()
         result.table_seconds["(indexes)"] = time.perf_counter() - began
     finally:
@@ -176,30 +224,55 @@ def is_metadata(path: Path) -> str | None:
     return "its Datasette metadata" if head.startswith(b'{\n  "title": "traceq export"') else None
 
 
-def _write_tables(
-    session: Session, loader: _Loader, ids: list[str], result: SqliteExport, docs: dict[str, dict[str, Any]]
-) -> None:
-    """The vocabulary, the catalog, the canonical tables (the optional ones where they have rows) and
-    one table per metric query, each documented in ``docs``."""
-    where = "run_id IN (" + ", ".join(_quote(r) for r in ids) + ")" if ids else "false"
+def _write_vocabulary(loader: _Loader, result: SqliteExport, docs: dict[str, dict[str, Any]]) -> None:
     kinds = pl.DataFrame({"kind": list(KINDS), "meaning": list(KINDS.values())})
     meaning = {"kind": "event kind", "meaning": "what an event of this kind is"}
     docs["kinds"] = _docs("The event kinds: the vocabulary of `events.kind`.", kinds.columns, meaning)
     result.tables["kinds"] = loader.table("kinds", _frame_batches(kinds), docs["kinds"], pk="kind")
+
+
+def _write_tables(
+    session: Session,
+    loader: _Loader,
+    ids: list[str],
+    result: SqliteExport,
+    docs: dict[str, dict[str, Any]],
+    free: bool = False,
+) -> None:
+    """The catalog rows, the canonical tables' rows (the optional tables' where they have any) and each
+    metric query's rows of the runs ``ids`` of ``session``, each table made (and documented in ``docs``)
+    the first time it has rows to take, or for the first runs written. With ``free`` (a session of the
+    export's own) each metric's blocks are dropped from the session once no metric left to write needs them."""
+    where = "run_id IN (" + ", ".join(_quote(r) for r in ids) + ")" if ids else "false"
+
+    def write(name: str, batches: _Batches, documented: Callable[[], dict[str, Any]], **keys: Any) -> None:
+        if name not in docs:
+            docs[name] = documented()
+            loader.create(name, batches.schema, docs[name], **keys)
+        result.tables[name] = result.tables.get(name, 0) + loader.append(name, batches)
+
     runs = session.sql(f"SELECT * FROM runs WHERE {where} ORDER BY ingested_at, run_id")
-    docs["runs"] = _table_docs(RUNS, runs.columns)
-    result.tables["runs"] = loader.table("runs", _frame_batches(runs), docs["runs"], pk="run_id")
+    write("runs", _frame_batches(runs), lambda: _table_docs(RUNS, runs.columns), pk="run_id")
     for table in RANK_TABLES:
         began = time.perf_counter()
         query = f"SELECT * FROM {table.name} WHERE {where}"
         if table.name in OPTIONAL_TABLES and not session.sql(f"SELECT count(*) FROM ({query})").item():
             continue
         batches = _batches(session, query)
-        docs[table.name] = _table_docs(table, [f.name for f in batches.schema])
         foreign = [("kind", "kinds", "kind")] if table.name == "events" else []
-        result.tables[table.name] = loader.table(table.name, batches, docs[table.name], foreign=foreign)
-        result.table_seconds[table.name] = time.perf_counter() - began
-    for name in list_queries()["name"].to_list():
+        write(table.name, batches, lambda t=table, b=batches: _table_docs(t, [f.name for f in b.schema]),
+              foreign=foreign)  # fmt: skip
+        result.table_seconds[table.name] = result.table_seconds.get(table.name, 0.0) + time.perf_counter() - began
+    metrics = list_queries()["name"].to_list()
+    blocks = {name: {name} | {dep for dep, _ in dependency_order(f"-- Requires: {name}")} for name in metrics}
+    for k, name in enumerate(metrics):
+        # what no metric left to write needs is freed first: a run's blocks (_gpu_work, _idle_pieces) are
+        # the most memory an export holds
+        if free:
+            later = set().union(*(blocks[m] for m in metrics[k:]))
+            session.drop(set().union(*(blocks[m] for m in metrics[:k])) - later)
+        if name in result.failed:
+            continue
         began = time.perf_counter()
         try:
             session.make([name])
@@ -207,9 +280,8 @@ def _write_tables(
         except QueryError as e:
             result.failed[name] = str(e)
             continue
-        docs[name] = _metric_docs(name, [f.name for f in batches.schema])
-        result.tables[name] = loader.table(name, batches, docs[name])
-        result.table_seconds[name] = time.perf_counter() - began
+        write(name, batches, lambda n=name, b=batches: _metric_docs(n, [f.name for f in b.schema]))
+        result.table_seconds[name] = result.table_seconds.get(name, 0.0) + time.perf_counter() - began
 
 
 class _Batches:
@@ -283,29 +355,39 @@ class _Loader:
         self.cursor = self.con.cursor()
         self.cursor.execute("PRAGMA journal_mode = OFF")
         self.cursor.execute("PRAGMA synchronous = OFF")
+        #: the Arrow types of each table made
+        self.schemas: dict[str, pa.Schema] = {}
 
-    def table(
+    def create(
         self,
         name: str,
-        batches: _Batches,
+        schema: pa.Schema,
         docs: dict[str, Any],
         pk: str | None = None,
         foreign: Sequence[tuple[str, str, str]] = (),
-    ) -> int:
-        """Make table ``name`` with the columns of ``batches``, documented by ``docs`` (its ``run_id`` a
-        foreign key to ``runs``, and ``foreign``), and write ``batches`` into it; returns the rows."""
-        schema = batches.schema
+    ) -> None:
+        """Make table ``name`` with the columns of ``schema``, documented by ``docs``, its ``run_id`` a
+        foreign key to ``runs`` (and ``foreign``)."""
         columns = {f.name: _python_type(f.type) for f in schema}
         keys = list(foreign)
         if name not in ("runs", "kinds") and "run_id" in columns:
             keys.insert(0, ("run_id", "runs", "run_id"))
         sql = self.db.create_table_sql(name, columns, pk=pk, foreign_keys=keys)
         self.db.execute(_commented(sql, docs))
-        rows = 0
+        self.schemas[name] = schema
+
+    def append(self, name: str, batches: _Batches) -> int:
+        """Write ``batches`` into table ``name`` (in the types it was made with); returns the rows."""
+        schema, rows = self.schemas[name], 0
         for batch in batches:
-            self.cursor.adbc_ingest(name, batch, mode="append")
+            self.cursor.adbc_ingest(name, batch if batch.schema.equals(schema) else batch.cast(schema), mode="append")
             rows += batch.num_rows
         return rows
+
+    def table(self, name: str, batches: _Batches, docs: dict[str, Any], pk: str | None = None) -> int:
+        """Make table ``name`` for ``batches`` and write them; returns the rows."""
+        self.create(name, batches.schema, docs, pk=pk)
+        return self.append(name, batches)
 
     def close(self) -> None:
         self.cursor.close()

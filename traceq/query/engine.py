@@ -546,6 +546,18 @@ class Session:
         with self._threads_shared(workers):
             self._make_at_once(plan, workers, done)
 
+    def drop(self, names: Iterable[str]) -> None:
+        """Free the tables (or views) of ``names`` made in this session; a query needing one makes it again."""
+        for name in names:
+            if name not in self._made:
+                continue
+            ((kind,),) = self.con.execute(
+                "SELECT count(*) FROM duckdb_views() WHERE view_name = ? AND NOT internal", [name]
+            ).fetchall()
+            self.con.execute(f"DROP {'VIEW' if kind else 'TABLE'} {name}")
+            self._made.discard(name)
+            self._frames.pop(name, None)
+
     def _make_at_once(self, plan: dict[str, tuple[str, list[str]]], workers: int, done: Callable[[str], None]) -> None:
         """Make the tables of ``plan`` on ``workers`` cursors, each once the blocks it requires are made;
         the first failure ends the plan (queries in flight finish)."""
