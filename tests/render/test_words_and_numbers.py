@@ -31,7 +31,7 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_a_change_prints_one_value_in_its_title_and_its_size() -> None:
     """3.8749 ms rounds to 3.87, but its kept value 3.875 to 3.88: both places print the kept one."""
-    lines = finding_lines(1, _change("cast_overhead", 0.0, 3.8749, {}, {}, "kineto"), signed=True)
+    lines = finding_lines(1, _change("cast_overhead", 0.0, 3.8749, {}, {}, "kineto", 20.0), signed=True)
     by = re.search(r"grew by ([\d.]+) ms per step", lines[0]).group(1)
     size = re.search(r"\+([\d.]+) ms/step$", lines[0]).group(1)
     assert by == size == f"{round(3.8749, 3):.2f}"

@@ -70,7 +70,7 @@ CAUSE_COLOURS = {
     "allocator": "#f781bf",
     "cast_overhead": "#ff7f0e",
     "python_overhead": "#17becf",
-    "host_unattributed": "#b15928",
+    "host_unattributed": "#2b59ff",
     "unexplained": "#c8c8c8",
 }
 #: Colours of the host lanes' top-level ops: the ops with the most time there, one colour each (the same

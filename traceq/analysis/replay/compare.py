@@ -48,7 +48,7 @@ class Verdict:
     def text(self) -> str:
         band = f"{self.change_low:+.1f}% to {self.change_high:+.1f}%"
         out = f"{change_words(self.change_pct)} without the profiler (band {band})"
-        if self.uncertain:
+        if self.uncertain and abs(self.change_pct) >= 0.05:
             out += ", but the band includes no change: the difference is within the estimate's noise"
         if self.flips:
             traced = "slower" if self.traced_change_pct > 0 else "faster"

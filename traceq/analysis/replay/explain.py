@@ -123,7 +123,7 @@ def unprofiled_verdict(verdict: Verdict, result: Comparison) -> str:
     band = f"{verdict.change_low:+.1f}% to {verdict.change_high:+.1f}%"
     steps = f"{b.step_ms:,.1f} -> {n.step_ms:,.1f} ms per step"
     head = f"Estimated without the profiler (replay), {change_words(verdict.change_pct)} ({steps}; band {band})"
-    if verdict.uncertain:
+    if verdict.uncertain and abs(verdict.change_pct) >= 0.05:
         head += ", but the band includes no change: the difference is within the estimate's noise"
     nsys = "nsys" in (result.base.run.get("flavour"), result.new.run.get("flavour"))
     cost = (
@@ -147,7 +147,7 @@ def unprofiled_verdict(verdict: Verdict, result: Comparison) -> str:
             "conclusion, so weigh the causes below against the estimate."
         )
     elif verdict.uncertain:
-        head += f"; the traced steps say {traced:+.1f}%."
+        head += f"; the traced steps say {'no change' if abs(traced) < 0.05 else f'{traced:+.1f}%'}."
     else:
         head += f"; the traced steps point the same way ({traced:+.1f}%)."
     return f"{head}{cost} Traced: {result.verdict}"
