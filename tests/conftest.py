@@ -1,6 +1,10 @@
 """Shared fixtures: paths to the real traces, an independent raw-JSON loader, the command run in this process
-(and, for a few end-to-end tests, in a subprocess), temporary stores, and one store per shared trace pair
-ingested once per session."""
+(and, for a few end-to-end tests, in a subprocess), temporary stores, one store per shared trace pair
+ingested once per session, and :class:`Ingested`: any set of traces ingested once per session, read in
+place or copied for a test that writes.
+
+With pytest-xdist each worker process has its own session: what is "once per session" here is once per
+worker, and ``--dist loadfile`` keeps a file's tests (and so its module fixtures) on one worker."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import functools
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -136,8 +141,37 @@ class PairStore:
 
 def _pair_store(factory: pytest.TempPathFactory, base: str, new: str) -> PairStore:
     store = factory.mktemp(run_name(Path(new))) / "store"
-    traceq.ingest([shared(base), shared(new)], store=store)
+    traceq.ingest([shared(base), shared(new)], store=store, jobs=1)  # BASE first: the older run
     return PairStore(store, run_name(Path(base)), run_name(Path(new)))
+
+
+class Ingested:
+    """Stores ingested once per session, keyed by what was ingested: ``store(*paths)`` is one to read
+    only (shared by every test that asks for the same paths), ``copy(*paths, to=dir)`` a test's own copy
+    to write to (copying a store costs a fraction of ingesting it again). The paths are ingested in order
+    in this process (``jobs=1``: the first is the oldest run); ``name`` as in :func:`traceq.ingest`."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self._factory = factory
+        self._stores: dict[tuple[tuple[str, ...], str | None], Path] = {}
+
+    def store(self, *paths: str | Path, name: str | None = None) -> Path:
+        key = (tuple(str(p) for p in paths), name)
+        if key not in self._stores:
+            root = self._factory.mktemp("ingested") / "store"
+            traceq.ingest([Path(p) for p in paths], store=root, name=name, jobs=1)
+            self._stores[key] = root
+        return self._stores[key]
+
+    def copy(self, *paths: str | Path, to: Path, name: str | None = None) -> Path:
+        shutil.copytree(self.store(*paths, name=name), to)
+        return to
+
+
+@pytest.fixture(scope="session")
+def ingested(tmp_path_factory: pytest.TempPathFactory) -> Ingested:
+    """Traces ingested once per session; see :class:`Ingested`."""
+    return Ingested(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,7 @@ def replay_store(tmp_path_factory: pytest.TempPathFactory, manifest: dict[str, d
     files = [str(PLANTED / f"{name}.json.gz") for name in manifest if (PLANTED / f"{name}.json.gz").exists()]
     files += [str(SAMPLES / f"{name}.json.gz") for name in CONFORMER_MS]
     root = tmp_path_factory.mktemp("replay") / "store"
-    traceq.ingest(files, store=root)
+    traceq.ingest(files, store=root, jobs=1)
     return Store(root)
 
 
