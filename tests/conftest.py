@@ -14,8 +14,10 @@ import gzip
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +59,27 @@ def raw_trace(path: Path) -> dict:
     with opener(path, "rt", encoding="utf-8") as f:
         doc = json.load(f)
     return doc if isinstance(doc, dict) else {"traceEvents": doc}
+
+
+def repeated_gzip(path: Path, head: bytes, block: bytes, times: int, tail: bytes) -> None:
+    """A gzip file of ``head + block * times + tail`` whose block is compressed once: after a full flush
+    deflate starts afresh, so every copy of the block compresses to the same bytes (gzip.open compressing
+    each copy cost seconds of CPU)."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    first = deflate.compress(head) + deflate.flush(zlib.Z_FULL_FLUSH)
+    body = deflate.compress(block) + deflate.flush(zlib.Z_FULL_FLUSH)
+    assert zlib.decompressobj(-zlib.MAX_WBITS).decompress(body * 2) == block * 2  # copies decode back to back
+    last = deflate.compress(tail) + deflate.flush()
+    crc = zlib.crc32(head)
+    for _ in range(times):
+        crc = zlib.crc32(block, crc)
+    crc = zlib.crc32(tail, crc)
+    size = len(head) + len(block) * times + len(tail)
+    with path.open("wb") as f:
+        f.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + first)  # gzip header: deflate, no name, level 9
+        for _ in range(times):
+            f.write(body)
+        f.write(last + struct.pack("<II", crc, size & 0xFFFFFFFF))
 
 
 def run_cli(

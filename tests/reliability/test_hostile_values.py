@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.conftest import SAMPLES, SHARED, run_cli, run_process, tree_state
+from tests.conftest import SAMPLES, SHARED, repeated_gzip, run_cli, run_process, tree_state
 from traceq.readers import read_trace
 
 #: every case below is counted in the README's reliability tally
@@ -101,12 +101,7 @@ def test_a_whitespace_bomb_is_refused_quickly(tmp_path: Path) -> None:
     """1.2 GB of whitespace after the array's start (a 1.2 MB gzip): refused after one pass, not after
     scanning the pending window again for every block (92 s of CPU before)."""
     path = tmp_path / "ws.json.gz"
-    with gzip.open(path, "wb", compresslevel=9) as f:
-        f.write(b'{"traceEvents": [')
-        block = b" " * (8 << 20)
-        for _ in range(150):
-            f.write(block)
-        f.write(b"]}")
+    repeated_gzip(path, b'{"traceEvents": [', b" " * (8 << 20), 150, b"]}")
     probe = (
         "import time, resource\nfrom pathlib import Path\nfrom traceq.readers import read_trace\n"
         "from traceq.errors import InputError\n"
