@@ -18,13 +18,18 @@ import struct
 import subprocess
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 import pytest
 from typer.testing import CliRunner
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: each worker builds its own
+    fcntl = None  # type: ignore[assignment]
 
 import traceq
 from traceq.cli import app
@@ -162,10 +167,29 @@ class PairStore:
         return traceq.runs(self.path).filter(name=name)["run_id"][0]
 
 
+def built_once(factory: pytest.TempPathFactory, key: str, build: Callable[[Path], object]) -> Path:
+    """The folder ``build(folder)`` made, built once per test session even across pytest-xdist's workers
+    (they share the parent of their temporary folders; one builds while the others wait on a lock), for
+    fixtures whose tests only read what was built."""
+    base = factory.getbasetemp()
+    root = (base.parent if fcntl is not None and "PYTEST_XDIST_WORKER" in os.environ else base) / "built_once"
+    root.mkdir(exist_ok=True)
+    folder, done = root / key, root / f"{key}.done"
+    with (root / f"{key}.lock").open("w") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            build(folder)
+            done.touch()
+    return folder
+
+
 def _pair_store(factory: pytest.TempPathFactory, base: str, new: str) -> PairStore:
-    store = factory.mktemp(run_name(Path(new))) / "store"
-    traceq.ingest([shared(base), shared(new)], store=store, jobs=1)  # BASE first: the older run
-    return PairStore(store, run_name(Path(base)), run_name(Path(new)))
+    root = built_once(  # BASE first: the older run
+        factory, run_name(Path(new)), lambda d: traceq.ingest([shared(base), shared(new)], store=d / "store", jobs=1)
+    )
+    return PairStore(root / "store", run_name(Path(base)), run_name(Path(new)))
 
 
 class Ingested:
