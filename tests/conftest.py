@@ -1,6 +1,10 @@
 """Shared fixtures: paths to the real traces, an independent raw-JSON loader, the command run in this process
-(and, for a few end-to-end tests, in a subprocess), temporary stores, and one store per shared trace pair
-ingested once per session."""
+(and, for a few end-to-end tests, in a subprocess), temporary stores, one store per shared trace pair
+ingested once per session, and :class:`Ingested`: any set of traces ingested once per session, read in
+place or copied for a test that writes.
+
+With pytest-xdist each worker process has its own session: what is "once per session" here is once per
+worker, and ``--dist loadfile`` keeps a file's tests (and so its module fixtures) on one worker."""
 
 from __future__ import annotations
 
@@ -9,15 +13,23 @@ import functools
 import gzip
 import json
 import os
+import shutil
+import struct
 import subprocess
 import sys
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 import pytest
 from typer.testing import CliRunner
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: each worker builds its own
+    fcntl = None  # type: ignore[assignment]
 
 import traceq
 from traceq.cli import app
@@ -52,6 +64,27 @@ def raw_trace(path: Path) -> dict:
     with opener(path, "rt", encoding="utf-8") as f:
         doc = json.load(f)
     return doc if isinstance(doc, dict) else {"traceEvents": doc}
+
+
+def repeated_gzip(path: Path, head: bytes, block: bytes, times: int, tail: bytes) -> None:
+    """A gzip file of ``head + block * times + tail`` whose block is compressed once: after a full flush
+    deflate starts afresh, so every copy of the block compresses to the same bytes (gzip.open compressing
+    each copy cost seconds of CPU)."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    first = deflate.compress(head) + deflate.flush(zlib.Z_FULL_FLUSH)
+    body = deflate.compress(block) + deflate.flush(zlib.Z_FULL_FLUSH)
+    assert zlib.decompressobj(-zlib.MAX_WBITS).decompress(body * 2) == block * 2  # copies decode back to back
+    last = deflate.compress(tail) + deflate.flush()
+    crc = zlib.crc32(head)
+    for _ in range(times):
+        crc = zlib.crc32(block, crc)
+    crc = zlib.crc32(tail, crc)
+    size = len(head) + len(block) * times + len(tail)
+    with path.open("wb") as f:
+        f.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + first)  # gzip header: deflate, no name, level 9
+        for _ in range(times):
+            f.write(body)
+        f.write(last + struct.pack("<II", crc, size & 0xFFFFFFFF))
 
 
 def run_cli(
@@ -134,10 +167,58 @@ class PairStore:
         return traceq.runs(self.path).filter(name=name)["run_id"][0]
 
 
+def built_once(factory: pytest.TempPathFactory, key: str, build: Callable[[Path], object]) -> Path:
+    """The folder ``build(folder)`` made, built once per test session even across pytest-xdist's workers
+    (they share the parent of their temporary folders; one builds while the others wait on a lock), for
+    fixtures whose tests only read what was built."""
+    base = factory.getbasetemp()
+    root = (base.parent if fcntl is not None and "PYTEST_XDIST_WORKER" in os.environ else base) / "built_once"
+    root.mkdir(exist_ok=True)
+    folder, done = root / key, root / f"{key}.done"
+    with (root / f"{key}.lock").open("w") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            build(folder)
+            done.touch()
+    return folder
+
+
 def _pair_store(factory: pytest.TempPathFactory, base: str, new: str) -> PairStore:
-    store = factory.mktemp(run_name(Path(new))) / "store"
-    traceq.ingest([shared(base), shared(new)], store=store)
-    return PairStore(store, run_name(Path(base)), run_name(Path(new)))
+    root = built_once(  # BASE first: the older run
+        factory, run_name(Path(new)), lambda d: traceq.ingest([shared(base), shared(new)], store=d / "store", jobs=1)
+    )
+    return PairStore(root / "store", run_name(Path(base)), run_name(Path(new)))
+
+
+class Ingested:
+    """Stores ingested once per session, keyed by what was ingested: ``store(*paths)`` is one to read
+    only (shared by every test that asks for the same paths), ``copy(*paths, to=dir)`` a test's own copy
+    to write to (copying a store costs a fraction of ingesting it again). The paths are ingested in order
+    in this process (``jobs=1``: the first is the oldest run); ``name`` as in :func:`traceq.ingest`."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self._factory = factory
+        self._stores: dict[tuple[tuple[str, ...], str | None], Path] = {}
+
+    def store(self, *paths: str | Path, name: str | None = None) -> Path:
+        key = (tuple(str(p) for p in paths), name)
+        if key not in self._stores:
+            root = self._factory.mktemp("ingested") / "store"
+            traceq.ingest([Path(p) for p in paths], store=root, name=name, jobs=1)
+            self._stores[key] = root
+        return self._stores[key]
+
+    def copy(self, *paths: str | Path, to: Path, name: str | None = None) -> Path:
+        shutil.copytree(self.store(*paths, name=name), to)
+        return to
+
+
+@pytest.fixture(scope="session")
+def ingested(tmp_path_factory: pytest.TempPathFactory) -> Ingested:
+    """Traces ingested once per session; see :class:`Ingested`."""
+    return Ingested(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -142,7 +142,7 @@ def test_leftovers_of_a_killed_ingest_are_ignored_and_cleaned(store_dir: Path) -
 
 
 def test_store_is_readable_by_pyarrow_dataset_alone(store_dir: Path) -> None:
-    traceq.ingest([KINETO, PADDLE], store=store_dir)
+    traceq.ingest([KINETO, PADDLE], store=store_dir, jobs=1)
     files = sorted(str(p) for p in (store_dir / "runs").glob("*/*/events.parquet"))
     table = ds.dataset(files, format="parquet", partitioning="hive", partition_base_dir=str(store_dir / "runs"))
     frame = pl.from_arrow(table.to_table(columns=["run_id", "kind"]))
@@ -171,7 +171,7 @@ def test_a_non_store_directory_is_refused(tmp_path: Path) -> None:
 
 
 def test_catalog_records_source_and_clock(store_dir: Path) -> None:
-    traceq.ingest([KINETO, PADDLE], store=store_dir)
+    traceq.ingest([KINETO, PADDLE], store=store_dir, jobs=1)
     cat = {r["flavour"]: r for r in traceq.runs(store_dir).iter_rows(named=True)}
     kineto_meta = raw_trace(KINETO)
     assert cat["kineto"]["clock_offset_ns"] == kineto_meta["baseTimeNanoseconds"]

@@ -22,7 +22,7 @@ PADDLE = SAMPLES / "paddle331_cpu_fp32_noshapes.paddle_trace.json.gz"
 @pytest.fixture(scope="module")
 def filled_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = tmp_path_factory.mktemp("filled") / "store"
-    done = run_cli("ingest", "--store", str(store), str(KINETO), str(PADDLE))
+    done = run_cli("ingest", "--store", str(store), "-j", "1", str(KINETO), str(PADDLE))
     assert done.returncode == 0, done.stderr
     return store
 

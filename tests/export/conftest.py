@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import traceq
-from tests.conftest import SAMPLES, shared
+from tests.conftest import SAMPLES, built_once, shared
 
 #: Run name -> trace: each format (Kineto, Paddle CPU and GPU layout, nsys with two GPUs and
 #: with one, Paddle summary text).
@@ -27,10 +27,8 @@ TIMELINES = [name for name in TRACES if not name.endswith("summary_default")]
 @pytest.fixture(scope="session")
 def export_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store holding one run of each of :data:`TRACES`."""
-    store = tmp_path_factory.mktemp("exports") / "store"
     paths = [p if isinstance(p, Path) else shared(p) for p in TRACES.values()]
-    traceq.ingest(paths, store=store, jobs=1)
-    return store
+    return built_once(tmp_path_factory, "exports", lambda d: traceq.ingest(paths, store=d / "store", jobs=1)) / "store"
 
 
 def run_id(store: Path, name: str) -> str:

@@ -155,7 +155,7 @@ def test_summary_kernel_rows_are_classified_like_trace_kernels(tmp_path: Path) -
 
     store = tmp_path / "store"
     fragment = SHARED / "paddle/summaries_from_issues/Paddle_issue_48321_amp_slower_fragment1.txt"
-    traceq.ingest([ISSUE, fragment], store=store)
+    traceq.ingest([ISSUE, fragment], store=store, jobs=1)
     rows = traceq.sql(
         "select o.name, k.precision, k.tensor_core, k.kernel_class from op_stats o join kernel_classes k "
         "using (run_id, rank, name) where o.row_type = 'kernel' and o.name in "

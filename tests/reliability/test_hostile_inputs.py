@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import SAMPLES, SHARED, run_cli, tree_state
+from tests.conftest import SAMPLES, SHARED, repeated_gzip, run_cli, tree_state
 from traceq.errors import InputError
 from traceq.readers import read_trace
 
@@ -134,12 +134,7 @@ CASES += [
 
 
 def _bomb(path: Path, filler: bytes, size: int) -> None:
-    with gzip.open(path, "wb", compresslevel=1) as f:
-        f.write(b'{"traceEvents": [')
-        block = filler * (1 << 20)
-        for _ in range(size >> 20):
-            f.write(block)
-        f.write(b"]}")
+    repeated_gzip(path, b'{"traceEvents": [', filler * (1 << 20), size >> 20, b"]}")
 
 
 @pytest.mark.slow

@@ -9,13 +9,12 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from tests.conftest import SAMPLES, SHARED, run_cli, run_process, tree_state
+from tests.conftest import SAMPLES, SHARED, repeated_gzip, run_cli, run_process, tree_state
 from traceq.readers import read_trace
 
 #: every case below is counted in the README's reliability tally
@@ -99,25 +98,20 @@ CASES.append("a ts or dur of 1e17 us (beyond int64 ns)")
 @pytest.mark.slow
 def test_a_whitespace_bomb_is_refused_quickly(tmp_path: Path) -> None:
     """1.2 GB of whitespace after the array's start (a 1.2 MB gzip): refused after one pass, not after
-    scanning the pending window again for every block (92 s of CPU before)."""
+    scanning the pending window again for every block (92 s of CPU before). The reader's CPU time is the
+    measure: its wall time depends on what else the machine runs (67 s once on a busy machine)."""
     path = tmp_path / "ws.json.gz"
-    with gzip.open(path, "wb", compresslevel=9) as f:
-        f.write(b'{"traceEvents": [')
-        block = b" " * (8 << 20)
-        for _ in range(150):
-            f.write(block)
-        f.write(b"]}")
+    repeated_gzip(path, b'{"traceEvents": [', b" " * (8 << 20), 150, b"]}")
     probe = (
         "import time, resource\nfrom pathlib import Path\nfrom traceq.readers import read_trace\n"
         "from traceq.errors import InputError\n"
         f"try:\n    read_trace(Path({str(path)!r}))\nexcept InputError as e:\n    print(e)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_utime)\n"
     )
-    start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600)
     message, cpu = done.stdout.strip().splitlines()
     assert "no events" in message
-    assert float(cpu) < 30 and time.perf_counter() - start < 60
+    assert float(cpu) < 30
 
 
 CASES.append("gzip expanding to 1.2 GB of whitespace, in bounded time")

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import traceq
-from tests.conftest import SAMPLES, run_cli, run_process, tree_state
+from tests.conftest import SAMPLES, Ingested, run_cli, run_process, tree_state
 from traceq.store import Store, remove_run
 
 #: every case below is counted in the README's reliability tally
@@ -71,10 +71,9 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
 
 
 @pytest.fixture
-def two_runs(tmp_path: Path) -> Path:
-    store = tmp_path / "store"
-    assert run_cli("ingest", "-q", "--store", str(store), str(SMALL), str(KINETO)).returncode == 0
-    return store
+def two_runs(tmp_path: Path, ingested: Ingested) -> Path:
+    """A store of its own holding two runs (a copy of one ingested once)."""
+    return ingested.copy(SMALL, KINETO, to=tmp_path / "store")
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))

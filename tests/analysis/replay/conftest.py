@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import traceq
-from tests.conftest import SAMPLES, SHARED
+from tests.conftest import SAMPLES, SHARED, built_once
 from traceq.analysis.replay import Replayer
 from traceq.query.engine import Session
 from traceq.store import Store
@@ -45,9 +45,8 @@ def manifest() -> dict[str, dict]:
 def replay_store(tmp_path_factory: pytest.TempPathFactory, manifest: dict[str, dict]) -> Store:
     files = [str(PLANTED / f"{name}.json.gz") for name in manifest if (PLANTED / f"{name}.json.gz").exists()]
     files += [str(SAMPLES / f"{name}.json.gz") for name in CONFORMER_MS]
-    root = tmp_path_factory.mktemp("replay") / "store"
-    traceq.ingest(files, store=root)
-    return Store(root)
+    root = built_once(tmp_path_factory, "replay", lambda d: traceq.ingest(files, store=d / "store", jobs=1))
+    return Store(root / "store")
 
 
 @pytest.fixture(scope="session")
