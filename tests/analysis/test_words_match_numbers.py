@@ -76,17 +76,19 @@ def test_the_verdict_agrees_in_sign_and_size(
     )
     text = verdict(delta, SimpleNamespace(window_ms=base_ms), SimpleNamespace(window_ms=new_ms), findings, m)
     number = r"([\d,.]+)"  # thousands separated
-    traced = re.search(rf"(?<!profiler, )NEW is {number} ms per step (slower|faster) \({number} -> {number} ms\)", text)
+    traced = re.search(
+        rf"(?:^|Traced: )NEW is {number} ms per step (slower|faster) \({number} -> {number} ms\)", text
+    )
     assert traced is not None, text
     assert float(traced[1].replace(",", "")) == round(abs(delta), 1)
     assert traced[2] == ("slower" if delta > 0 else "faster")
     # every named part carries its own sign; those before "outweigh" move the step the way it moved
-    for label, value in re.findall(r"([a-zA-Z/() ]+?) ([+-][\d.]+) ms", text.split(traced[0], 1)[1]):
+    for label, value in re.findall(r"([a-zA-Z/() ]+?) ([+-][\d.]+) ms", text[traced.end() :]):
         cause = next(c for c in CAUSES.values() if label.strip().endswith(c.label))
         impact = next(f.impact_ms for f in findings if f.id == cause.id)
         assert float(value) == round(impact, 1)
     if " outweigh" in text:
-        before, after = text.split(traced[0], 1)[1].split(" outweigh", 1)
+        before, after = text[traced.end() :].split(" outweigh", 1)
         assert all((float(v) > 0) == (delta > 0) for v in re.findall(r" ([+-][\d.]+) ms", before))
         assert all((float(v) > 0) != (delta > 0) for v in re.findall(r" ([+-][\d.]+) ms", after.split(".")[0] + "."))
     if m is not None:

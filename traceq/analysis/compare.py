@@ -273,10 +273,15 @@ def verdict(
         real = measured["delta_ms"]
         times = f"({measured['base_ms']:,.1f} -> {measured['new_ms']:,.1f} ms)"
         head = f"Measured without the profiler, {_moved(real)} {times}"
-        if round(real, 1) == 0 or round(delta, 1) == 0 or (real > 0) == (delta > 0):
-            text = f"{head}; the profiler added {delta - real:+,.1f} ms to the traced difference. {text}"
+        if round(delta - real, 1) == 0:
+            text = f"{head}; the traced difference is the same. Traced: {text}"
+        elif round(real, 1) == 0 or round(delta, 1) == 0 or (real > 0) == (delta > 0):
+            text = f"{head}; the profiler added {delta - real:+,.1f} ms to the traced difference. Traced: {text}"
         else:
-            text = f"{head}: the profiler reverses the traced direction, so weigh the causes against this. {text}"
+            text = (
+                f"{head}: the profiler reverses the traced direction, so weigh the causes against this. "
+                f"Traced: {text}"
+            )
     if warnings:
         text += " Compare with care: " + " ".join(warnings)
     return text
