@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nsys_ingest import in_fresh_process as _fresh
 from nsys_ingest import peak_mb
 from replicate_trace import replicate
 
@@ -79,11 +80,7 @@ def ingest(trace: Path, store: Path) -> dict[str, object]:
 
 
 def in_fresh_process(what: str, *paths: Path) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--one", what, *map(str, paths)], capture_output=True,
-                          text=True)  # fmt: skip
-    if done.returncode:
-        raise SystemExit(done.stderr[-3000:])
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return _fresh(what, *paths, script=__file__)
 
 
 def main() -> None:

@@ -23,13 +23,13 @@ import glob
 import gzip
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nsys_ingest import in_fresh_process as _fresh
 from nsys_ingest import peak_mb
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
@@ -123,11 +123,7 @@ def sqlite_floor(exported: Path, out: Path) -> dict[str, object]:
 
 
 def in_fresh_process(what: str, *paths: Path) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--one", what, *map(str, paths)], capture_output=True,
-                          text=True)  # fmt: skip
-    if done.returncode:
-        raise SystemExit(done.stderr[-3000:])
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return _fresh(what, *paths, script=__file__)
 
 
 def ingest(paths: list[Path], store: Path) -> None:

@@ -20,7 +20,6 @@ import argparse
 import itertools
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nsys_ingest import DEFAULT, peak_mb, plain_copy, replicate
+from nsys_ingest import in_fresh_process as _fresh
 
 
 def floor(db: Path) -> dict[str, float]:
@@ -110,11 +110,7 @@ class _Progress:
 
 
 def in_fresh_process(what: str, *paths: Path) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--one", what, *map(str, paths)], capture_output=True,
-                          text=True)  # fmt: skip
-    if done.returncode:
-        raise SystemExit(done.stderr[-3000:])
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return _fresh(what, *paths, script=__file__)
 
 
 def main() -> None:

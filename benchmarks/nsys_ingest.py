@@ -89,11 +89,12 @@ def peak_mb() -> float:
     return float("nan")
 
 
-def in_fresh_process(what: str, *paths: Path) -> dict[str, float]:
-    """Run ``--one WHAT PATHS`` of this script in a new process; its printed measurement."""
-    done = subprocess.run(
-        [sys.executable, __file__, "--one", what, *map(str, paths)], capture_output=True, text=True, check=True
-    )
+def in_fresh_process(what: str, *paths: Path, script: str = __file__) -> dict:
+    """Run ``--one WHAT PATHS`` of ``script`` (a benchmark of this folder; this one by default) in a new
+    process; its printed measurement (the last line of its output, JSON)."""
+    done = subprocess.run([sys.executable, script, "--one", what, *map(str, paths)], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(done.stderr[-3000:])
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
