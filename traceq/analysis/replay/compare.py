@@ -47,13 +47,18 @@ class Verdict:
     @property
     def text(self) -> str:
         band = f"{self.change_low:+.1f}% to {self.change_high:+.1f}%"
-        out = f"{change_words(self.change_pct)} without the profiler (band {band})"
-        if self.uncertain and abs(self.change_pct) >= 0.05:
-            out += ", but the band includes no change: the difference is within the estimate's noise"
+        out = f"{change_words(self.change_pct)} without the profiler (band {band}){self.noise}"
         if self.flips:
             traced = "slower" if self.traced_change_pct > 0 else "faster"
             out += f"; the traced steps say NEW is {abs(self.traced_change_pct):.1f}% {traced}: the profiler flips it"
         return out
+
+    @property
+    def noise(self) -> str:
+        """The clause a verdict adds where the band includes no change but the estimate is not 0.0 %."""
+        if self.uncertain and abs(self.change_pct) >= 0.05:
+            return ", but the band includes no change: the difference is within the estimate's noise"
+        return ""
 
     def to_dict(self) -> dict[str, Any]:
         return {

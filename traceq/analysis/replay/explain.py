@@ -122,9 +122,10 @@ def unprofiled_verdict(verdict: Verdict, result: Comparison) -> str:
     b, n = verdict.base, verdict.new
     band = f"{verdict.change_low:+.1f}% to {verdict.change_high:+.1f}%"
     steps = f"{b.step_ms:,.1f} -> {n.step_ms:,.1f} ms per step"
-    head = f"Estimated without the profiler (replay), {change_words(verdict.change_pct)} ({steps}; band {band})"
-    if verdict.uncertain and abs(verdict.change_pct) >= 0.05:
-        head += ", but the band includes no change: the difference is within the estimate's noise"
+    head = (
+        f"Estimated without the profiler (replay), {change_words(verdict.change_pct)} ({steps}; band {band})"
+        f"{verdict.noise}"
+    )
     nsys = "nsys" in (result.base.run.get("flavour"), result.new.run.get("flavour"))
     cost = (
         " Nsight Systems adds far less host cost per event than torch.profiler, so its traced steps are "
