@@ -61,7 +61,7 @@ def main() -> None:
     rounds: dict[str, list[dict]] = defaultdict(list)
     for line in Path(a.rounds).read_text().splitlines():
         rec = json.loads(line)
-        if "step_ms" in rec:
+        if "step_ms" in rec and not rec.get("warmup"):  # a warm-up process fills caches: not a round
             rounds[rec["run"]].append(rec)
     profiled = {}
     for line in Path(a.profiled).read_text().splitlines():

@@ -2,7 +2,8 @@
 # The clean protocol on a CUDA machine (scripts/measure_clean.py): every run timed in fresh processes that
 # never profile, 3 rounds alternating, then each run profiled in a fresh process, then Nsight Systems
 # captures; traces cut to three steps and packed as xz tar parts of at most 15 MB.
-# Usage: scripts/clean_on_gpu.sh WORK_DIR BUDGET_S MACHINE_LABEL   (nsys needs NSYS and DEBS as in planted_on_gpu.sh)
+# Usage: scripts/clean_on_gpu.sh WORK_DIR BUDGET_S MACHINE_LABEL   (nsys needs NSYS and DEBS as in planted_on_gpu.sh;
+# RUNS, PROFILE and WARM, comma-separated, choose the runs timed, those profiled and those timed once first)
 set -u
 work=${1:?WORK_DIR}; budget=${2:-1200}; machine=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -10,12 +11,14 @@ export PYTHONUNBUFFERED=1
 start=$(date +%s)
 left() { echo $(( budget - ($(date +%s) - start) )); }
 mkdir -p "$work/trimmed"
-runs=enc_fp32,enc_fp16,half_fp16,alloc_fp16,sync_fp16,control_fp32,control_fp16,resnet18_b4_fp32,resnet18_b4_fp16
-runs=$runs,resnet50_b64_fp32,resnet50_b64_fp16,bert_b4_fp32,bert_b4_fp16,workers8_fp16,input8_fp16
-runs=$runs,base128_fp32,sync128_fp32,alloc128_fp32,cudnn_var_nobench_fp16,cudnn_var_fp16,enc_b128_fp16,sync_b128_fp16
-nsys_runs=${NSYS_RUNS:-enc_b128_fp16 sync_b128_fp16 cudnn_var_fp16}
+default_runs=enc_fp32,enc_fp16,half_fp16,alloc_fp16,sync_fp16,control_fp32,control_fp16,resnet18_b4_fp32,resnet18_b4_fp16
+default_runs=$default_runs,resnet50_b64_fp32,resnet50_b64_fp16,bert_b4_fp32,bert_b4_fp16,workers8_fp16,input8_fp16
+default_runs=$default_runs,base128_fp32,sync128_fp32,alloc128_fp32,cudnn_var_nobench_fp16,cudnn_var_fp16,enc_b128_fp16,sync_b128_fp16
+runs=${RUNS:-$default_runs}; profile=${PROFILE:-$runs}; warm=${WARM:-}
+nsys_runs=${NSYS_RUNS-enc_b128_fp16 sync_b128_fp16 cudnn_var_fp16}
+reserve=40; [ -n "${NSYS:-}" ] && [ -n "$nsys_runs" ] && reserve=200  # the captures' time, kept back
 python3 "$here/measure_clean.py" protocol --runs "$runs" --rounds 3 --out "$work" --machine "$machine" \
-  --budget $(( budget - 200 )) --profile "$runs" > "$work/protocol.log" 2>&1
+  --budget $(( budget - reserve )) --profile "$profile" --warm "$warm" > "$work/protocol.log" 2>&1
 if [ -n "${DEBS:-}" ]; then
   mkdir -p /tmp/dw && for f in "$DEBS"/*.deb; do dpkg -x "$f" /tmp/dw; done
   export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}

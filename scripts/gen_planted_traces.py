@@ -177,6 +177,10 @@ RUNS: dict[str, dict] = {
     "cudnn_var_fp16": dict(model="conv", mode="fp16", batch=8, cause="cudnn", benchmark=True, steps=10),
     "cudnn_var_fp32": dict(model="conv", mode="fp32", batch=8, cause="cudnn", benchmark=True, steps=10),
     "cudnn_var_nobench_fp16": dict(model="conv", mode="fp16", batch=8, cause="cudnn", benchmark=False),
+    # a second model for the search: a new image size every step, searched (benchmark) or not
+    "resnet18_var_fp16": dict(model="resnet18", mode="fp16", batch=8, cause="cudnn", benchmark=True, steps=4),
+    "resnet18_var_nobench_fp16": dict(model="resnet18", mode="fp16", batch=8, cause="cudnn", benchmark=False,
+                                      steps=4),
     "resnet50_b64_fp32": dict(model="resnet50", mode="fp32", batch=64),
     "resnet50_b64_fp16": dict(model="resnet50", mode="fp16", batch=64),
     "resnet18_b4_fp32": dict(model="resnet18", mode="fp32", batch=4),
@@ -226,7 +230,8 @@ class Batches:
         else:
             self.loader = None
             self.fixed = self._make(FRAMES if task == "seq" else None)
-        self.lengths = list(range(400, 1200, 8))  # cudnn: a new length every step, never repeated
+        # cudnn: a new length (image side) every step, never repeated
+        self.lengths = list(range(400, 1200, 8)) if task == "seq" else list(range(96, 480, 8))
         np.random.default_rng(1).shuffle(self.lengths)
 
     def _make(self, frames: int | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -237,7 +242,8 @@ class Batches:
         if self.task == "tokens":
             return torch.randn(self.b, 80, device=DEV, generator=g), torch.randint(0, 512, (self.b,), device=DEV)
         if self.task == "image":
-            return (torch.randn(self.b, 3, 224, 224, device=DEV, generator=g),
+            side = frames or 224  # cudnn runs: a new image side every step
+            return (torch.randn(self.b, 3, side, side, device=DEV, generator=g),
                     torch.randint(0, 1000, (self.b,), device=DEV))
         ids = torch.randint(0, 30000, (self.b, 128), device=DEV, generator=g)
         return ids, torch.randint(0, 2, (self.b,), device=DEV)

@@ -36,7 +36,8 @@ def test_batch_64_amp_is_explained_by_launch_overhead_and_casts(store: Path) -> 
     assert sum(p["ms_per_step"] for p in d["waterfall"]) == pytest.approx(d["step_time_delta_ms"], abs=1e-6)
     assert abs(d["unexplained_ms"]) <= 0.15 * abs(d["step_time_delta_ms"]) + 0.02 * d["new"]["mean_step_time_ms"]
     assert d["explained_ms"] == pytest.approx(sum(f["impact_ms"] for f in d["findings"]))
-    assert "slower" in d["verdict"].split(":")[0] and "outweigh" in d["verdict"] and "GPU compute -25" in d["verdict"]
+    traced = d["verdict"].split("Traced: ", 1)[1]  # the traced steps' sentence, after the estimate's
+    assert "slower" in traced.split(":")[0] and "outweigh" in traced and "GPU compute -25" in traced
     lo = next(f for f in d["findings"] if f["id"] == "launch_overhead")
     kernels = lo["evidence"]["kernels_per_step"]
     assert 0.3 < kernels[1] / kernels[0] - 1 < 0.45  # about 36 % more kernels per step

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
@@ -13,7 +13,16 @@ import polars as pl
 from traceq._utils.words import count
 from traceq.analysis.replay.engine import Replay, Scenario, recorded_windows, replay
 from traceq.analysis.replay.graph import Graph, build_graph
-from traceq.analysis.replay.overhead import BAND_FLOOR, OverheadModel, band_width, overhead_scenario
+from traceq.analysis.replay.overhead import (
+    BAND_FLOOR,
+    SEARCH_FLAVOUR,
+    SEARCH_HIGH,
+    SEARCH_INFLATION,
+    SEARCH_LOW,
+    OverheadModel,
+    band_width,
+    overhead_scenario,
+)
 from traceq.analysis.replay.speed import step_spread
 from traceq.analysis.replay.timeline import Timeline, timeline_from_frames
 from traceq.analysis.replay.whatif import CHANGES, FIXES, SCENARIOS
@@ -129,7 +138,7 @@ class Replayer:
         mid = self.unprofiled_replay(self.model, host_scale)
         steps = mid.windows["ms"]
         cv = float(steps.std() / steps.mean()) if steps.len() > 1 and steps.mean() else 0.0  # type: ignore[operator]
-        width = band_width(base.step_ms, mid.step_ms, cv)
+        width = band_width(base.step_ms, mid.step_ms, cv) + self._search_width(mid.step_ms, host_scale)
         low_f, high_f = math.exp(-width), math.exp(width)
         cap_f = math.exp(BAND_FLOOR)  # without the profiler a step is not slower than traced, but for noise
         per_step = (
@@ -158,6 +167,12 @@ class Replayer:
                 "Nsight Systems capture: nsys adds far less host cost than torch.profiler; the estimate "
                 "removes the cost of its recorded ranges and calls the same way"
             )
+        if self._searched():
+            notes.append(
+                f"{count(int(tl.host['search'].sum()), 'call')} searched for algorithms: their host time is taken as "
+                f"{SEARCH_INFLATION:g}x shorter without torch.profiler (the runs measured took {SEARCH_LOW:g}x to "
+                f"{SEARCH_HIGH:g}x), and the band spans that range"
+            )
         if host_scale != 1.0:
             notes.append(f"host CPU time scaled by {host_scale:.3f} to the speed of the trace it is compared with")
         if tl.steps.height and tl.steps["row"].is_null().all():
@@ -180,6 +195,18 @@ class Replayer:
             notes=notes,
             width=width,
         )
+
+    def _searched(self) -> bool:
+        """Whether the profiler's slowing of algorithm searches is taken out of this run (see ``overhead``)."""
+        tl = self.timeline
+        return self.model.search > 1 and tl.flavour == SEARCH_FLAVOUR and bool(tl.host["search"].any())
+
+    def _search_width(self, step_ms: float, host_scale: float) -> float:
+        """What the range of the search factor adds to the band's log half-width (0 without searches)."""
+        if not self._searched() or step_ms <= 0:
+            return 0.0
+        ends = (replace(self.model, search=f) for f in (SEARCH_LOW, SEARCH_HIGH))
+        return max(abs(math.log(self.unprofiled_replay(m, host_scale).step_ms / step_ms)) for m in ends)
 
     def what_if(self, causes: list[str] | None = None) -> pl.DataFrame:
         """Per cause: the unprofiled step time with that cause removed or changed (``FIXES``), and the saving
