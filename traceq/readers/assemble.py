@@ -18,6 +18,7 @@ import polars as pl
 
 from traceq._utils.lazy_frames import lazy_source
 from traceq._utils.memory import release_free_memory
+from traceq._utils.words import count
 from traceq.errors import InputError
 from traceq.model import on_disk
 from traceq.model.build import KEY_COLUMNS, attach, conform_threads, derive
@@ -79,7 +80,7 @@ def assemble(
     else:
         steps = disk.derive(tolerance_ns)
         model = _model_on_disk(disk, keys.rows)
-    warnings = [f"{keys.negative} events had negative durations; counted as 0"] if keys.negative else []
+    warnings = [f"{count(keys.negative, 'event')} had negative durations; counted as 0"] if keys.negative else []
     events = _events_by_chunk(chunks, events_of, _KEPT_WRITTEN, model)
     return Assembled(
         tables=RunTables(events=events, steps=steps, threads=conform_threads(threads)),

@@ -114,3 +114,16 @@ def test_autotuning_once_saves_about_what_benchmark_off_saved(replayers, measure
         slow, fixed = measured[slow_name]["step_ms_rounds"], measured[fixed_name]["step_ms_rounds"]
         lo, hi = min(slow) - max(fixed), max(slow) - min(fixed)
         assert w["saving_low"] <= hi and lo <= w["saving_high"], (slow_name, w)
+
+
+def test_a_verdict_of_over_a_thousand_per_cent_reads_with_separators(replayers) -> None:
+    """The autotuning pair on leaseC: NEW more than ten times BASE's step, in the verdict's words as in its
+    numbers (``1,569.2%``), the change computed here from the two estimates."""
+    from traceq.analysis.replay.compare import compare_replayers
+
+    base, new = replayers["leaseC/cudnn_var_nobench_fp16"], replayers["leaseC/cudnn_var_fp16"]
+    verdict = compare_replayers(base, new)
+    change = (new.unprofiled().step_ms / base.unprofiled().step_ms - 1) * 100
+    assert verdict.scaled is None and change > 1000
+    assert f"NEW is {change:,.1f}% slower than BASE" in verdict.text
+    assert f"to {verdict.change_high:+,.1f}%" in verdict.text and "," in f"{verdict.change_high:+,.1f}"

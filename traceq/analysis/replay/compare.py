@@ -46,11 +46,11 @@ class Verdict:
 
     @property
     def text(self) -> str:
-        band = f"{self.change_low:+.1f}% to {self.change_high:+.1f}%"
+        band = f"{self.change_low:+,.1f}% to {self.change_high:+,.1f}%"
         out = f"{change_words(self.change_pct)} without the profiler (band {band}){self.noise}"
         if self.flips:
             traced = "slower" if self.traced_change_pct > 0 else "faster"
-            out += f"; the traced steps say NEW is {abs(self.traced_change_pct):.1f}% {traced}: the profiler flips it"
+            out += f"; the traced steps say NEW is {abs(self.traced_change_pct):,.1f}% {traced}: the profiler flips it"
         return out
 
     @property
@@ -82,7 +82,7 @@ def change_words(pct: float) -> str:
     rounds to 0.0 % is no change)."""
     if abs(pct) < 0.05:
         return "NEW and BASE take the same time"
-    return f"NEW is {abs(pct):.1f}% {'slower' if pct > 0 else 'faster'} than BASE"
+    return f"NEW is {abs(pct):,.1f}% {'slower' if pct > 0 else 'faster'} than BASE"
 
 
 def compare_replayers(base: Replayer, new: Replayer, normalize_host: bool = True) -> Verdict:

@@ -120,7 +120,7 @@ def unprofiled_verdict(verdict: Verdict, result: Comparison) -> str:
     """The comparison's verdict with the estimate without the profiler: first where no step times were
     measured (saying when it flips the traced conclusion), after the measured ones where they were."""
     b, n = verdict.base, verdict.new
-    band = f"{verdict.change_low:+.1f}% to {verdict.change_high:+.1f}%"
+    band = f"{verdict.change_low:+,.1f}% to {verdict.change_high:+,.1f}%"
     steps = f"{b.step_ms:,.1f} -> {n.step_ms:,.1f} ms per step"
     head = (
         f"Estimated without the profiler (replay), {change_words(verdict.change_pct)} ({steps}; band {band})"
@@ -144,11 +144,11 @@ def unprofiled_verdict(verdict: Verdict, result: Comparison) -> str:
     if verdict.flips and not verdict.uncertain:
         moved = "slower" if traced > 0 else "faster"
         head += (
-            f"; the traced steps say NEW is {abs(traced):.1f}% {moved}: the profiler's own cost flips the traced "
+            f"; the traced steps say NEW is {abs(traced):,.1f}% {moved}: the profiler's own cost flips the traced "
             "conclusion, so weigh the causes below against the estimate."
         )
     elif verdict.uncertain:
-        head += f"; the traced steps say {'no change' if abs(traced) < 0.05 else f'{traced:+.1f}%'}."
+        head += f"; the traced steps say {'no change' if abs(traced) < 0.05 else f'{traced:+,.1f}%'}."
     else:
-        head += f"; the traced steps point the same way ({traced:+.1f}%)."
+        head += f"; the traced steps point the same way ({traced:+,.1f}%)."
     return f"{head}{cost} Traced: {result.verdict}"

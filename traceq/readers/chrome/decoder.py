@@ -22,6 +22,7 @@ import pyarrow as pa
 from traceq._utils.in_order import InOrder
 from traceq._utils.memory import heap_reused
 from traceq._utils.native import load
+from traceq._utils.words import count
 from traceq.errors import InputError
 from traceq.readers.chrome import columns
 from traceq.readers.chunks import Chunks
@@ -194,9 +195,12 @@ class _Decoder:
         if self.n_events == 0 and not self.metadata_events:
             raise InputError(self.path, "a chrome trace with no events")
         if self.repaired:
-            self.warnings.append(f"{self.repaired} events had unescaped or invalid characters and were repaired")
+            repaired = count(self.repaired, "event")
+            were = "was" if self.repaired == 1 else "were"
+            self.warnings.append(f"{repaired} had unescaped or invalid characters and {were} repaired")
         if self.dropped:
-            self.warnings.append(f"{self.dropped} malformed events could not be decoded and were skipped")
+            dropped = count(self.dropped, "malformed event")
+            self.warnings.append(f"{dropped} could not be decoded and {'was' if self.dropped == 1 else 'were'} skipped")
         if self.flattened:
             self.warnings.append(f"{self.flattened} values nested deeper than {_MAX_DEPTH} levels replaced by null")
         self.chunks.finish()
