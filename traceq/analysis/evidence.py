@@ -35,7 +35,7 @@ def evidence(session: Session, run_id: str, windows: int) -> dict[str, dict[str,
                 (pl.col("idle_ns").sum() / w / _MS).alias("idle_ms_per_step"),
                 (pl.col("calls").sum() / w).alias("calls_per_step"),
             )
-            .sort("idle_ms_per_step", descending=True)
+            .sort(["idle_ms_per_step", *by], descending=[True] + [False] * len(by), nulls_last=True)
             .head(n)
         )
         return [{k: _clean(v) for k, v in r.items()} for r in rows.iter_rows(named=True)]
@@ -43,7 +43,8 @@ def evidence(session: Session, run_id: str, windows: int) -> dict[str, dict[str,
     def per_step_calls(cause: str) -> dict[str, float]:
         rows = calls.filter((pl.col("cause") == cause) & pl.col("bytes").is_null())
         rows = rows.group_by("name").agg(pl.col("calls").sum() / w)
-        return {name: round(n, 2) for name, n in rows.sort("calls", descending=True).iter_rows()}
+        rows = rows.sort(["calls", "name"], descending=[True, False])
+        return {name: round(n, 2) for name, n in rows.iter_rows()}
 
     bound = session.query("launch_bound").filter(mine)
     out["launch_overhead"] = {
@@ -97,8 +98,9 @@ def evidence(session: Session, run_id: str, windows: int) -> dict[str, dict[str,
 def _search_evidence(searches: pl.DataFrame, w: int) -> dict[str, Any]:
     if searches.is_empty():
         return {"searching_calls_per_step": 0.0}
-    by_op = (
-        searches.group_by("name")
+    by_op = (  # in the events' order, so that each op's first shapes are the same on every read
+        searches.sort("event_id")
+        .group_by("name", maintain_order=True)
         .agg(
             pl.len().alias("calls"),
             (pl.col("dur_ns").mean() / _MS).alias("ms_per_call"),
@@ -108,7 +110,7 @@ def _search_evidence(searches: pl.DataFrame, w: int) -> dict[str, Any]:
             pl.col("new_shape").sum().alias("new_shapes"),
             pl.col("input_shapes").drop_nulls().unique(maintain_order=True).head(3).alias("shapes"),
         )
-        .sort("calls", descending=True)
+        .sort(["calls", "name"], descending=[True, False])
     )
     ops = []
     for r in by_op.iter_rows(named=True):
@@ -139,7 +141,7 @@ def _still_fp32(ops: pl.DataFrame, w: int, n: int = 5) -> dict[str, float]:
     if ops.is_empty() or "fp16_coverage" not in ops.columns:
         return {}
     heavy = ops.filter(pl.col("fp16_coverage") < 0.5).group_by("name").agg(pl.col("gpu_ns").sum())
-    heavy = heavy.sort("gpu_ns", descending=True).head(n)
+    heavy = heavy.sort(["gpu_ns", "name"], descending=[True, False]).head(n)
     return {name: round(ns / w / _MS, 3) for name, ns in heavy.iter_rows() if ns}
 
 

@@ -39,12 +39,16 @@ def measured() -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def replayers(tmp_path_factory: pytest.TempPathFactory, measured: dict[str, dict]) -> dict[str, Replayer]:
+def store(tmp_path_factory: pytest.TempPathFactory, measured: dict[str, dict]) -> Store:
     def ingest(d: Path) -> None:
         for name, v in measured.items():
             traceq.ingest([str(v["file"])], store=d / "store", name=name.replace("/", "."), jobs=1)
 
-    store = Store(built_once(tmp_path_factory, "later-leases", ingest) / "store")
+    return Store(built_once(tmp_path_factory, "later-leases", ingest) / "store")
+
+
+@pytest.fixture(scope="module")
+def replayers(store: Store, measured: dict[str, dict]) -> dict[str, Replayer]:
     out = {}
     for name in measured:
         run_id = store.resolve(name.replace("/", "."))
@@ -127,3 +131,27 @@ def test_a_verdict_of_over_a_thousand_per_cent_reads_with_separators(replayers) 
     assert verdict.scaled is None and change > 1000
     assert f"NEW is {change:,.1f}% slower than BASE" in verdict.text
     assert f"to {verdict.change_high:+,.1f}%" in verdict.text and "," in f"{verdict.change_high:+,.1f}"
+
+
+def test_a_comparison_reads_the_same_every_time(store: Store) -> None:
+    """Ties in the evidence (two calls as frequent, searching ops' shapes) are ordered by name and time, so
+    the same runs give the same words on every read (the shapes and the allocator calls once came out in
+    another order from one read to the next)."""
+    first, second = (
+        _rounded(traceq.compare("leaseC.cudnn_var_nobench_fp16", "leaseC.cudnn_var_fp16", store=store).to_dict())
+        for _ in range(2)
+    )
+    assert first == second  # floats to 9 digits: parallel sums may differ in the last bits, never in print
+    search = next(f for f in first["findings"] if f["id"] == "algorithm_search")
+    base_ops, new_ops = search["evidence"]["ops"]  # BASE never searched
+    assert base_ops is None and new_ops and all(len(op["example_shapes"]) == 3 for op in new_ops)
+
+
+def _rounded(value: object) -> object:
+    if isinstance(value, float):
+        return float(f"{value:.9g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
