@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,3 +88,17 @@ def test_findings_are_typed_and_written_with_the_json_keys(results: dict[str, Re
 def test_an_html_page_is_the_same_on_stdout_and_in_a_file(results: dict[str, Result], tmp_path: Path) -> None:
     write_html(results["comparison"], tmp_path / "page.html")  # type: ignore[arg-type]
     assert _written(results["comparison"], Format.html) == (tmp_path / "page.html").read_text() + "\n"
+
+
+def test_a_long_table_shows_its_ends_and_says_how_many_rows_it_has() -> None:
+    """A terminal table of a long result shows its first and last rows, as DuckDB's shell does (rendering
+    9,200 events as one table took half a minute); the other formats write every row."""
+    frame = pl.DataFrame({"i": range(1000), "name": [f"op{i:04d}" for i in range(1000)]})
+    text = _written(frame, Format.table)
+    shown = [int(n) for n in re.findall(r"│\s*(\d[\d,]*)\s*│\s*op\d{4}", text.replace(",", ""))]
+    assert shown == [*range(20), *range(980, 1000)]
+    assert text.rstrip().endswith("1,000 rows, 40 shown (--format csv, json, markdown or parquet writes all)")
+    assert _written(frame, Format.csv).count("\n") == 1001
+    assert len(json.loads(_written(frame, Format.json))) == 1000
+    short = _written(frame.head(40), Format.table)
+    assert "shown" not in short and "op0039" in short

@@ -15,9 +15,14 @@ from traceq.render.formats import Format
 from traceq.render.text import visible
 from traceq.schema import JSON_COLUMNS
 
+#: rows a terminal table shows of a longer result (its first and last halves), as DuckDB's shell does; the
+#: other formats write every row
+SHOWN_ROWS = 40
+
 
 def render(frame: pl.DataFrame, fmt: Format | str, out: TextIO | None = None, title: str | None = None) -> None:
-    """Write ``frame`` to ``out`` (stdout) in ``fmt``; Parquet goes to the binary stream underneath."""
+    """Write ``frame`` to ``out`` (stdout) in ``fmt``; Parquet goes to the binary stream underneath. A table
+    of more than :data:`SHOWN_ROWS` rows shows its first and last rows and says how many it left out."""
     fmt = Format(fmt)
     out = out or sys.stdout
     if fmt is Format.parquet:
@@ -34,7 +39,7 @@ def render(frame: pl.DataFrame, fmt: Format | str, out: TextIO | None = None, ti
     elif fmt is Format.markdown:
         out.write(markdown(frame))
     else:
-        table(frame, out, title)
+        table(frame, out, title, shown_rows=SHOWN_ROWS)
 
 
 def to_json(frame: pl.DataFrame) -> str:
@@ -117,18 +122,27 @@ def markdown(frame: pl.DataFrame) -> str:
     return "\n".join([head, sep, *rows]) + "\n"
 
 
-def table(frame: pl.DataFrame, out: TextIO, title: str | None = None) -> None:
+def table(frame: pl.DataFrame, out: TextIO, title: str | None = None, shown_rows: int | None = None) -> None:
     """``frame`` as a terminal table: names and values shown as written (never read as rich markup) and
-    :func:`visible`; ``title`` is traceq's own markup."""
+    :func:`visible`; ``title`` is traceq's own markup. With ``shown_rows``, a longer frame shows its first
+    and last ``shown_rows // 2`` rows around a row of dots, and a line saying how many rows it has."""
     from rich.table import Table
     from rich.text import Text
 
     t = Table(title=title, show_lines=False, header_style="bold", title_justify="left")
     for name, dtype in frame.schema.items():
         t.add_column(Text(visible(name)), justify="right" if dtype.is_numeric() else "left", overflow="fold")
-    for r in frame.iter_rows():
+    cut = shown_rows is not None and frame.height > shown_rows
+    half = (shown_rows or 0) // 2
+    for r in frame.head(half).iter_rows() if cut else frame.iter_rows():
         t.add_row(*(Text(visible(cell(v))) for v in r))
+    if cut:
+        t.add_row(*(Text("\u00b7") for _ in frame.columns))
+        for r in frame.tail(half).iter_rows():
+            t.add_row(*(Text(visible(cell(v))) for v in r))
     shown = console(out, 240)
     shown.print(t)
     if frame.is_empty():
         shown.print("(no rows)")
+    elif cut:
+        shown.print(f"{frame.height:,} rows, {2 * half:,} shown (--format csv, json, markdown or parquet writes all)")
