@@ -373,7 +373,9 @@ def report(
     ] = None,
     fail_if_slower: Annotated[
         float | None,
-        typer.Option("--fail-if-slower", help="With --compare: exit 3 if NEW is slower by more than PCT percent."),
+        typer.Option("--fail-if-slower",
+                     help="With --compare: exit 3 if NEW is slower by more than PCT percent (by the measured step "
+                     "times if given, else the estimate without the profiler, else the traced steps)."),
     ] = None,
     base_step_ms: Annotated[
         float | None,
@@ -457,9 +459,10 @@ def report(
         render(result, fmt)
         if html is not None and (replaced := write_html(result, html, stored, force)):
             _note(replaced)
-        delta, window = result.step_time_delta_ms, result.base.summary.get("mean_step_time_ms")
-        if fail_if_slower is not None and delta is not None and window and delta / window * 100 > fail_if_slower:
-            typer.echo(f"traceq: NEW is {delta / window:.1%} slower per step (limit {fail_if_slower}%)", err=True)
+        change = result.change()  # the gate judges what the verdict leads with
+        if fail_if_slower is not None and change is not None and change[0] > fail_if_slower:
+            typer.echo(f"traceq: NEW is {change[0]:,.1f}% slower per step, {change[1]} (limit {fail_if_slower:g}%)",
+                       err=True)  # fmt: skip
             raise typer.Exit(3)
         return
     if not runs:

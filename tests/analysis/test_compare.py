@@ -84,15 +84,18 @@ def test_summary_text_pair_compares_ops(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_html_markdown_and_ci_gate(store: Path, tmp_path: Path) -> None:
     page = tmp_path / "amp.html"
+    """Traced, NEW's step is about 1.4 % longer than BASE's: on the traced steps alone a 0.5 % gate fails and
+    a 5 % one passes (the gate on the estimate, which says NEW is faster, is tested end to end)."""
     done = run_cli("report", "--compare", "conformer_fp32_b64", "conformer_fp16_b64", "--store", str(store),
-                   "--format", "markdown", "--html", str(page), "--fail-if-slower", "0.5")  # fmt: skip
-    assert done.returncode == 3  # NEW is about 1.4 % slower per step than BASE
+                   "--format", "markdown", "--html", str(page), "--fail-if-slower", "0.5", "--traced-only")  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip().endswith("slower per step, traced (limit 0.5%)")
     assert done.stdout.startswith("## traceq:")
     text = page.read_text()
     assert text.startswith("<!doctype html>") and text.count("<svg") >= 4
     assert "http://" not in text and "https://" not in text and "<script" not in text
     ok = run_cli("report", "--compare", "conformer_fp32_b64", "conformer_fp16_b64", "--store", str(store),
-                 "--fail-if-slower", "5")  # fmt: skip
+                 "--fail-if-slower", "5", "--traced-only")  # fmt: skip
     assert ok.returncode == 0
 
 

@@ -152,6 +152,19 @@ class Comparison:
     #: verdict on them (``Verdict.to_dict()`` of :mod:`traceq.analysis.replay.compare`)
     unprofiled: dict[str, Any] | None = None
 
+    def change(self) -> tuple[float, str] | None:
+        """NEW's step time against BASE's in per cent (positive: NEW slower) as the verdict leads with it,
+        and what it stands on: the step times measured without the profiler where given, else the estimate
+        without the profiler where the replay ran, else the traced steps (None: no steps to compare)."""
+        if self.measured is not None and self.measured["base_ms"]:
+            return self.measured["delta_ms"] / self.measured["base_ms"] * 100, "measured without the profiler"
+        if self.unprofiled is not None:
+            return float(self.unprofiled["change_pct"]), "estimated without the profiler"
+        window = self.base.summary.get("mean_step_time_ms")
+        if self.step_time_delta_ms is None or not window:
+            return None
+        return self.step_time_delta_ms / window * 100, "traced"
+
     def to_dict(self) -> dict[str, Any]:
         out = {
             "base": self.base.to_dict(),
