@@ -312,19 +312,6 @@ def test_an_sqlite_export_of_a_store_whose_every_run_is_damaged(two_runs: Path, 
 CASES.append("export --to sqlite of a store whose every run is damaged")
 
 
-# -- 6. every attack of the three rounds, as commands -----------------------------------------------------
-
-
-@pytest.mark.slow
-def test_the_attack_battery_ends_every_command_in_a_result_or_one_line(tmp_path: Path) -> None:
-    """``scripts/attack_battery.py`` runs each attack of the three rounds as a command (bounded in time)."""
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "attack_battery.py"), "--work", str(tmp_path)],
-                          capture_output=True, text=True, timeout=1800)  # fmt: skip
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert re.search(r"^(\d+) commands: 0 internal errors, 0 tracebacks, 0 hangs, 0 other exit codes$",
-                     done.stdout, re.M), done.stdout[-2000:]  # fmt: skip
-
-
 def test_the_third_round_tally_in_the_readme_matches_the_cases() -> None:
     assert len(CASES) == len(set(CASES))
     readme = (ROOT / "README.md").read_text()
