@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -318,7 +318,8 @@ def sql(
         if timer is not None:
             timer.start()
         with reading(store, runs):
-            result, frame = interruptible(con, lambda: _fetched(con, query))
+            result = con.sql(query)
+            frame = _plain_types(result.pl())
             return frame.rename(dict(_qualified(con, query, result.columns, frame.columns)))
     except duckdb.InterruptException:
         if not stopped.is_set():  # Ctrl-C or SIGTERM, not the timeout
@@ -336,45 +337,6 @@ def sql(
             if timer.is_alive():
                 timer.join()
         close(con)
-
-
-_T = TypeVar("_T")
-
-
-def _fetched(con: duckdb.DuckDBPyConnection, query: str) -> tuple[duckdb.DuckDBPyRelation, pl.DataFrame]:
-    result = con.sql(query)
-    return result, _plain_types(result.pl())
-
-
-def interruptible(con: duckdb.DuckDBPyConnection, work: Callable[[], _T]) -> _T:
-    """``work`` (DuckDB calls on ``con``) run in a thread of its own while the main thread waits, so that
-    Ctrl-C or SIGTERM stops it at once: DuckDB runs Python's signal handlers only between its tasks, which
-    a sort that spills to disk puts tens of seconds apart, while :meth:`interrupt` is seen within
-    milliseconds. Called from any other thread (which receives no signals), ``work`` runs in place."""
-    if threading.current_thread() is not threading.main_thread():
-        return work()
-    outcome: list[Any] = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, work()))
-        except BaseException as e:  # handed to the waiting thread
-            outcome.append((False, e))
-
-    worker = threading.Thread(target=run, name="traceq-query", daemon=True)
-    worker.start()
-    try:
-        while worker.is_alive():
-            worker.join(0.25)  # a signal's handler runs here, in the main thread, as it arrives
-    except BaseException:
-        with suppress(Exception):
-            con.interrupt()
-        worker.join()
-        raise
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
 
 
 def _qualified(
