@@ -20,7 +20,7 @@ import polars as pl
 
 from traceq._utils.outputs import atomic_output, check_output, starts_with
 from traceq._utils.words import fixed
-from traceq.analysis.causes import CAUSES
+from traceq.analysis.causes import CAUSES, COLOURS
 from traceq.analysis.findings import Finding
 from traceq.analysis.results import Comparison, RunReport, Timeline
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
@@ -58,21 +58,10 @@ CLASS_COLOURS = {
     "memcpy": "#d6b656",
     "memset": "#b8a36a",
 }
-#: Colours of GPU idle time by cause (the ids of ``idle_causes``).
-#: Colours of GPU idle time by cause: each far from every other and from every kernel class (CIE76 colour
-#: difference of at least 25), but the cast idle time near the cast kernels' orange and the unexplained
-#: idle time near the other kernels' grey, on purpose.
-CAUSE_COLOURS = {
-    "launch_overhead": "#d62728",
-    "host_sync": "#40004b",
-    "input_pipeline": "#01665e",
-    "algorithm_search": "#525252",
-    "allocator": "#f781bf",
-    "cast_overhead": "#ff7f0e",
-    "python_overhead": "#17becf",
-    "host_unattributed": "#2b59ff",
-    "unexplained": "#c8c8c8",
-}
+#: Colours of GPU idle time by cause (the ids of ``idle_causes``; each cause's ``colour``): each far from
+#: every other and from every kernel class (CIE76 colour difference of at least 25), but the cast idle time
+#: near the cast kernels' orange and the unexplained idle time near the other kernels' grey, on purpose.
+CAUSE_COLOURS = COLOURS
 #: Colours of the host lanes' top-level ops: the ops with the most time there, one colour each (the same
 #: op the same colour in BASE and NEW), named in the legend; every other op :data:`HOST_REST`.
 HOST_COLOURS = ("#4e79a7", "#e15759", "#59a14f", "#b07aa1", "#9c755f", "#f28e2b", "#76b7b2", "#edc948")
