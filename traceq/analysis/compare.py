@@ -33,8 +33,6 @@ from traceq.store import Store
 #: step (smaller changes are within the step-to-step noise of a few profiled steps).
 MIN_IMPACT_MS = 0.25
 MIN_IMPACT_SHARE = 0.02
-#: The waterfall shows the parts that changed by at least this share of the longer step; the rest is "other".
-WATERFALL_MIN_SHARE = 0.005
 #: Traces with fewer steps than this give noisy means.
 FEW_STEPS = 3
 
