@@ -49,3 +49,9 @@ def test_each_part_of_the_split_is_named_coloured_and_fixed_where_it_can_be() ->
     assert set(COLOURS) == {c for c in IDLE_CAUSES if c != STRAGGLER.id}, "an idle cause the timeline cannot draw"
     assert all(CAUSES[c].what_if for c in FIXES)
     assert {c for c in CAUSES if CAUSES[c].what_if} == set(FIXES), "a fix without its what-if scenario"
+
+
+def test_every_title_fills_with_the_fields_a_report_gives() -> None:
+    for cause in CAUSES.values():
+        title = cause.title.format(ms="1.00", share="5% of the step", n=2.0, calls="2 calls", Label="X")
+        assert "{" not in title and "1.00 ms" in title, cause.id
