@@ -14,6 +14,10 @@ itself; two stages of one rank never import each other)::
 
 Readers use the model (they hand it their events), so the model sits below them; ingest stores the
 metrics it computes with the query engine, so query sits below ingest.
+
+The causes traceq names are declared once, in :data:`REGISTRY`: no other module spells a cause id out
+(the SQL in ``queries/`` emits them; a word that is also a cause id but names something else is listed in
+:data:`HOMONYMS` with its reason).
 """
 
 from __future__ import annotations
@@ -58,6 +62,22 @@ MAX_TOP_MODULES = 9
 #: the top, where they show the architecture.
 DEFERRING = {"traceq.cli", "traceq.render", "traceq.export"}
 MAX_CHAIN = 8
+#: The one module that spells cause ids out (every other module refers to its constants).
+REGISTRY = "traceq.analysis.causes"
+#: Words that are cause ids but name something else where they are written: word -> (modules, why).
+HOMONYMS: dict[str, tuple[set[str], str]] = {
+    "cast_overhead": (
+        {"traceq.query.stored", "traceq.analysis.evidence", "traceq.analysis.report", "traceq.render.reports"},
+        "the metric query queries/cast_overhead.sql, and the report's headline key (calls, CPU and GPU ms of "
+        "casts) named after it",
+    ),
+    "optimizer": (
+        {"traceq.model.kernel_classes", "traceq.render.html"},
+        "a kernel class (kernel_classes.kernel_class), and its colour on the HTML page",
+    ),
+    "communication": ({"traceq.readers.chrome.common"}, "a chrome trace event category"),
+    "straggler": ({"traceq.analysis.ranks"}, "the column of the stragglers table: each step's slowest rank"),
+}
 
 
 def _module_name(path: Path) -> str:
@@ -233,3 +253,34 @@ def test_every_package_is_installed() -> None:
     assert listed is not None
     packages = {m for m, p in modules().items() if p.name == "__init__.py"}
     assert packages <= set(re.findall(r'"([\w.]+)"', listed.group(1)))
+
+
+def cause_id_literals() -> dict[str, dict[str, list[int]]]:
+    """Every string literal in the package that is a cause id: id -> {module: lines} (the registry left out)."""
+    from traceq.analysis.causes import CAUSES
+
+    found: dict[str, dict[str, list[int]]] = {}
+    for module, path in modules().items():
+        if module == REGISTRY:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in CAUSES:
+                found.setdefault(node.value, {}).setdefault(module, []).append(node.lineno)
+    return found
+
+
+def test_a_cause_id_is_written_in_one_module() -> None:
+    """A cause is declared once, in :data:`REGISTRY`: other modules name it through the registry's constants
+    (``HOST_SYNC.id``), so adding a cause is one entry there, its SQL and its test. A homonym is allowed
+    where :data:`HOMONYMS` says, and every homonym listed is still written there."""
+    found = cause_id_literals()
+    stray = [
+        f"{modules()[m].relative_to(ROOT)}:{line}: {cause!r}"
+        for cause, where in found.items()
+        for m, lines in where.items()
+        if m not in HOMONYMS.get(cause, (set(), ""))[0]
+        for line in lines
+    ]
+    assert stray == [], f"write these as the registry's constants ({REGISTRY}), or list a homonym"
+    listed = {(cause, m) for cause, (where, _) in HOMONYMS.items() for m in where}
+    assert listed <= {(cause, m) for cause, where in found.items() for m in where}, "a homonym no longer written"

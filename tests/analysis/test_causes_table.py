@@ -1,12 +1,15 @@
-"""The README's Causes table is the one the code declares."""
+"""The README's Causes table is the one the code declares, and the registry agrees with the SQL."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from traceq.analysis.causes import CAUSES, markdown_table
+from traceq.analysis.causes import BUSY_PARTS, CAUSES, COLOURS, IDLE_CAUSES, STRAGGLER, markdown_table
+from traceq.analysis.replay import FIXES
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
 
 
 def test_readme_causes_table_is_the_code_s() -> None:
@@ -24,3 +27,31 @@ def test_every_cause_has_a_next_step_of_its_own() -> None:
     for framework in ("pytorch", "paddle", None):
         steps = [c.next_step(framework) for c in CAUSES.values()]
         assert len(set(steps)) == len(steps), framework
+
+
+def test_the_sql_names_the_idle_causes_the_registry_declares() -> None:
+    """The cause ids the query files write are the registry's idle causes. ``straggler`` is among the idle
+    causes though no query charges idle time to it (its finding comes from the ranks' step windows): every
+    split carries it at 0 ms, as reports have always listed it (``step_split_ms``, ``step_causes``)."""
+    written = {
+        word
+        for path in (ROOT / "queries").glob("*.sql")
+        for word in re.findall(r"'(\w+)'", path.read_text())
+        if word in CAUSES
+    }
+    assert written <= set(IDLE_CAUSES)
+    assert set(IDLE_CAUSES) - written == {STRAGGLER.id}
+
+
+def test_each_part_of_the_split_is_named_coloured_and_fixed_where_it_can_be() -> None:
+    parts = [*BUSY_PARTS, *(c for c in IDLE_CAUSES if c != STRAGGLER.id)]
+    assert all(CAUSES[c].change for c in parts), "a part without words for its change in a comparison"
+    assert set(COLOURS) == {c for c in IDLE_CAUSES if c != STRAGGLER.id}, "an idle cause the timeline cannot draw"
+    assert all(CAUSES[c].what_if for c in FIXES)
+    assert {c for c in CAUSES if CAUSES[c].what_if} == set(FIXES), "a fix without its what-if scenario"
+
+
+def test_every_title_fills_with_the_fields_a_report_gives() -> None:
+    for cause in CAUSES.values():
+        title = cause.title.format(ms="1.00", share="5% of the step", n=2.0, calls="2 calls", Label="X")
+        assert "{" not in title and "1.00 ms" in title, cause.id

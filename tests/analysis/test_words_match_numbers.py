@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from traceq.analysis.causes import CAUSES
-from traceq.analysis.compare import _CHANGE, _change, verdict
+from traceq.analysis.compare import _change, verdict
 from traceq.analysis.summary_compare import summary_verdict
 
-PARTS = sorted(_CHANGE)
+PARTS = sorted(c.id for c in CAUSES.values() if c.change)
 ms = st.floats(min_value=0.0, max_value=500.0, allow_nan=False).map(lambda x: round(x, 3))
 signed = st.floats(min_value=-500.0, max_value=500.0, allow_nan=False).filter(lambda x: abs(x) >= 0.05)
 

@@ -8,9 +8,8 @@ import polars as pl
 from polars.io.plugins import register_io_source
 
 #: Rows of the frames a LazyFrame of :func:`lazy_source` hands on at most. Polars' streaming Parquet sink
-#: holds frames in flight for each of its threads: with whole chunks (64-128 k rows) the ingest of an
-#: 8 M-event nsys export peaked at 1.69 GB with 16 Polars threads; with slices of 16 k rows at 0.98 GB,
-#: as with 2 threads (whose peak is not the sink's), no slower.
+#: holds frames in flight for each of its threads, so whole chunks (64-128 k rows) made its peak grow with
+#: the threads; slices this small keep it down, no slower (benchmarks/README.md, tenth round).
 SLICE_ROWS = 1 << 14
 
 

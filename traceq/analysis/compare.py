@@ -17,7 +17,7 @@ import polars as pl
 
 from traceq._utils.words import fixed, rounded
 from traceq.analysis import ranks as rank_views
-from traceq.analysis.causes import CAUSES
+from traceq.analysis.causes import CAUSES, GPU_COMPUTE
 from traceq.analysis.findings import Finding, Part, Waterfall
 from traceq.analysis.ops_table import top_ops
 from traceq.analysis.report import TOP_OPS, run_report
@@ -33,28 +33,8 @@ from traceq.store import Store
 #: step (smaller changes are within the step-to-step noise of a few profiled steps).
 MIN_IMPACT_MS = 0.25
 MIN_IMPACT_SHARE = 0.02
-#: The waterfall shows the parts that changed by at least this share of the longer step; the rest is "other".
-WATERFALL_MIN_SHARE = 0.005
 #: Traces with fewer steps than this give noisy means.
 FEW_STEPS = 3
-
-#: How each part's change is named in a finding's title.
-_CHANGE = {
-    "gpu_compute": "GPU compute time",
-    "cast_overhead": "AMP cast cost (GPU idle in cast ops and cast kernels)",
-    "layout_transforms": "Layout-transform kernel time",
-    "optimizer": "Optimizer and loss-scaler kernel time",
-    "memory_copies": "Memory copy and set time",
-    "communication": "Collective time not hidden by compute",
-    "algorithm_search": "Algorithm search (cuDNN/cuBLAS autotuning)",
-    "launch_overhead": "GPU idle while the CPU launches work",
-    "host_sync": "GPU idle after host synchronisations",
-    "input_pipeline": "GPU idle waiting for input data",
-    "allocator": "GPU idle in device allocations and frees",
-    "python_overhead": "GPU idle while Python runs between ops",
-    "host_unattributed": "GPU idle while the host is in no recorded call (not attributed to a cause)",
-    "unexplained": "GPU idle with work queued (unexplained)",
-}
 
 
 def compare(
@@ -175,13 +155,13 @@ def _change(
     part that shrank but still holds a large share of NEW's step (``step_ms``) keeps its fix."""
     d = rounded(n - b)  # the change as the title, the findings' size and the waterfall print it
     way = "grew" if d > 0 else "fell"
-    title = f"{_CHANGE[cause]} {way} by {fixed(abs(d))} ms per step ({fixed(b)} -> {fixed(n)} ms)"
+    title = f"{CAUSES[cause].change} {way} by {fixed(abs(d))} ms per step ({fixed(b)} -> {fixed(n)} ms)"
     detail = _mechanism(cause, ev_b, ev_n)
     if detail:
         title += f"; {detail}"
     if d > 0:
         step = CAUSES[cause].next_step(flavour)
-    elif cause == "gpu_compute":
+    elif cause == GPU_COMPUTE.id:
         step = "Kernels got faster: the parts that grew say where the saving went."
     elif step_ms > 0 and n >= STILL_LARGE_SHARE * step_ms:
         step = (
@@ -203,26 +183,12 @@ def _paired(ev_b: dict[str, Any], ev_n: dict[str, Any]) -> dict[str, Any]:
 
 
 def _mechanism(cause: str, ev_b: dict[str, Any], ev_n: dict[str, Any]) -> str:
-    """A count that shows the mechanism before and after (syncs, searches, casts per step), where one does."""
-
-    def total(ev: dict[str, Any], key: str) -> float:
-        value = ev.get(key) or 0.0
-        return float(sum(value.values())) if isinstance(value, dict) else float(value)
-
-    counts = {
-        "host_sync": ("sync_calls_per_step", "sync calls per step", ",.0f"),
-        "algorithm_search": ("searching_calls_per_step", "searching calls per step", ",.1f"),
-        "cast_overhead": ("conversions_per_step", "conversions per step", ",.0f"),
-        "allocator": ("allocator_calls_per_step", "allocations and frees per step", ",.0f"),
-        "launch_overhead": ("kernels_per_step", "kernels per step", ",.0f"),
-        "input_pipeline": ("data_loading_ms_per_step", "ms per step in data loading", ",.2f"),
-    }
-    if cause not in counts:
+    """A count that shows the mechanism before and after (syncs, searches, casts per step: the cause's
+    :attr:`~traceq.analysis.causes.Cause.count`), where one does."""
+    c = CAUSES[cause].count
+    if c is None or (ev_b.get(c.key) is None and ev_n.get(c.key) is None):
         return ""
-    key, words, fmt = counts[cause]
-    if ev_b.get(key) is None and ev_n.get(key) is None:
-        return ""
-    return f"{total(ev_b, key):{fmt}} -> {total(ev_n, key):{fmt}} {words}"
+    return f"{c.of(ev_b):{c.fmt}} -> {c.of(ev_n):{c.fmt}} {c.words}"
 
 
 def comparability(base: RunReport, new: RunReport) -> list[str]:

@@ -12,6 +12,17 @@ from typing import Any
 
 import polars as pl
 
+from traceq.analysis.causes import (
+    ALGORITHM_SEARCH,
+    ALLOCATOR,
+    CAST_OVERHEAD,
+    GPU_COMPUTE,
+    HOST_SYNC,
+    INPUT_PIPELINE,
+    LAUNCH_OVERHEAD,
+    PYTHON_OVERHEAD,
+    UNEXPLAINED,
+)
 from traceq.query.engine import Session
 
 _MS = 1e6
@@ -47,49 +58,49 @@ def evidence(session: Session, run_id: str, windows: int) -> dict[str, dict[str,
         return {name: round(n, 2) for name, n in rows.iter_rows()}
 
     bound = session.query("launch_bound").filter(mine)
-    out["launch_overhead"] = {
+    out[LAUNCH_OVERHEAD.id] = {
         "kernels_per_step": _mean(bound, "kernels"),
         "median_kernel_us": _scaled(_mean(bound, "median_kernel_ns"), 1e3),
         "median_launch_us": _scaled(_mean(bound, "median_launch_ns"), 1e3),
         "kernels_shorter_than_their_launch": _mean(bound, "short_kernel_share"),
-        "ops_the_gpu_waited_on": top_sites("launch_overhead", ["top_op"]),
+        "ops_the_gpu_waited_on": top_sites(LAUNCH_OVERHEAD.id, ["top_op"]),
     }
-    out["host_sync"] = {
-        "sync_calls_per_step": per_step_calls("host_sync"),
-        "sites": top_sites("host_sync", ["site", "op", "top_op", "frame"]),
+    out[HOST_SYNC.id] = {
+        "sync_calls_per_step": per_step_calls(HOST_SYNC.id),
+        "sites": top_sites(HOST_SYNC.id, ["site", "op", "top_op", "frame"]),
     }
-    data = calls.filter(pl.col("cause") == "input_pipeline")
+    data = calls.filter(pl.col("cause") == INPUT_PIPELINE.id)
     copies = data.filter(pl.col("bytes").is_not_null())
-    out["input_pipeline"] = {
+    out[INPUT_PIPELINE.id] = {
         "data_loading_ms_per_step": round(data.filter(pl.col("bytes").is_null())["dur_ns"].sum() / w / _MS, 3),
-        "data_loading_calls": per_step_calls("input_pipeline"),
+        "data_loading_calls": per_step_calls(INPUT_PIPELINE.id),
         "pageable_copies_per_step": round(copies["calls"].sum() / w, 2),
         "pageable_mb_per_step": round(copies["bytes"].sum() / w / 1e6, 3),
-        "sites": top_sites("input_pipeline", ["site", "frame"]),
+        "sites": top_sites(INPUT_PIPELINE.id, ["site", "frame"]),
     }
-    out["algorithm_search"] = _search_evidence(session.query("_search_calls").filter(mine), w)
-    out["allocator"] = {
-        "allocator_calls_per_step": per_step_calls("allocator"),
-        "sites": top_sites("allocator", ["site", "op", "top_op"]),
+    out[ALGORITHM_SEARCH.id] = _search_evidence(session.query("_search_calls").filter(mine), w)
+    out[ALLOCATOR.id] = {
+        "allocator_calls_per_step": per_step_calls(ALLOCATOR.id),
+        "sites": top_sites(ALLOCATOR.id, ["site", "op", "top_op"]),
     }
     casts = session.query("cast_overhead").filter(mine)
     trips = casts["round_trips"] if casts.height else pl.Series([], dtype=pl.Int64)
-    out["cast_overhead"] = {
+    out[CAST_OVERHEAD.id] = {
         "conversions_per_step": round(casts["calls"].sum() / w, 1) if casts.height else 0.0,
         "cast_op_cpu_ms_per_step": round(casts["cpu_ns"].sum() / w / _MS, 3) if casts.height else 0.0,
         "cast_kernel_ms_per_step": round(casts["gpu_ns"].sum() / w / _MS, 3) if casts.height else 0.0,
         "round_trips_per_step": round(trips.sum() / w, 1) if trips.null_count() < trips.len() else None,
-        "idle_in_casts_by_op": top_sites("cast_overhead", ["top_op"]),
+        "idle_in_casts_by_op": top_sites(CAST_OVERHEAD.id, ["top_op"]),
     }
-    out["python_overhead"] = {"frames": [s for s in top_sites("python_overhead", ["frame"]) if s["frame"]]}
+    out[PYTHON_OVERHEAD.id] = {"frames": [s for s in top_sites(PYTHON_OVERHEAD.id, ["frame"]) if s["frame"]]}
     gaps = session.query("gpu_gap_buckets").filter(mine & pl.col("kind").is_in(["dependency", "unknown"]))
-    out["unexplained"] = {"waits_with_work_queued_per_step": round(gaps["gaps"].sum() / w, 1) if gaps.height else 0.0}
+    out[UNEXPLAINED.id] = {"waits_with_work_queued_per_step": round(gaps["gaps"].sum() / w, 1) if gaps.height else 0.0}
     cover = session.query("precision_coverage").filter(mine)
     ops = session.query("op_summary").filter(mine)
-    out["gpu_compute"] = {
+    out[GPU_COMPUTE.id] = {
         "fp16_coverage": _mean(cover, "fp16_coverage"),
         "tensor_core_coverage": _mean(cover, "tensor_core_coverage"),
-        "median_kernel_us": out["launch_overhead"]["median_kernel_us"],
+        "median_kernel_us": out[LAUNCH_OVERHEAD.id]["median_kernel_us"],
         "ops_still_fp32_ms_per_step": _still_fp32(ops, w),
     }
     return out

@@ -55,6 +55,11 @@ class Part:
         return self.new_ms - self.base_ms
 
 
+#: A waterfall shows the parts that changed by at least this share of the longer step (a run's, the parts
+#: of at least this share of its step); the rest is summed as "other".
+WATERFALL_MIN_SHARE = 0.005
+
+
 @dataclass(frozen=True)
 class Waterfall:
     """The step-time difference NEW - BASE split into parts (mean ms per step, positive: NEW is slower).

@@ -7,6 +7,7 @@ from typing import Any
 
 import polars as pl
 
+from traceq.analysis.causes import STRAGGLER
 from traceq.analysis.findings import Finding
 
 #: The straggler finding is named when the other ranks wait at least this long per step for one rank
@@ -91,7 +92,7 @@ def straggler_finding(ranks: pl.DataFrame, steps: pl.DataFrame, step_ms: float |
         else f"its GPU works {busy_delta:+.1f} ms per step longer than the others' (more or slower GPU work)"
     )
     return Finding(
-        id="straggler",
+        id=STRAGGLER.id,
         title=f"Rank {top['rank']} is the slowest in {top['straggler_steps']} of {steps.height} steps; the "
         f"other ranks wait {wait:.2f} ms per step for it in collectives",
         impact_ms=wait,

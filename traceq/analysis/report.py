@@ -17,12 +17,21 @@ import polars as pl
 
 from traceq._utils.words import count, fixed
 from traceq.analysis import ranks as rank_views
-from traceq.analysis.causes import CAUSES
+from traceq.analysis.causes import (
+    BUSY_PARTS,
+    CAUSES,
+    FP32_COMPUTE,
+    GPU_COMPUTE,
+    LAUNCH_OVERHEAD,
+    NO_TENSOR_CORES,
+    NOT_FINDINGS,
+    PYTHON_OVERHEAD,
+)
 from traceq.analysis.evidence import evidence as evidence_of
 from traceq.analysis.findings import Finding
 from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import RunReport
-from traceq.analysis.split import BUSY_PARTS, Split, split
+from traceq.analysis.split import Split, split
 from traceq.analysis.timeline import timeline
 from traceq.query.engine import Session
 from traceq.store import Store
@@ -30,8 +39,6 @@ from traceq.store import Store
 #: A cause is a finding of one run when it costs at least this many ms per step and this share of the step.
 RUN_MIN_MS = 0.25
 RUN_MIN_SHARE = 0.03
-#: Parts that are the step's work itself rather than a cause to act on: shown in the split, not as findings.
-NOT_FINDINGS = ("gpu_compute", "optimizer", "memory_copies", "communication", "unexplained")
 #: Coverage below these names the fp32_compute / no_tensor_cores findings.
 LOW_FP16_COVERAGE = 0.5
 LOW_TENSOR_CORE_COVERAGE = 0.5
@@ -151,7 +158,7 @@ def run_report(
             "No GPU work in this trace: step times are the host's step windows; GPU busy and idle time, the "
             "causes of idle time and the launch-bound ratio need a trace of a GPU run."
         )
-    host_bound = parts.idle.get("launch_overhead", 0.0) + parts.idle.get("python_overhead", 0.0)
+    host_bound = parts.idle.get(LAUNCH_OVERHEAD.id, 0.0) + parts.idle.get(PYTHON_OVERHEAD.id, 0.0)
     if not cpu_only and host_bound >= 0.2 * parts.window_ms:  # no GPU: nothing is launch-bound
         notes.append(
             "Profiled step times include the profiler's own CPU cost per op, so a launch-bound run looks "
@@ -206,40 +213,13 @@ def run_findings(
 
 
 def _title(cause: str, ms: float, step: float, ev: dict[str, Any]) -> str:
-    """One line naming ``cause`` with its size, in words that match the numbers."""
+    """One line naming ``cause`` with its size, in words that match the numbers (its :attr:`Cause.title`)."""
+    c = CAUSES[cause]
     share = f"{ms / step:.0%} of the step" if step else "of each step"
-    if cause == "launch_overhead":
-        return f"The GPU idles {fixed(ms)} ms per step ({share}) while the CPU launches work"
-    if cause == "host_sync":
-        n = sum(ev.get("sync_calls_per_step", {}).values())
-        return (
-            f"{count(n, 'host synchronisation')} per step drain the GPU queue: "
-            f"{fixed(ms)} ms per step of GPU idle ({share})"
-        )
-    if cause == "input_pipeline":
-        return f"The GPU waits {fixed(ms)} ms per step ({share}) for input data"
-    if cause == "algorithm_search":
-        n = ev.get("searching_calls_per_step", 0.0)
-        return (
-            f"cuDNN/cuBLAS searched for algorithms on new input shapes ({n:.1f} calls per step): "
-            f"{fixed(ms)} ms per step ({share})"
-        )
-    if cause == "allocator":
-        n = sum(ev.get("allocator_calls_per_step", {}).values())
-        calls = count(n, "device allocation or free", "device allocations and frees")
-        return f"{calls} per step cost {fixed(ms)} ms per step of GPU idle ({share})"
-    if cause == "cast_overhead":
-        n = ev.get("conversions_per_step", 0.0)
-        return f"{count(n, 'dtype cast')} per step cost {fixed(ms)} ms per step ({share}) in cast ops and cast kernels"
-    if cause == "python_overhead":
-        return f"Python between ops keeps the GPU idle {fixed(ms)} ms per step ({share})"
-    if cause == "host_unattributed":
-        return (
-            f"The GPU idles {fixed(ms)} ms per step ({share}) while the host is in no recorded call: "
-            "host time not attributed to a cause"
-        )
-    label = CAUSES[cause].label
-    return f"{label[0].upper()}{label[1:]} take {fixed(ms)} ms of GPU time per step ({share})"
+    n = c.count.of(ev) if c.count else 0.0
+    calls = count(n, *c.count.noun) if c.count and c.count.noun else ""
+    label = f"{c.label[0].upper()}{c.label[1:]}"
+    return c.title.format(ms=fixed(ms), share=share, n=n, calls=calls, Label=label)
 
 
 def _fp32_compute(summary: dict[str, Any], ev: dict[str, dict[str, Any]], flavour: str | None) -> Finding | None:
@@ -247,15 +227,15 @@ def _fp32_compute(summary: dict[str, Any], ev: dict[str, dict[str, Any]], flavou
     if not (fp16 is not None and fp16 < LOW_FP16_COVERAGE and summary["compute_ms"]):
         return None
     return Finding(
-        id="fp32_compute",
+        id=FP32_COMPUTE.id,
         title=f"Only {fp16:.0%} of the GEMM/conv/attention time runs in half precision",
         impact_ms=round(summary["compute_ms"] * (1 - fp16) / 2, 3),
         evidence={
             "fp16_coverage": fp16,
             "compute_ms_per_step": summary["compute_ms"],
-            "ops_still_fp32_ms_per_step": ev.get("gpu_compute", {}).get("ops_still_fp32_ms_per_step", {}),
+            "ops_still_fp32_ms_per_step": ev.get(GPU_COMPUTE.id, {}).get("ops_still_fp32_ms_per_step", {}),
         },
-        next_step=CAUSES["fp32_compute"].next_step(flavour),
+        next_step=FP32_COMPUTE.next_step(flavour),
     )
 
 
@@ -264,11 +244,11 @@ def _no_tensor_cores(summary: dict[str, Any], ev: dict[str, dict[str, Any]], fla
     if not (fp16 is not None and fp16 >= LOW_FP16_COVERAGE and tc is not None and tc < LOW_TENSOR_CORE_COVERAGE):
         return None
     return Finding(
-        id="no_tensor_cores",
+        id=NO_TENSOR_CORES.id,
         title=f"Half-precision compute is on tensor cores only {tc:.0%} of the time",
         impact_ms=round(summary["compute_ms"] * (1 - tc) / 2, 3),
         evidence={"tensor_core_coverage": tc, "fp16_coverage": fp16},
-        next_step=CAUSES["no_tensor_cores"].next_step(flavour),
+        next_step=NO_TENSOR_CORES.next_step(flavour),
     )
 
 
@@ -316,7 +296,7 @@ def _step_causes(parts: Split) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
         return table, []
     causes = [c for c in table.columns if c not in ("rank", "step", "window_ms", "busy_ms")]
     table = table.with_columns(
-        pl.concat_list([pl.struct(pl.lit(c).alias("c"), pl.col(c).alias("v")) for c in causes if c != "gpu_compute"])
+        pl.concat_list([pl.struct(pl.lit(c).alias("c"), pl.col(c).alias("v")) for c in causes if c != GPU_COMPUTE.id])
         .list.eval(pl.element().sort_by(pl.element().struct.field("v"), descending=True).first().struct.field("c"))
         .list.first()
         .alias("top_cause")

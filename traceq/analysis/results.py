@@ -7,19 +7,8 @@ from typing import Any
 
 import polars as pl
 
-from traceq.analysis.causes import IDLE_CAUSES
+from traceq.analysis.causes import BUSY_PARTS, IDLE_CAUSES
 from traceq.analysis.findings import Finding, Waterfall
-
-#: Parts of GPU busy time, in waterfall order (gpu_compute is what is left of busy time after the others).
-BUSY_PARTS: tuple[str, ...] = (
-    "gpu_compute",
-    "cast_overhead",
-    "layout_transforms",
-    "optimizer",
-    "memory_copies",
-    "communication",
-    "algorithm_search",
-)
 
 
 @dataclass

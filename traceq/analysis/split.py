@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceq.analysis.causes import IDLE_CAUSES
-from traceq.analysis.results import BUSY_PARTS, Split
+from traceq.analysis.causes import (
+    ALGORITHM_SEARCH,
+    BUSY_PARTS,
+    CLASS_PARTS,
+    COMMUNICATION,
+    GPU_COMPUTE,
+    IDLE_CAUSES,
+    MEMORY_COPIES,
+)
+from traceq.analysis.results import Split
 from traceq.query.engine import Session
 
-#: Kernel classes (``kernel_classes.kernel_class``) whose time is a busy part of its own.
-_CLASS_PARTS = {"cast": "cast_overhead", "layout": "layout_transforms", "optimizer": "optimizer"}
 _MS = 1e6
+_SEARCH, _COPIES = ALGORITHM_SEARCH.id, MEMORY_COPIES.id
 
 
 def split(session: Session, run_id: str) -> Split:
@@ -30,15 +37,15 @@ def split(session: Session, run_id: str) -> Split:
     per_window = busy.group_by(keys).agg(
         (pl.col("window_ns").max() / _MS).alias("window_ms"),
         (pl.col("busy_ns").sum() / _MS).alias("busy_ms"),
-        (pl.col("exposed_comm_ns").sum() / _MS).alias("communication"),
+        (pl.col("exposed_comm_ns").sum() / _MS).alias(COMMUNICATION.id),
         pl.col("device").n_unique().alias("_devices"),
     )
 
     def by_part(frame: pl.DataFrame) -> pl.DataFrame:
         part = (
             pl.when(pl.col("kind") != "kernel")
-            .then(pl.lit("memory_copies"))
-            .otherwise(pl.col("kernel_class").replace_strict(_CLASS_PARTS, default="compute"))
+            .then(pl.lit(_COPIES))
+            .otherwise(pl.col("kernel_class").replace_strict(CLASS_PARTS, default="compute"))
         )
         return (
             frame.with_columns(part.alias("part"))
@@ -53,9 +60,9 @@ def split(session: Session, run_id: str) -> Split:
         .join(by_part(searched).rename({"ms": "searched"}), on=[*keys, "part"], how="left", nulls_equal=True)
         .select(*keys, "part", pl.col("ms") - pl.col("searched").fill_null(0.0))
     )
-    search = searched.group_by(keys).agg((pl.col("time_ns").sum() / _MS).alias("algorithm_search"))
+    search = searched.group_by(keys).agg((pl.col("time_ns").sum() / _MS).alias(_SEARCH))
     summed = (
-        pl.concat([classes.select(*keys, "ms"), search.rename({"algorithm_search": "ms"})])
+        pl.concat([classes.select(*keys, "ms"), search.rename({_SEARCH: "ms"})])
         .group_by(keys)
         .agg(pl.col("ms").sum().alias("work_ms"))
     )
@@ -69,15 +76,15 @@ def split(session: Session, run_id: str) -> Split:
         .join(wide, on=keys, how="left", nulls_equal=True)
         .join(search, on=keys, how="left", nulls_equal=True)
     )
-    for c in ("compute", "memory_copies", *_CLASS_PARTS.values(), "algorithm_search", "work_ms"):
+    for c in ("compute", _COPIES, *CLASS_PARTS.values(), _SEARCH, "work_ms"):
         if c not in table.columns:
             table = table.with_columns(pl.lit(0.0).alias(c))
     table = table.with_columns(pl.exclude(keys).fill_null(0.0))
     # summed kernel time scaled onto the busy union (streams overlap); communication is already a union part
     scale = pl.when(pl.col("work_ms") > 0).then(pl.col("busy_ms") / pl.col("work_ms")).otherwise(0.0)
-    scaled = [(pl.col(c) * scale).alias(c) for c in ("memory_copies", *_CLASS_PARTS.values(), "algorithm_search")]
+    scaled = [(pl.col(c) * scale).alias(c) for c in (_COPIES, *CLASS_PARTS.values(), _SEARCH)]
     table = table.with_columns(scaled).with_columns(
-        (pl.col("busy_ms") - pl.sum_horizontal(*(c for c in BUSY_PARTS if c != "gpu_compute"))).alias("gpu_compute")
+        (pl.col("busy_ms") - pl.sum_horizontal(*(c for c in BUSY_PARTS if c != GPU_COMPUTE.id))).alias(GPU_COMPUTE.id)
     )
     idle = session.query("idle_causes").filter(mine)
     idle_wide = (

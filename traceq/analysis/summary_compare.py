@@ -13,7 +13,7 @@ from dataclasses import replace
 import polars as pl
 
 from traceq._utils.words import count
-from traceq.analysis.causes import CAUSES
+from traceq.analysis.causes import ALGORITHM_SEARCH, CAST_OVERHEAD, GPU_COMPUTE, LAUNCH_OVERHEAD
 from traceq.analysis.findings import Finding
 from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import Comparison, RunReport
@@ -171,12 +171,12 @@ def _casts(ops: pl.DataFrame, base: RunReport, new: RunReport, min_ms: float, fl
         return None
     more = "more" if calls_n >= calls_b else "fewer"
     return Finding(
-        id="cast_overhead",
+        id=CAST_OVERHEAD.id,
         title=f"{abs(calls_n - calls_b):,.0f} {more} dtype-cast calls ({calls_b:,.0f} -> {calls_n:,.0f}), CPU time "
         f"{cpu_b:,.1f} -> {cpu_n:,.1f} ms over the profile ({cpu_n - cpu_b:+,.1f} ms)",
         impact_ms=None,
         evidence={"ops": _op_evidence(casts), "cast_calls": [calls_b, calls_n], "cast_cpu_ms": [cpu_b, cpu_n]},
-        next_step=CAUSES["cast_overhead"].next_step(flavour),
+        next_step=CAST_OVERHEAD.next_step(flavour),
     )
 
 
@@ -192,13 +192,13 @@ def _search(ops: pl.DataFrame, base: RunReport, new: RunReport, min_ms: float, f
     cpu_d = _sum(spiky, "cpu_delta_ms")
     worst = spiky.row(0, named=True)
     return Finding(
-        id="algorithm_search",
+        id=ALGORITHM_SEARCH.id,
         title=f"Algorithm search on new shapes likely: {worst['name']}'s longest call is {worst['new_max_avg']:.0f}x "
         f"its average in NEW against {worst['base_max_avg']:.0f}x in BASE; the {count(spiky.height, 'op')} with this "
         f"signature take {cpu_d:,.1f} ms more CPU time over the profile",
         impact_ms=None,
         evidence={"ops": _op_evidence(spiky, with_ratio=True)},
-        next_step=CAUSES["algorithm_search"].next_step(flavour),
+        next_step=ALGORITHM_SEARCH.next_step(flavour),
     )
 
 
@@ -212,12 +212,12 @@ def _host_growth(ops: pl.DataFrame, base: RunReport, new: RunReport, min_ms: flo
         return None
     cpu_d, their = _sum(grown, "cpu_delta_ms"), "its" if grown.height == 1 else "their"
     return Finding(
-        id="launch_overhead",
+        id=LAUNCH_OVERHEAD.id,
         title=f"CPU time of {count(grown.height, 'op')} grew by {cpu_d:,.1f} ms over the profile while {their} GPU "
         f"time changed by {_sum(grown, 'gpu_delta_ms'):+,.1f} ms: host cost per call, not GPU work",
         impact_ms=None,
         evidence={"ops": _op_evidence(grown)},
-        next_step=CAUSES["launch_overhead"].next_step(flavour),
+        next_step=LAUNCH_OVERHEAD.next_step(flavour),
     )
 
 
@@ -229,12 +229,12 @@ def _gpu_work(ops: pl.DataFrame, base: RunReport, new: RunReport, min_ms: float,
     if abs(gpu_d) < min_ms:
         return None
     return Finding(
-        id="gpu_compute",
+        id=GPU_COMPUTE.id,
         title=f"GPU time of the ops both tables list {'grew' if gpu_d > 0 else 'fell'} by {abs(gpu_d):,.1f} ms over "
         "the profile",
         impact_ms=None,
         evidence={"ops": _op_evidence(both.sort(pl.col("gpu_delta_ms").abs(), descending=True), gpu=True)},
-        next_step=CAUSES["gpu_compute"].next_step(flavour),
+        next_step=GPU_COMPUTE.next_step(flavour),
     )
 
 

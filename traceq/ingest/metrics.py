@@ -18,9 +18,9 @@ from traceq.query.stored import DIAGNOSIS, FINGERPRINT, FOLDER, SUMMARY, fingerp
 from traceq.readers.source import Progress, report_stage
 from traceq.store import write_parquet
 
-#: Metrics are stored for ranks with at least this many events. Below it a report computing them from
-#: the events takes at most about 1.5 s here (whole command: 1.2 s at 303 k events, 2.7 s at 757 k),
-#: while storing them adds about 1.6 us per event, and 0.25 s per rank, to every ingest.
+#: Metrics are stored for ranks with at least this many events. Below it a report computes them from the
+#: events in about a second, less than storing them adds to every ingest (benchmarks/README.md,
+#: "Constants in the code").
 STORE_MIN_EVENTS = 350_000
 
 
@@ -31,12 +31,9 @@ def stores_metrics(n_events: int) -> bool:
 
 
 #: The diagnosis (:data:`~traceq.query.stored.DIAGNOSIS`) is stored too from this many events per rank.
-#: It costs about as much as the rest of an ingest, paid once at ingest or by every report: on the
-#: 61x nsys export (8.2 M events) the ingest took 91 s with it and 51 s without, and a report 1.4 s at
-#: 220 MB with it and 37.5 s at 3.9 GB without; on the 8-copy chrome trace (1.2 M events) ingests took
-#: 12-14 s against 6-7 s, and a report computing it 6-7 s at 1.4 GB. Below about 2 M events a report
-#: computes it in seconds and the ingest stays as fast as before; above, reports would take tens of
-#: seconds and gigabytes each time.
+#: It costs about as much as the rest of an ingest, paid once at ingest or by every report: below about
+#: 2 M events a report computes it in seconds; above, reports would take tens of seconds and gigabytes
+#: each time (README, "Performance"; benchmarks/README.md, "Constants in the code").
 DIAGNOSIS_MIN_EVENTS = 2_000_000
 
 
@@ -49,11 +46,10 @@ def stored_names(n_events: int) -> tuple[str, ...]:
 
 #: DuckDB's memory limit for the metrics of a rank whose model was built on disk (beyond it, it spills under
 #: the system's temporary folder instead of growing with the events) is an eighth of the memory available
-#: when they start, within these bounds, bytes. At 6 M events here the metrics took 13-16 s at a peak of
-#: 610-640 MB with 384 MB, 19-20 s at 520-540 MB with 256 MB, 12 s at 740 MB with 512 MB and 10.4 s at
-#: 2.26 GB with 4 GB: the upper bound keeps the ingest's peak under about 1 GB, the lower one lets a
-#: machine short of memory still finish (more slowly). A query that cannot keep to the limit runs again on
-#: fewer DuckDB threads, then without it (see :meth:`traceq.query.engine.Session.over_ranks`).
+#: when they start, within these bounds, bytes: the upper bound keeps the ingest's peak under about 1 GB,
+#: the lower one lets a machine short of memory still finish, more slowly (benchmarks/README.md, eighth
+#: and ninth rounds). A query that cannot keep to the limit runs again on fewer DuckDB threads, then
+#: without it (see :meth:`traceq.query.engine.Session.over_ranks`).
 BOUNDED_MEMORY_MIN, BOUNDED_MEMORY_MAX = 256 * 10**6, 640 * 10**6
 
 
@@ -64,8 +60,7 @@ def bounded_memory_limit() -> str:
 
 
 #: Metric queries made at once (where this process's share of the cores, Polars' pool, allows): one at a
-#: time, DuckDB kept one of two cores busy for most of them; two at a time (a thread each) the stored
-#: metrics of a 757 k-event trace took a median 0.71 s instead of 0.89 s here (8 alternating runs).
+#: time, DuckDB kept one of two cores busy for most of them (benchmarks/README.md, tenth round).
 WORKERS = 2
 
 

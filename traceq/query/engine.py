@@ -142,9 +142,9 @@ def _connect(
             keys = "NULL::VARCHAR AS run_id" + ("" if table is RUNS else ", NULL::BIGINT AS rank")
             con.execute(f"CREATE VIEW {table.name} AS SELECT {keys}, {cols} WHERE false")
     if locked and not own_queries:
-        # DuckDB turns an ASOF join whose left side it expects to be small into a nested loop join, and it
-        # expects one row from an Arrow scan: cast_overhead.sql over 970 k events then took 138 s, not 1 s
-        # (gap_cpu_activity.sql over 300 s, not 2 s). (DuckDB before 1.3 has neither the setting nor the loop.)
+        # DuckDB turns an ASOF join whose left side it expects to be small (it expects one row from an Arrow
+        # scan) into a nested loop join, minutes instead of seconds on large runs: never (DuckDB before 1.3
+        # has neither the setting nor the loop). Measured: benchmarks/README.md, "Constants in the code".
         with suppress(duckdb.CatalogException):
             con.execute("SET asof_loop_join_threshold = 0")
     if locked:
@@ -225,12 +225,11 @@ MAX_DEFAULT_MEMORY = 4 * 10**9
 def default_memory_limit() -> int:
     """DuckDB's memory bound for users' SQL, bytes: half of the memory available now, at most 4 GB.
 
-    DuckDB's own default, 80 % of the machine's memory, let one cross join of events with itself grow to
-    18.9 GB. Beyond the bound DuckDB spills sorts, joins and aggregates under the temporary folder and fails
-    only what cannot spill. Half of what is available leaves the rest to the result (the polars frame is
-    made outside DuckDB's bound) and to the machine's other work; 4 GB is well above what the metric
-    queries take on whole stores here (``gpu_busy.sql`` and ``cast_overhead.sql`` over 970 k events: a
-    peak of 0.6 GB for the whole process)."""
+    DuckDB's own default, 80 % of the machine's memory, let one cross join of events with itself grow
+    without bound. Beyond the bound DuckDB spills sorts, joins and aggregates under the temporary folder
+    and fails only what cannot spill. Half of what is available leaves the rest to the result (the polars
+    frame is made outside DuckDB's bound) and to the machine's other work; 4 GB is well above what the
+    metric queries take on whole stores (benchmarks/README.md, "Constants in the code")."""
     return max(min(MAX_DEFAULT_MEMORY, available_memory() // 2), 64 * 10**6)
 
 
@@ -592,9 +591,9 @@ class Session:
 
     @contextmanager
     def _threads_shared(self, workers: int) -> Iterator[None]:
-        """DuckDB's threads shared out among ``workers`` queries in flight inside (on two cores, two
-        queries of one thread each took 0.64 s where two of two threads took 0.76 s, here); unchanged
-        where the configuration is locked (users' connections)."""
+        """DuckDB's threads shared out among ``workers`` queries in flight inside (faster than each on all
+        threads: benchmarks/README.md, "Constants in the code"); unchanged where the configuration is
+        locked (users' connections)."""
         # fetched whole: a result left open keeps the connection's transaction, which would then not see
         # the tables its cursors make
         ((threads, locked),) = self.con.execute(
@@ -659,9 +658,9 @@ class Session:
 
     def _create_within_limit(self, statement: str, con: duckdb.DuckDBPyConnection) -> None:
         """Run ``statement``, which ran out of memory under this session's limit, again on half as many
-        DuckDB threads, then half of those, down to one (each thread holds buffers of its own: on 16
-        threads ``launch_bound`` of an 8 M-event export did not fit 384 MB, on 8 it did), and only then
-        without the limit, on all of them (not every operator spills)."""
+        DuckDB threads, then half of those, down to one (each thread holds buffers of its own, so fewer
+        threads fit where many did not: benchmarks/README.md, tenth round), and only then without the
+        limit, on all of them (not every operator spills)."""
         ((threads,),) = con.execute("SELECT current_setting('threads')").fetchall()
         fewer = int(threads) // 2
         try:

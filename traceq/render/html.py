@@ -20,8 +20,8 @@ import polars as pl
 
 from traceq._utils.outputs import atomic_output, check_output, starts_with
 from traceq._utils.words import fixed
-from traceq.analysis.causes import CAUSES
-from traceq.analysis.findings import Finding
+from traceq.analysis.causes import CAUSES, COLOURS
+from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding
 from traceq.analysis.results import Comparison, RunReport, Timeline
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
 from traceq.render.reports import evidence_text, headline
@@ -58,21 +58,10 @@ CLASS_COLOURS = {
     "memcpy": "#d6b656",
     "memset": "#b8a36a",
 }
-#: Colours of GPU idle time by cause (the ids of ``idle_causes``).
-#: Colours of GPU idle time by cause: each far from every other and from every kernel class (CIE76 colour
-#: difference of at least 25), but the cast idle time near the cast kernels' orange and the unexplained
-#: idle time near the other kernels' grey, on purpose.
-CAUSE_COLOURS = {
-    "launch_overhead": "#d62728",
-    "host_sync": "#40004b",
-    "input_pipeline": "#01665e",
-    "algorithm_search": "#525252",
-    "allocator": "#f781bf",
-    "cast_overhead": "#ff7f0e",
-    "python_overhead": "#17becf",
-    "host_unattributed": "#2b59ff",
-    "unexplained": "#c8c8c8",
-}
+#: Colours of GPU idle time by cause (the ids of ``idle_causes``; each cause's ``colour``): each far from
+#: every other and from every kernel class (CIE76 colour difference of at least 25), but the cast idle time
+#: near the cast kernels' orange and the unexplained idle time near the other kernels' grey, on purpose.
+CAUSE_COLOURS = COLOURS
 #: Colours of the host lanes' top-level ops: the ops with the most time there, one colour each (the same
 #: op the same colour in BASE and NEW), named in the legend; every other op :data:`HOST_REST`.
 HOST_COLOURS = ("#4e79a7", "#e15759", "#59a14f", "#b07aa1", "#9c755f", "#f28e2b", "#76b7b2", "#edc948")
@@ -148,7 +137,7 @@ def _comparison(result: Comparison) -> list[str]:
     parts += _timeline_section([(label, t, _mean_ms(r)) for label, t, r in timelines if t is not None])
     if result.waterfall is not None and b.split is not None and n.split is not None:
         base_ms, new_ms = b.split.window_ms, n.split.window_ms
-        shown, other = result.waterfall.shown(0.005 * max(base_ms, new_ms))
+        shown, other = result.waterfall.shown(WATERFALL_MIN_SHARE * max(base_ms, new_ms))
         rows: list[tuple[str, float, float, str]] = [("BASE step", 0.0, base_ms, _TOTAL)]
         level = base_ms
         for p in [*((p.label, p.delta_ms) for p in shown), ("other parts", other)]:
@@ -204,7 +193,7 @@ def _run(report: RunReport) -> list[str]:
         s = report.split
         pieces = [(f"GPU busy: {CAUSES[c].label}", v) for c, v in s.busy.items()]
         pieces += [(f"GPU idle: {CAUSES[c].label}", v) for c, v in s.idle.items()]
-        small = 0.005 * s.window_ms
+        small = WATERFALL_MIN_SHARE * s.window_ms
         kept = sorted((p for p in pieces if p[1] >= small), key=lambda p: -p[1])
         other = s.window_ms - sum(v for _, v in kept)
         rows: list[tuple[str, float, float, str]] = []

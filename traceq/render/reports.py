@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import polars as pl
 
 from traceq._utils.words import count, fixed, rounded
-from traceq.analysis.findings import Finding
+from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding
 from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import Comparison, RunReport
 from traceq.render.frames import cell, markdown, table
@@ -308,7 +308,7 @@ def to_terminal(report: RunReport, out: TextIO | None = None) -> None:
 
 
 # -- comparisons -------------------------------------------------------------------------------------
-def waterfall_table(result: Comparison, min_share: float = 0.005) -> pl.DataFrame:
+def waterfall_table(result: Comparison, min_share: float = WATERFALL_MIN_SHARE) -> pl.DataFrame:
     """The waterfall as printed: each part that changed by at least ``min_share`` of the longer step, BASE,
     NEW and the change; the rest as "other"; the step difference last."""
     if result.waterfall is None or result.step_time_delta_ms is None:

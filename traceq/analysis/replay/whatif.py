@@ -32,20 +32,19 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from traceq.analysis.causes import (
+    ALGORITHM_SEARCH,
+    ALLOCATOR,
+    CAST_OVERHEAD,
+    CAUSES,
+    HOST_SYNC,
+    INPUT_PIPELINE,
+    LAUNCH_OVERHEAD,
+    LAYOUT_TRANSFORMS,
+    PYTHON_OVERHEAD,
+)
 from traceq.analysis.replay.graph import Graph
 from traceq.analysis.replay.scenario import Scenario
-
-#: What each cause's scenario stands for, in words (the fix it models).
-FIXES: dict[str, str] = {
-    "launch_overhead": "CUDA graphs: host launch cost ~0",
-    "python_overhead": "CUDA graphs: host time between ops ~0",
-    "host_sync": "checks removed (the syncs, their reads and the predicates read)",
-    "cast_overhead": "casts removed (O2-style half weights)",
-    "input_pipeline": "input pipeline overlapped (workers, pinned memory)",
-    "algorithm_search": "autotuning done once",
-    "allocator": "no device allocation in the step",
-    "layout_transforms": "layout transforms removed",
-}
 
 
 @dataclass
@@ -117,11 +116,11 @@ def _waits_in(graph: Graph, mask: pl.Series) -> list[int]:
     return b.filter(mask.gather(b["slice"]))["b"].cast(pl.Int64).to_list()
 
 
-def cuda_graphs(graph: Graph, name: str = "launch_overhead") -> Change:
+def cuda_graphs(graph: Graph, name: str = LAUNCH_OVERHEAD.id) -> Change:
     """Host CPU time inside each step, between the step's first and last op on each thread, collapses (the
     data-loading time stays); the GPU runs the captured work back to back."""
     host, nodes = graph.timeline.host, graph.nodes
-    inputs = _open(graph, _rows(graph, pl.col("cause") == "input_pipeline"))
+    inputs = _open(graph, _rows(graph, pl.col("cause") == INPUT_PIPELINE.id))
     ops = host.filter(pl.col("kind").is_in(["op", "op_inner"]) & pl.col("step").is_not_null())
     spans = ops.group_by("thread", "step").agg(a=pl.col("ts").min(), b=pl.col("end").max()).sort("a")
     frame = nodes.select("node", "thread", "T", "L").sort("T")
@@ -131,7 +130,7 @@ def cuda_graphs(graph: Graph, name: str = "launch_overhead") -> Change:
     inside = found.filter(pl.col("T") + pl.col("L") <= pl.col("b"))["node"]
     mask = nodes["node"].is_in(inside.implode()) & ~inputs
     shift = [-(x if x is not None and x > 0 else 0.0) for x in graph.items["lat"].to_list()]
-    return Change(mask, lat_shift=shift, note=f"{FIXES[name]}: {int(mask.sum())} host slices collapsed")
+    return Change(mask, lat_shift=shift, note=f"{CAUSES[name].what_if}: {int(mask.sum())} host slices collapsed")
 
 
 #: Ops that only read a device value on the host: removing a sync removes the read that made it.
@@ -187,25 +186,25 @@ def syncs_removed(graph: Graph) -> Change:
         inside = _open(graph, pl.Series(sorted(outer | predicates), dtype=pl.Int64))
         zero, drop = zero | inside, _launched_in(graph, inside)
     note = (
-        f"{FIXES['host_sync']}: {waits.height} synchronising calls, {len(outer)} reads of device values, "
+        f"{HOST_SYNC.what_if}: {waits.height} synchronising calls, {len(outer)} reads of device values, "
         f"{len(predicates)} predicate ops"
     )
     return Change(zero, waits["b"].to_list(), drop, note=note)
 
 
 def casts_removed(graph: Graph) -> Change:
-    rows = _rows(graph, pl.col("cause") == "cast_overhead")
+    rows = _rows(graph, pl.col("cause") == CAST_OVERHEAD.id)
     inside = _open(graph, rows)
     drop = _launched_in(graph, inside)
-    note = f"{FIXES['cast_overhead']}: {rows.len()} cast ops, {len(drop)} GPU events"
+    note = f"{CAST_OVERHEAD.what_if}: {rows.len()} cast ops, {len(drop)} GPU events"
     return Change(inside, _waits_in(graph, inside), drop, note=note)
 
 
 def input_overlapped(graph: Graph) -> Change:
-    rows = _rows(graph, pl.col("cause") == "input_pipeline")
+    rows = _rows(graph, pl.col("cause") == INPUT_PIPELINE.id)
     waits = _waits(graph, ["pageable"])
     zero = _open(graph, rows) | _open(graph, waits["call_row"])
-    note = f"{FIXES['input_pipeline']}: {rows.len()} loading ranges and copies, {waits.height} blocking copies"
+    note = f"{INPUT_PIPELINE.what_if}: {rows.len()} loading ranges and copies, {waits.height} blocking copies"
     return Change(zero, waits["b"].to_list(), note=note)
 
 
@@ -225,36 +224,38 @@ def search_once(graph: Graph) -> Change:
         kept_from = inside["lts"][-k] if 0 < k <= inside.height else end
         drop += inside.filter(pl.col("lts") < kept_from)["item"].to_list()
         cut = cut | ((nodes["thread"] == thread) & (nodes["T"] >= ts) & (nodes["T"] < kept_from))
-    note = f"{FIXES['algorithm_search']}: {searches.height} searching calls, {len(drop)} candidate launches"
+    note = f"{ALGORITHM_SEARCH.what_if}: {searches.height} searching calls, {len(drop)} candidate launches"
     return Change(cut, _waits_in(graph, cut), drop, note=note)
 
 
 def allocator_free(graph: Graph) -> Change:
     """Device allocation and release calls, and the ops that made them (for their whole length, as
     ``_host_marks`` charges them), take no time; ``cudaFree`` no longer synchronises."""
-    rows = _rows(graph, pl.col("cause") == "allocator")
+    rows = _rows(graph, pl.col("cause") == ALLOCATOR.id)
     waits = _waits(graph, ["free"], calls=rows)
-    note = f"{FIXES['allocator']}: {rows.len()} calls and ops ({waits.height} frees)"
+    note = f"{ALLOCATOR.what_if}: {rows.len()} calls and ops ({waits.height} frees)"
     return Change(_open(graph, rows), waits["b"].to_list(), note=note)
 
 
 def layout_removed(graph: Graph) -> Change:
-    layout = graph.items.filter(pl.col("kernel_class") == "layout")
+    layout = graph.items.filter(pl.col("kernel_class") == LAYOUT_TRANSFORMS.kernel_class)
     zero = _open(graph, layout["launch_row"].drop_nulls())
-    return Change(zero, drop=layout["item"].to_list(), note=f"{FIXES['layout_transforms']}: {layout.height} kernels")
+    return Change(zero, drop=layout["item"].to_list(), note=f"{LAYOUT_TRANSFORMS.what_if}: {layout.height} kernels")
 
 
-#: The change of each cause's fix.
+#: The change of each cause's fix, in the order the what-if table lists them.
 CHANGES: dict[str, Callable[[Graph], Change]] = {
-    "launch_overhead": lambda g: cuda_graphs(g, "launch_overhead"),
-    "python_overhead": lambda g: cuda_graphs(g, "python_overhead"),
-    "host_sync": syncs_removed,
-    "cast_overhead": casts_removed,
-    "input_pipeline": input_overlapped,
-    "algorithm_search": search_once,
-    "allocator": allocator_free,
-    "layout_transforms": layout_removed,
+    LAUNCH_OVERHEAD.id: lambda g: cuda_graphs(g, LAUNCH_OVERHEAD.id),
+    PYTHON_OVERHEAD.id: lambda g: cuda_graphs(g, PYTHON_OVERHEAD.id),
+    HOST_SYNC.id: syncs_removed,
+    CAST_OVERHEAD.id: casts_removed,
+    INPUT_PIPELINE.id: input_overlapped,
+    ALGORITHM_SEARCH.id: search_once,
+    ALLOCATOR.id: allocator_free,
+    LAYOUT_TRANSFORMS.id: layout_removed,
 }
+#: What each cause's scenario stands for, in words (the fix it models: the cause's ``what_if``).
+FIXES: dict[str, str] = {cause: fix for cause in CHANGES if (fix := CAUSES[cause].what_if)}
 
 
 def scenario(graph: Graph, cause: str, base: Scenario | None = None) -> Scenario:
