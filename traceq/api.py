@@ -8,11 +8,11 @@ from pathlib import Path
 
 import polars as pl
 
-from traceq.analysis import compare as comparison
 from traceq.analysis import report as reporting
-from traceq.analysis.replay.explain import with_replay
+from traceq.analysis.replay.explain import explained_comparison, explained_report
 from traceq.analysis.results import Comparison, RunReport
-from traceq.ingest.ingest import latest_run, pick_refs, runs_to_report
+from traceq.ingest.ingest import pick_refs, runs_to_report
+from traceq.ingest.run_refs import latest_run
 from traceq.store import Store, check_store
 from traceq.store import remove_run as _remove_run
 from traceq.store import rename_run as _rename_run
@@ -20,19 +20,19 @@ from traceq.store import rename_run as _rename_run
 
 def runs(store: Store | str | Path | None = None) -> pl.DataFrame:
     """The run catalog (the ``runs`` table) of ``store``."""
-    return _store(store).catalog()
+    return Store.of(store).catalog()
 
 
 def check(store: Store | str | Path | None = None) -> pl.DataFrame:
     """Every problem of every run in ``store`` (``run_id``, ``name``, ``file``, ``problem``; no rows: whole):
     catalog rows, file sizes and CRC-32s against those written, Parquet footers."""
-    return check_store(_store(store))
+    return check_store(Store.of(store))
 
 
 def remove_run(ref: str, store: Store | str | Path | None = None) -> str:
     """Remove a stored run (a run id, a unique run id prefix or a run name; a damaged run too) from
     ``store``; returns its id."""
-    store = _store(store)
+    store = Store.of(store)
     run_id = store.resolve(ref, damaged_ok=True)
     _remove_run(store, run_id)
     return run_id
@@ -41,7 +41,7 @@ def remove_run(ref: str, store: Store | str | Path | None = None) -> str:
 def rename_run(ref: str, new_name: str, store: Store | str | Path | None = None) -> str:
     """Give a stored run (a run id, a unique run id prefix or a run name) the name ``new_name``; returns its
     id. A name another run has is refused."""
-    store = _store(store)
+    store = Store.of(store)
     run_id = store.resolve(ref)
     _rename_run(store, run_id, new_name)
     return run_id
@@ -63,9 +63,9 @@ def run_report(
     (``report.what_if``, each finding's ``what_if_ms``); ``unprofiled``: its step time estimated without
     the profiler (``report.unprofiled``): by default wherever the replay can run, False for the traced
     report only."""
-    store = _store(store)
+    store = Store.of(store)
     with runs_to_report(store, [ref if ref is not None else latest_run(store)], steps_from) as (source, ids):
-        return with_replay(reporting.run_report(ids[0], source, top=top), source, what_if, unprofiled)
+        return explained_report(ids[0], source, top, what_if, unprofiled)
 
 
 def compare(
@@ -86,12 +86,7 @@ def compare(
     ``steps_from``, ``what_if``: see :func:`run_report`; ``unprofiled``: the verdict on both runs' step
     times estimated without the profiler (``diff.unprofiled``; by default wherever the replay can run, False
     for the traced comparison only), unless measured ones are given."""
-    store = _store(store)
+    store = Store.of(store)
     with runs_to_report(store, pick_refs(store, base_ref, new_ref, steps_from), steps_from) as (source, ids):
-        result = comparison.compare(ids[0], ids[1], source, base_step_ms, new_step_ms, top=top)
-        return with_replay(result, source, what_if, unprofiled)
-
-
-def _store(store: Store | str | Path | None) -> Store:
-    return store if isinstance(store, Store) else Store(store)
+        return explained_comparison(ids[0], ids[1], source, base_step_ms, new_step_ms, top, what_if, unprofiled)
 

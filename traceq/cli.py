@@ -6,7 +6,6 @@ several times Python's own start-up to import), so ``--help`` and the light comm
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -189,10 +188,9 @@ def ingest(
     Example: traceq ingest sample_traces/paddlefmt_conformer_fp16_b64_2steps.json.gz --name paddle_amp
     Example: traceq ingest sample_traces/ddp/fp32 --name ddp --jobs 2
     """  # fmt: skip
-    import polars as pl
-
     from traceq.ingest.ingest import ingest as ingest_files
     from traceq.render import render
+    from traceq.render.ingested import ingest_lines
 
     if executor not in EXECUTORS:
         raise typer.BadParameter(f"{executor!r}; choose one of {', '.join(EXECUTORS)}", param_hint="--executor")
@@ -210,15 +208,7 @@ def ingest(
             executor=executor, steps_from=_pattern(steps_from),  # type: ignore[arg-type]
         )  # fmt: skip
     if fmt is FrameFormat.table:
-        multi = result["run_id"].drop_nulls().n_unique() < result["run_id"].drop_nulls().len()
-        for row in result.filter(pl.col("status") == "skipped").iter_rows(named=True):
-            typer.echo(visible(f"skipped {row['path']}: {row['summary']}"), err=True)
-        for row in result.filter(pl.col("status").is_in(["ingested", "duplicate"])).iter_rows(named=True):
-            verb = row["status"]
-            rank = f" rank {row['rank']}" if multi and row["rank"] is not None else ""
-            typer.echo(visible(f"{verb} {row['name']}{rank} ({row['run_id']}): {row['summary']}"))
-            for w in json.loads(row["warnings"] or "[]"):
-                typer.echo(visible(f"  warning: {w}"), err=True)
+        ingest_lines(result)
     else:
         render(result, fmt)
     if failed:
@@ -422,10 +412,10 @@ def report(
     \b
     Example: traceq report --compare kineto_conformer_fp32_b4_2steps kineto_conformer_fp16_b4_2steps --html amp.html
     """
-    from traceq.analysis.compare import compare as compare_runs
-    from traceq.analysis.replay.explain import with_replay
-    from traceq.analysis.report import TOP_OPS, run_report
-    from traceq.ingest.ingest import latest_run, pick_refs
+    from traceq.analysis.replay.explain import explained_comparison, explained_report
+    from traceq.analysis.report import TOP_OPS
+    from traceq.ingest.ingest import pick_refs
+    from traceq.ingest.run_refs import latest_run
     from traceq.render import render
     from traceq.render.html import write_html
 
@@ -454,8 +444,7 @@ def report(
             before = ", the run ingested before it," if len(runs) == 1 else ""
             _note(f"comparing BASE {_named(stored, refs[0])}{before} with NEW {_named(stored, refs[1])}{which}")
         with _steps_chosen(stored, refs, pattern) as (source, (base_id, new_id)):
-            result = compare_runs(base_id, new_id, source, base_step_ms, new_step_ms, top=top)
-            result = with_replay(result, source, what_if, unprofiled)
+            result = explained_comparison(base_id, new_id, source, base_step_ms, new_step_ms, top, what_if, unprofiled)
         render(result, fmt)
         if html is not None and (replaced := write_html(result, html, stored, force)):
             _note(replaced)
@@ -470,8 +459,7 @@ def report(
         _note(f"explaining {_named(stored, run_id)}, the latest run")
         runs = [run_id]
     with _steps_chosen(stored, runs[:1], pattern) as (source, ids):
-        explained = run_report(ids[0], source, top=top)
-        explained = with_replay(explained, source, what_if, unprofiled)
+        explained = explained_report(ids[0], source, top, what_if, unprofiled)
     render(explained, fmt)
     if html is not None and (replaced := write_html(explained, html, stored, force)):
         _note(replaced)
@@ -579,7 +567,8 @@ def export(
     Example: traceq export --to sqlite runs.db
     """
     from traceq.export import export as export_runs
-    from traceq.ingest.ingest import latest_run, pick_runs, run_id_of
+    from traceq.ingest.ingest import pick_runs, run_id_of
+    from traceq.ingest.run_refs import latest_run
 
     if to is None or to[0] not in {t.value for t in Target}:
         raise TraceqError("say what to write: --to perfetto FILE or --to sqlite FILE")

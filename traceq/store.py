@@ -56,6 +56,8 @@ class Store:
         self.root = Path(root) if root is not None else default_store_path()
         if (byte := not_utf8(str(self.root))) is not None:  # DuckDB and Polars take paths as UTF-8 text
             raise StoreError(f"{as_text(self.root)}: a store's path must be UTF-8 (it holds byte 0x{byte:02x})")
+        #: each run folder's catalog row as read, by the identity of its ``runs.parquet`` when read
+        self._rows: dict[Path, tuple[tuple[int, int, int], tuple[pl.DataFrame | None, str | None]]] = {}
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"{self.root}: the store path exists and is not a directory")
         marker = self.root / _MARKER
@@ -63,6 +65,11 @@ class Store:
         busy = self.root.is_dir() and any(not p.name.startswith(f".{_MARKER}.") for p in self.root.iterdir())
         if busy and not marker.exists():
             raise StoreError(f"{self.root}: not a traceq store (no {_MARKER}); choose an empty or new directory")
+
+    @classmethod
+    def of(cls, store: Store | str | Path | None) -> Store:
+        """``store`` itself if it is a :class:`Store`, else the store at that path (None: the default one)."""
+        return store if isinstance(store, Store) else cls(store)
 
     @property
     def runs_dir(self) -> Path:
@@ -100,7 +107,7 @@ class Store:
         frames, damaged = [], {}
         for d in self.run_dirs():
             run_id = d.name[len("run_id=") :]
-            row, problem = _read_run(d)
+            row, problem = self._catalog_row(d)
             if problem is None and row is not None:
                 frames.append(row.with_columns(run_id=pl.lit(run_id)))
             else:
@@ -111,6 +118,23 @@ class Store:
         else:
             cat = pl.concat(frames).select("run_id", *RUNS.schema).sort("ingested_at")
         return cat, damaged
+
+    def _catalog_row(self, run_dir: Path) -> tuple[pl.DataFrame | None, str | None]:
+        """:func:`_read_run` of a run folder, its ``runs.parquet`` read only the first time this store reads
+        it and again once it is another file (written anew: another inode, size or time); its files are
+        checked every time."""
+        try:
+            st = (run_dir / "runs.parquet").stat()
+        except OSError:
+            return _read_run(run_dir)
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        held = self._rows.get(run_dir)
+        if held is None or held[0] != key:
+            held = self._rows[run_dir] = (key, _read_row(run_dir))
+        row, problem = held[1]
+        if row is None or problem is not None:
+            return row, problem
+        return row, _files_problem(run_dir, row)
 
     def resolve(self, ref: str, damaged_ok: bool = False) -> str:
         """A run id from a run id, a unique run id prefix, or a run name. A damaged run is refused naming
@@ -386,6 +410,15 @@ def check_store(store: Store, runs: Collection[str] | None = None) -> pl.DataFra
 def _read_run(run_dir: Path) -> tuple[pl.DataFrame | None, str | None]:
     """A run folder's catalog row (conformed: runs of other traceq versions may order or lack columns
     differently) and its problem (None: whole), checked cheaply: no file is read but ``runs.parquet``."""
+    row, problem = _read_row(run_dir)
+    if row is None or problem is not None:
+        return row, problem
+    return row, _files_problem(run_dir, row)
+
+
+def _read_row(run_dir: Path) -> tuple[pl.DataFrame | None, str | None]:
+    """A run folder's catalog row as :func:`_read_run` reads it, and the problem of reading it (its files
+    are not checked)."""
     path = run_dir / "runs.parquet"
     try:
         with path.open("rb") as f:  # a file, not a path: the store's path is no pattern
@@ -398,7 +431,7 @@ def _read_run(run_dir: Path) -> tuple[pl.DataFrame | None, str | None]:
         return None, "runs.parquet is not a readable Parquet file (truncated or overwritten)"
     if row.height != 1:
         return None, f"runs.parquet holds {row.height} rows, not 1"
-    return row, _files_problem(run_dir, row)
+    return row, None
 
 
 def _files_problem(run_dir: Path, row: pl.DataFrame) -> str | None:

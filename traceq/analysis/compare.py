@@ -9,6 +9,8 @@ and the verdict are worded from the signs of the numbers they carry. Positive nu
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -44,25 +46,36 @@ def compare(
     base_step_ms: float | None = None,
     new_step_ms: float | None = None,
     top: int | None = TOP_OPS,
-    session: Session | None = None,
+    session: Session | tuple[Session, Session] | None = None,
 ) -> Comparison:
     """Compare two stored runs (run ids or names; :func:`traceq.compare` also takes trace files, ingested
     first): waterfall, findings, verdict. ``base_step_ms``/``new_step_ms``: step times measured without the
     profiler; the verdict then states the real difference and how much of the traced one the profiler added.
     ``top``: how many ops each run's report lists (None: all). ``session``: one over both runs (and maybe
-    others) whose metric results are shared; by default one is opened for the two."""
-    store = store if isinstance(store, Store) else Store(store)
+    others) whose metric results are shared, or BASE's and NEW's (:func:`comparison_sessions`); by default
+    they are opened for the two."""
+    store = Store.of(store)
     base_id, new_id = store.resolve(base_ref), store.resolve(new_ref)
     measured = _measured(base_step_ms, new_step_ms)
     if session is not None:
-        return _compare(base_id, new_id, store, (session, session), measured, top)
+        sessions = session if isinstance(session, tuple) else (session, session)
+        return _compare(base_id, new_id, store, sessions, measured, top)
+    with comparison_sessions(store, base_id, new_id) as sessions:
+        return _compare(base_id, new_id, store, sessions, measured, top)
+
+
+@contextmanager
+def comparison_sessions(store: Store, base_id: str, new_id: str) -> Iterator[tuple[Session, Session]]:
+    """The sessions a comparison reads BASE's and NEW's metrics from: one over both runs (both runs'
+    metrics in one pass), given twice; or where one run has metrics stored that the other lacks, one per
+    run (a session over both would compute them for both: it reads stored results only where every run
+    has them)."""
     if stored_metrics(store.runs_dir, base_id) == stored_metrics(store.runs_dir, new_id):
-        with Session(store, [base_id, new_id], own_queries=True) as one:  # both runs' metrics in one pass
-            return _compare(base_id, new_id, store, (one, one), measured, top)
-    # One run has metrics stored that the other lacks: a session over both would compute them for both (a
-    # session reads stored results only where every run has them), so each run gets its own.
+        with Session(store, [base_id, new_id], own_queries=True) as one:
+            yield one, one
+        return
     with Session(store, [base_id], own_queries=True) as base, Session(store, [new_id], own_queries=True) as new:
-        return _compare(base_id, new_id, store, (base, new), measured, top)
+        yield base, new
 
 
 def _measured(base_ms: float | None, new_ms: float | None) -> dict[str, float] | None:

@@ -61,7 +61,7 @@ def run_report(
     whose metric results are shared; by default one is opened for this run alone. ``top``: how many ops
     the report lists (None: all).
     """
-    store = store if isinstance(store, Store) else Store(store)
+    store = Store.of(store)
     run_id = store.resolve(ref)
     if session is None:
         with Session(store, [run_id], own_queries=True) as own:

@@ -22,9 +22,9 @@ from traceq._version import __version__
 from traceq.errors import InputError, StoreError, TraceqError, as_text
 from traceq.ingest.executors import Executor, run_tasks
 from traceq.ingest.ranks import assign_ranks, natural_key
+from traceq.ingest.run_refs import comparable, looks_like_a_file, picked_refs, stored_id
 from traceq.ingest.task import FileTask, ingest_file
 from traceq.readers import sniff_format
-from traceq.readers.paddle_summary import FORMAT as SUMMARY_FORMAT
 from traceq.readers.source import Identity, file_sha256, head_bytes, identity
 from traceq.store import NameTaken, RunWriter, Store, name_problem
 
@@ -164,7 +164,7 @@ def ingest(
         (JSON list), ``seconds`` (reading and writing it), ``worker`` (host:pid of the process that did)
         and ``peak_rss_bytes`` (that process's peak memory so far).
     """
-    store = store if isinstance(store, Store) else Store(store)
+    store = Store.of(store)
     listed = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else list(map(Path, paths))
     skipped: list[tuple[Path, str]] = []
     files = expand_inputs(listed, skipped)
@@ -373,51 +373,14 @@ def _duplicate_row(path: Path, existing: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def latest_run(store: Store) -> str:
-    """The run id of the run ingested last."""
-    latest = store.latest(1)
-    if not latest:
-        raise StoreError(f"the store {store.root} holds no runs; ingest a trace first (traceq ingest FILE)")
-    return latest[0]
-
-
 def pick_runs(store: Store, base_ref: str | None = None, new_ref: str | None = None) -> tuple[str, str]:
     """The run ids of BASE and NEW: as given (run ids, names or trace files, ingested first); NEW alone:
     BASE is the run ingested just before it; neither: the two runs ingested last, BASE the older (by
     ``ingested_at``). Paddle summary text is compared only with summary text (it has no timeline)."""
     base_ref, new_ref = picked_refs(store, base_ref, new_ref, lambda ref: run_id_of(ref, store))
     base_id, new_id = run_id_of(base_ref, store), run_id_of(new_ref, store)
-    formats = store.catalog().filter(pl.col("run_id").is_in([base_id, new_id])).select("run_id", "source_format")
-    summaries = formats.filter(pl.col("source_format") == SUMMARY_FORMAT)["run_id"].to_list()
-    if len(summaries) == 1:
-        which = ("BASE", base_ref or base_id) if summaries[0] == base_id else ("NEW", new_ref or new_id)
-        raise StoreError(
-            f"{which[1]}: {which[0]} is Paddle summary text and the other run a trace; a comparison takes two "
-            "traces or two summaries"
-        )
+    comparable(store, (base_ref, base_id), (new_ref, new_id))
     return base_id, new_id
-
-
-def picked_refs(
-    store: Store, base_ref: str | None, new_ref: str | None, stored: Callable[[str], str | None]
-) -> tuple[str, str]:
-    """BASE and NEW as :func:`pick_runs` picks them, as references (run ids, names or files); ``stored``:
-    the run id of a reference in ``store`` (None: a file not stored, whose BASE is the run ingested last)."""
-    if new_ref is None and base_ref is not None:
-        raise StoreError("a comparison with a BASE needs its NEW too")
-    if new_ref is None:
-        latest = store.latest(2)
-        if len(latest) < 2:
-            held = f"{len(latest)} run" if latest else "no runs"
-            more = "another trace" if latest else "two traces"
-            raise StoreError(f"the store holds {held}; --compare needs two (ingest {more})")
-        return latest[0], latest[1]
-    if base_ref is None:
-        new_id = stored(new_ref)
-        base_ref = store.before(new_id) if new_id is not None else next(iter(store.latest(1)), None)
-        if base_ref is None:
-            raise StoreError(f"{new_ref}: the store's first run; no run was ingested before it (name a BASE too)")
-    return base_ref, new_ref
 
 
 def run_id_of(ref: str | os.PathLike[str], store: Store) -> str:
@@ -430,7 +393,7 @@ def run_id_of(ref: str | os.PathLike[str], store: Store) -> str:
     except StoreError:
         path = Path(ref)
         if not path.exists():
-            if _looks_like_a_file(ref):
+            if looks_like_a_file(ref):
                 raise InputError(ref, "no such file") from None
             raise
     return ingest([path], store=store)["run_id"][0]
@@ -467,18 +430,6 @@ def restepped(store: Store, refs: list[str], steps_from: str) -> Iterator[tuple[
         yield scratch, ids
 
 
-def stored_id(store: Store, ref: str) -> str | None:
-    """The run id ``ref`` names in ``store``, or None where it is a trace file that is not stored."""
-    try:
-        return store.resolve(ref)
-    except StoreError:
-        if Path(ref).is_file():
-            return None
-        if _looks_like_a_file(ref):
-            raise InputError(ref, "no such file") from None
-        raise
-
-
 def _source(store: Store, ref: str) -> tuple[Path, str | None]:
     """The file ``ref`` was read from (a stored one-file run's, or the file itself) and the run's name."""
     run_id = stored_id(store, ref)
@@ -486,15 +437,6 @@ def _source(store: Store, ref: str) -> tuple[Path, str | None]:
         return Path(ref), None
     name = store.catalog().filter(pl.col("run_id") == run_id)["name"][0]
     return _source_of(store, run_id), name
-
-
-#: Endings of trace files: a reference ending so that is neither stored nor on disk is a missing file.
-_TRACE_ENDINGS = (".json", ".gz", ".sqlite", ".txt")
-
-
-def _looks_like_a_file(ref: str) -> bool:
-    """Whether a run reference is written like a file path (a folder in it, or a trace file's ending)."""
-    return "/" in ref or os.sep in ref or ref.lower().endswith(_TRACE_ENDINGS)
 
 
 def _source_of(store: Store, run_id: str) -> Path:

@@ -114,7 +114,7 @@ def _connect(
     Reports read the files with DuckDB's own reader instead (``own_queries``): it knows their row counts
     and plans the metric queries' joins on them, which Arrow scans leave it to guess (~1 row each), and
     the metrics of a report take twice as long over them."""
-    store = store if isinstance(store, Store) else Store(store)
+    store = Store.of(store)
     if runs is None:  # every run that is not damaged, found once for all the tables
         runs = store.catalog()["run_id"].to_list()
     con = duckdb.connect(":memory:")
@@ -298,7 +298,7 @@ def sql(
     """
     check_read_only(query)
     limit = default_memory_limit() if memory_limit is None else memory_bytes(memory_limit)
-    store = store if isinstance(store, Store) else Store(store)
+    store = Store.of(store)
     con = connect(store, runs, memory_limit=limit)
 
     stopped = threading.Event()
@@ -443,7 +443,7 @@ class Session:
         use_stored: bool = True,
         own_queries: bool = False,
     ) -> None:
-        self.store = None if con is not None else store if isinstance(store, Store) else Store(store)
+        self.store = None if con is not None else Store.of(store)
         self.runs = runs
         #: read metrics stored at ingest where every run has them (False: always compute from events)
         self.use_stored = use_stored and self.store is not None
@@ -744,7 +744,7 @@ def query(
 ) -> pl.DataFrame:
     """Run the metric query ``queries/NAME.sql`` over the store (optionally one run: id or name), within
     the bounds of :func:`sql`."""
-    store = store if isinstance(store, Store) else Store(store)
+    store = Store.of(store)
     runs = [store.resolve(run)] if run is not None else None
     return sql(query_text(name), store, runs, timeout=timeout, memory_limit=memory_limit)
 

@@ -17,9 +17,11 @@ from typing import overload
 
 import polars as pl
 
+from traceq.analysis.compare import compare, comparison_sessions
 from traceq.analysis.findings import Finding
 from traceq.analysis.replay.api import Replayer
 from traceq.analysis.replay.compare import Verdict, change_words, compare_replayers
+from traceq.analysis.report import TOP_OPS, run_report
 from traceq.analysis.results import Comparison, RunReport
 from traceq.query.engine import Session
 from traceq.store import Store
@@ -56,26 +58,66 @@ def replay_report(report: RunReport, replayer: Replayer, what_if: bool, unprofil
     return dataclasses.replace(report, findings=findings, what_if=frame, unprofiled=estimate, notes=notes)
 
 
+def explained_report(
+    run_id: str,
+    store: Store | str | Path | None = None,
+    top: int | None = TOP_OPS,
+    what_if: bool = False,
+    unprofiled: bool | None = None,
+) -> RunReport:
+    """The report of a stored run (:func:`~traceq.analysis.report.run_report`) with the replay as asked
+    (:func:`with_replay`), both from one session: the replay reuses the report's building blocks."""
+    store = Store.of(store)
+    with Session(store, [store.resolve(run_id)], own_queries=True) as session:
+        return with_replay(run_report(run_id, store, session, top), store, what_if, unprofiled, session)
+
+
+def explained_comparison(
+    base_id: str,
+    new_id: str,
+    store: Store | str | Path | None = None,
+    base_step_ms: float | None = None,
+    new_step_ms: float | None = None,
+    top: int | None = TOP_OPS,
+    what_if: bool = False,
+    unprofiled: bool | None = None,
+) -> Comparison:
+    """The comparison of two stored runs (:func:`~traceq.analysis.compare.compare`) with the replay as
+    asked (:func:`with_replay`), both from the comparison's sessions: the replay reuses its building blocks."""
+    store = Store.of(store)
+    with comparison_sessions(store, store.resolve(base_id), store.resolve(new_id)) as sessions:
+        result = compare(base_id, new_id, store, base_step_ms, new_step_ms, top, session=sessions)
+        return with_replay(result, store, what_if, unprofiled, sessions)
+
+
+Sessions = Session | tuple[Session, Session]
+
+
 @overload
 def with_replay(
-    result: RunReport, store: Store | str | Path | None = ..., what_if: bool = ..., unprofiled: bool = ...
+    result: RunReport, store: Store | str | Path | None = ..., what_if: bool = ..., unprofiled: bool | None = ...,
+    session: Sessions | None = ...,
 ) -> RunReport: ...
 @overload
 def with_replay(
-    result: Comparison, store: Store | str | Path | None = ..., what_if: bool = ..., unprofiled: bool = ...
+    result: Comparison, store: Store | str | Path | None = ..., what_if: bool = ..., unprofiled: bool | None = ...,
+    session: Sessions | None = ...,
 ) -> Comparison: ...
 def with_replay(
     result: RunReport | Comparison,
     store: Store | str | Path | None = None,
     what_if: bool = False,
     unprofiled: bool | None = None,
+    session: Sessions | None = None,
 ) -> RunReport | Comparison:
     """A run's report or a comparison (of runs in ``store``) with the replay's what-ifs and step times
     without the profiler. ``unprofiled``: None (the default) estimates them wherever the replay can run
     (traces with a timeline and GPU work), True asks for them (a note says why not where it cannot), False
     gives the traced report only. A comparison's verdict then rests on the estimated step times unless
     measured ones were given (they win); each of its findings gets the saving of its fix in NEW, and both
-    runs' reports their own what-ifs."""
+    runs' reports their own what-ifs. ``session``: the session the report or comparison read (a
+    comparison's BASE's and NEW's, :func:`~traceq.analysis.compare.comparison_sessions`), whose building
+    blocks the replay reuses; by default one is opened."""
     reports = [result] if isinstance(result, RunReport) else [result.base, result.new]
     why_not = _cannot_replay(reports)
     if unprofiled is None:
@@ -84,10 +126,13 @@ def with_replay(
         return result
     if why_not is not None:
         return dataclasses.replace(result, notes=[*result.notes, why_not])
-    store = store if isinstance(store, Store) else Store(store)
     run_ids = [r.run["run_id"] for r in reports]
-    with Session(store, run_ids, own_queries=True) as session:
-        replayers = [Replayer.load(session, run_id) for run_id in run_ids]
+    if session is None:
+        with Session(Store.of(store), run_ids, own_queries=True) as opened:
+            replayers = [Replayer.load(opened, run_id) for run_id in run_ids]
+    else:
+        sessions = session if isinstance(session, tuple) else (session, session)
+        replayers = [Replayer.load(s, run_id) for s, run_id in zip(sessions, run_ids, strict=False)]
     if isinstance(result, RunReport):
         return replay_report(result, replayers[0], what_if, unprofiled)
     base, new = replayers
