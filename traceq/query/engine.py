@@ -29,6 +29,7 @@ import polars as pl
 
 from traceq._utils.lazy_frames import lazy_source
 from traceq._utils.leftovers import private_dir
+from traceq._utils.signal_watch import calling_on_signal
 from traceq.errors import QueryError, StoreError, TraceqError
 from traceq.query import DEFAULT_TIMEOUT_S
 from traceq.query.files import dependency_order, doc, query_names, query_text, requires, used_queries
@@ -316,7 +317,9 @@ def sql(
             _comment_view(con, name, text)
         if timer is not None:
             timer.start()
-        with reading(store, runs):
+        # Ctrl-C and SIGTERM interrupt the query at once: DuckDB looks at Python's signals only between its
+        # tasks, which a sort that spills to disk puts tens of seconds apart
+        with reading(store, runs), calling_on_signal(con.interrupt):
             result = con.sql(query)
             frame = _plain_types(result.pl())
             return frame.rename(dict(_qualified(con, query, result.columns, frame.columns)))
