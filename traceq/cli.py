@@ -445,7 +445,10 @@ def report(
             _note(f"comparing BASE {_named(stored, refs[0])}{before} with NEW {_named(stored, refs[1])}{which}")
         with _steps_chosen(stored, refs, pattern) as (source, (base_id, new_id)):
             result = explained_comparison(base_id, new_id, source, base_step_ms, new_step_ms, top, what_if, unprofiled)
-        render(result, fmt)
+        try:
+            render(result, fmt)
+        except BrokenPipeError:  # the reader has gone (`| head`): the page and the gate are still due
+            _reader_gone()
         if html is not None and (replaced := write_html(result, html, stored, force)):
             _note(replaced)
         change = result.change()  # the gate judges what the verdict leads with

@@ -85,6 +85,18 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
         assert (proc.returncode, stderr) == (0, []), (args, proc.stderr)
 
 
+def test_a_gate_in_a_closed_pipe_still_fails(tmp_path: Path) -> None:
+    """`report --compare ... --fail-if-slower 1 | head`: the reader's leaving ends the output, not the gate
+    (the sample FP16 run is slower than FP32 without the profiler, as the gate's test in test_end_to_end
+    shows with the output read)."""
+    fp32 = SAMPLES / "kineto_conformer_fp32_b4_2steps.json.gz"
+    fp16 = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
+    proc = _closed_pipe("report", "--compare", str(fp32), str(fp16), "--store", str(tmp_path / "s"),
+                        "--fail-if-slower", "1")  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("traceq: NEW is ")
+
+
 def test_a_cpu_only_run_gets_no_launch_bound_note(tmp_path: Path) -> None:
     with gzip.open(CPU_ONLY) as f:
         events = json.load(f)["traceEvents"]
