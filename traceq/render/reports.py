@@ -323,9 +323,24 @@ def waterfall_table(result: Comparison, min_share: float = WATERFALL_MIN_SHARE) 
     b = result.base.summary.get("mean_step_time_ms")
     n = result.new.summary.get("mean_step_time_ms")
     rows.append(("= step time (mean), NEW - BASE", b, n, result.step_time_delta_ms))
+    rows += _closed_on_the_estimate(result, b, n)
     frame = pl.DataFrame(rows, schema={"part": pl.String, "BASE ms": pl.Float64, "NEW ms": pl.Float64,
                                        "NEW - BASE": pl.Float64}, orient="row")  # fmt: skip
     return frame.with_columns(pl.col(pl.Float64).round(3))
+
+
+def _closed_on_the_estimate(result: Comparison, base_ms: float | None, new_ms: float | None) -> list[tuple]:
+    """Two rows that carry the traced difference over to the one estimated without the profiler (where the
+    replay ran): what the estimate takes out of each traced step, then the estimated steps."""
+    est = result.unprofiled
+    if est is None or base_ms is None or new_ms is None:
+        return []
+    b, n = est["base"]["unprofiled_ms"], est["new"]["unprofiled_ms"]
+    what = "the profiler's cost and host speed" if est.get("scaled") else "the profiler's own cost"
+    return [
+        (f"{what}, taken out (estimated)", b - base_ms, n - new_ms, (n - new_ms) - (b - base_ms)),
+        ("= step time without the profiler (estimated)", b, n, n - b),
+    ]
 
 
 def compare_blocks(result: Comparison) -> list[Block]:
@@ -337,7 +352,10 @@ def compare_blocks(result: Comparison) -> list[Block]:
             blocks.append(Block(title, unprofiled_lines(result.unprofiled[side])))
     water = waterfall_table(result)
     if not water.is_empty():
-        blocks.append(Block("Waterfall of the traced steps (ms per step)", frame=water))
+        title = "Waterfall of the traced steps (ms per step)"
+        if result.unprofiled is not None:
+            title = "Waterfall of the traced steps, carried to the estimate without the profiler (ms per step)"
+        blocks.append(Block(title, frame=water))
     lines = [line for i, f in enumerate(result.findings, 1) for line in finding_lines(i, f, signed=True)]
     blocks.append(Block("Findings (largest change first)", lines or ["No part changed enough to matter."]))
     if not result.new.what_if.is_empty():

@@ -81,6 +81,33 @@ def test_the_verdict_without_the_profiler_flips_the_traced_one(replay_store, man
     assert result.to_dict()["unprofiled"]["new"]["run_id"] == result.new.run["run_id"]
 
 
+def test_the_waterfall_closes_on_the_estimated_difference(replay_store):
+    """Where the verdict leads with the estimate, the waterfall of the traced steps goes on to it: the
+    estimate takes out of each traced step what it removed, and ends on the estimated steps, whose
+    difference is the verdict's (each the mean of the replayed steps)."""
+    from traceq.render.reports import waterfall_table
+
+    base, new = CONFORMER
+    result = with_replay(compare(base, new, replay_store), replay_store, unprofiled=True)
+    est = result.unprofiled
+    assert est is not None
+    rows = {r["part"]: r for r in waterfall_table(result).to_dicts()}
+    traced = rows["= step time (mean), NEW - BASE"]
+    taken = next(r for name, r in rows.items() if name.endswith("taken out (estimated)"))
+    last = rows["= step time without the profiler (estimated)"]
+    assert list(rows)[-1] == "= step time without the profiler (estimated)"
+    for side, column in (("base", "BASE ms"), ("new", "NEW ms")):
+        steps = est[side]["per_step"]
+        assert last[column] == pytest.approx(sum(s["unprofiled_ms"] for s in steps) / len(steps), abs=1e-3)
+        assert traced[column] + taken[column] == pytest.approx(last[column], abs=2e-3)
+    assert last["NEW - BASE"] == pytest.approx(last["NEW ms"] - last["BASE ms"], abs=2e-3)
+    assert last["NEW - BASE"] / last["BASE ms"] * 100 == pytest.approx(est["change_pct"], abs=0.05)
+    assert traced["NEW - BASE"] + taken["NEW - BASE"] == pytest.approx(last["NEW - BASE"], abs=2e-3)
+    assert (last["NEW - BASE"] > 0) == (est["change_pct"] > 0) != (traced["NEW - BASE"] > 0)  # the flip
+    plain = waterfall_table(compare(base, new, replay_store))
+    assert plain["part"][-1] == "= step time (mean), NEW - BASE"  # traced only: the traced steps alone
+
+
 def test_measured_step_times_win_over_the_estimate(replay_store, manifest):
     base, new = CONFORMER
     b, n = manifest[base]["step_ms"], manifest[new]["step_ms"]
