@@ -140,6 +140,9 @@ class Comparison:
     #: ``report --compare --unprofiled``: both runs' step times estimated without the profiler and the
     #: verdict on them (``Verdict.to_dict()`` of :mod:`traceq.analysis.replay.compare`)
     unprofiled: dict[str, Any] | None = None
+    #: with ``unprofiled``, for runs of one rank: the estimated difference split by cause (each gap's traced
+    #: causes scaled as the replay changed the gap), closing on the difference of the estimates
+    unprofiled_waterfall: Waterfall | None = None
 
     def change(self) -> tuple[float, str] | None:
         """NEW's step time against BASE's in per cent (positive: NEW slower) as the verdict leads with it,
@@ -172,4 +175,6 @@ class Comparison:
         }
         if self.unprofiled is not None:
             out["unprofiled"] = self.unprofiled
+            if self.unprofiled_waterfall is not None:
+                out["unprofiled"] = {**self.unprofiled, "waterfall": self.unprofiled_waterfall.rows()}
         return out

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import polars as pl
 
 from traceq._utils.words import count, fixed, rounded
-from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding
+from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding, Waterfall
 from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import Comparison, RunReport
 from traceq.render.frames import cell, markdown, table
@@ -309,21 +309,46 @@ def to_terminal(report: RunReport, out: TextIO | None = None) -> None:
 
 # -- comparisons -------------------------------------------------------------------------------------
 def waterfall_table(result: Comparison, min_share: float = WATERFALL_MIN_SHARE) -> pl.DataFrame:
-    """The waterfall as printed: each part that changed by at least ``min_share`` of the longer step, BASE,
-    NEW and the change; the rest as "other"; the step difference last."""
+    """The waterfall of the traced steps as printed: each part that changed by at least ``min_share`` of the
+    longer step, BASE, NEW and the change; the rest as "other"; the step difference, then (where the
+    estimate without the profiler leads) the rows that carry it to the estimated one."""
     if result.waterfall is None or result.step_time_delta_ms is None:
         return pl.DataFrame()
-    longer = max(
-        result.base.summary.get("mean_step_time_ms") or 0.0, result.new.summary.get("mean_step_time_ms") or 0.0
-    )
-    parts, other = result.waterfall.shown(min_share * longer)
-    rows = [(p.label, p.base_ms, p.new_ms, p.delta_ms) for p in parts]
-    if abs(other) >= 0.0005:
-        rows.append(("other (parts below the threshold)", None, None, other))
     b = result.base.summary.get("mean_step_time_ms")
     n = result.new.summary.get("mean_step_time_ms")
-    rows.append(("= step time (mean), NEW - BASE", b, n, result.step_time_delta_ms))
-    rows += _closed_on_the_estimate(result, b, n)
+    rows = _waterfall_rows(result.waterfall, b, n, "= step time (mean), NEW - BASE", min_share)
+    return _waterfall_frame(rows + _closed_on_the_estimate(result, b, n))
+
+
+def estimated_waterfall_table(result: Comparison, min_share: float = WATERFALL_MIN_SHARE) -> pl.DataFrame:
+    """The difference estimated without the profiler split by cause, as printed (like
+    :func:`waterfall_table`), closing on the estimated steps; empty where it was not split."""
+    if result.unprofiled_waterfall is None or result.unprofiled is None:
+        return pl.DataFrame()
+    b, n = result.unprofiled["base"]["unprofiled_ms"], result.unprofiled["new"]["unprofiled_ms"]
+    label = "= step time without the profiler (estimated), NEW - BASE"
+    return _waterfall_frame(_waterfall_rows(result.unprofiled_waterfall, b, n, label, min_share, n - b))
+
+
+def _waterfall_rows(
+    waterfall: Waterfall,
+    base_ms: float | None,
+    new_ms: float | None,
+    label: str,
+    min_share: float,
+    delta_ms: float | None = None,
+) -> list[tuple]:
+    """The parts that changed by at least ``min_share`` of the longer step, "other", then the step's row
+    (``delta_ms``, by default the waterfall's)."""
+    parts, other = waterfall.shown(min_share * max(base_ms or 0.0, new_ms or 0.0))
+    rows: list[tuple] = [(p.label, p.base_ms, p.new_ms, p.delta_ms) for p in parts]
+    if abs(other) >= 0.0005:
+        rows.append(("other (parts below the threshold)", None, None, other))
+    rows.append((label, base_ms, new_ms, waterfall.delta_ms if delta_ms is None else delta_ms))
+    return rows
+
+
+def _waterfall_frame(rows: list[tuple]) -> pl.DataFrame:
     frame = pl.DataFrame(rows, schema={"part": pl.String, "BASE ms": pl.Float64, "NEW ms": pl.Float64,
                                        "NEW - BASE": pl.Float64}, orient="row")  # fmt: skip
     return frame.with_columns(pl.col(pl.Float64).round(3))
@@ -350,6 +375,9 @@ def compare_blocks(result: Comparison) -> list[Block]:
         for side in ("base", "new"):
             title = f"{side.upper()} without the profiler (replay)"
             blocks.append(Block(title, unprofiled_lines(result.unprofiled[side])))
+    estimated = estimated_waterfall_table(result)
+    if not estimated.is_empty():
+        blocks.append(Block("Waterfall without the profiler (estimated ms per step)", frame=estimated))
     water = waterfall_table(result)
     if not water.is_empty():
         title = "Waterfall of the traced steps (ms per step)"

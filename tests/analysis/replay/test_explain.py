@@ -108,6 +108,43 @@ def test_the_waterfall_closes_on_the_estimated_difference(replay_store):
     assert plain["part"][-1] == "= step time (mean), NEW - BASE"  # traced only: the traced steps alone
 
 
+def test_the_estimated_difference_is_split_by_cause(replay_store):
+    """Conformer b4 without the profiler: each traced gap's causes scaled as the replay changed the gap. The
+    parts close on the estimated difference; busy parts are the traced ones; the profiler only adds host
+    time, so no idle part grows (BASE's host time is also scaled down to NEW's speed); and the parts
+    account for the replay's own step, leaving a small rest. AMP's casts and launches outweigh its faster
+    kernels, as measured (AMP slower)."""
+    from traceq.analysis.replay.idle_split import REST
+
+    base, new = CONFORMER
+    result = with_replay(compare(base, new, replay_store), replay_store, unprofiled=True)
+    water, est = result.unprofiled_waterfall, result.unprofiled
+    assert water is not None and est is not None
+    parts = {p.part: p for p in water.parts}
+    for side, split, total in (("base", result.base.split, est["base"]["unprofiled_ms"]),
+                               ("new", result.new.split, est["new"]["unprofiled_ms"])):  # fmt: skip
+        assert split is not None
+        ms = {c: getattr(p, f"{side}_ms") for c, p in parts.items()}
+        assert sum(ms.values()) == pytest.approx(total, abs=2e-3)
+        assert abs(ms[REST]) < 0.02 * total
+        for cause, traced in split.idle.items():
+            assert ms[cause] - split.busy.get(cause, 0.0) <= traced + 1e-9, (side, cause)
+        assert ms["gpu_compute"] == pytest.approx(split.part("gpu_compute"))
+    assert water.delta_ms == pytest.approx(est["new"]["unprofiled_ms"] - est["base"]["unprofiled_ms"], abs=2e-3)
+    grew = {c for c, p in parts.items() if p.delta_ms > 0.5}
+    assert {"cast_overhead", "launch_overhead"} <= grew and parts["gpu_compute"].delta_ms < 0
+    assert result.to_dict()["unprofiled"]["waterfall"] == water.rows()
+
+
+def test_the_estimate_is_not_split_for_runs_of_several_ranks(tmp_path):
+    store = tmp_path / "store"
+    traceq.ingest(str(SAMPLES / "ddp" / "fp16"), store=store, name="ddp_fp16")
+    (run_id,) = traceq.runs(store)["run_id"].to_list()
+    result = with_replay(compare(run_id, run_id, store), store, unprofiled=True)
+    assert result.unprofiled is not None and result.unprofiled_waterfall is None
+    assert "waterfall" not in result.to_dict()["unprofiled"]
+
+
 def test_measured_step_times_win_over_the_estimate(replay_store, manifest):
     base, new = CONFORMER
     b, n = manifest[base]["step_ms"], manifest[new]["step_ms"]

@@ -43,6 +43,9 @@ class Verdict:
     host_ratio: float | None
     scaled: str | None
     notes: list[str] = field(default_factory=list)
+    #: what each side's host CPU time was multiplied by (1.0: not scaled), for its replay
+    base_scale: float = 1.0
+    new_scale: float = 1.0
 
     @property
     def text(self) -> str:
@@ -109,7 +112,7 @@ def compare_replayers(base: Replayer, new: Replayer, normalize_host: bool = True
     traced = (n.traced_ms / b.traced_ms - 1) * 100
     flips = (change > 0) != (traced > 0)
     uncertain = low < 0 < high
-    return Verdict(b, n, change, low, high, traced, flips, uncertain, ratio, scaled, notes)
+    return Verdict(b, n, change, low, high, traced, flips, uncertain, ratio, scaled, notes, scale_base, scale_new)
 
 
 def compare_unprofiled(

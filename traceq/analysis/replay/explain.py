@@ -21,6 +21,7 @@ from traceq.analysis.compare import compare, comparison_sessions
 from traceq.analysis.findings import Finding
 from traceq.analysis.replay.api import Replayer
 from traceq.analysis.replay.compare import Verdict, change_words, compare_replayers
+from traceq.analysis.replay.idle_split import IDLE_PIECES, estimated_parts, estimated_waterfall, idle_scale_by_cause
 from traceq.analysis.report import TOP_OPS, run_report
 from traceq.analysis.results import Comparison, RunReport
 from traceq.query.engine import Session
@@ -127,12 +128,16 @@ def with_replay(
     if why_not is not None:
         return dataclasses.replace(result, notes=[*result.notes, why_not])
     run_ids = [r.run["run_id"] for r in reports]
+    # a comparison's estimate is split by cause from each run's traced idle pieces (runs of one rank)
+    split = isinstance(result, Comparison) and unprofiled and all(r.run.get("n_ranks", 1) == 1 for r in reports)
     if session is None:
         with Session(Store.of(store), run_ids, own_queries=True) as opened:
             replayers = [Replayer.load(opened, run_id) for run_id in run_ids]
+            pieces = [opened.query(IDLE_PIECES)] * len(run_ids) if split else []
     else:
         sessions = session if isinstance(session, tuple) else (session, session)
         replayers = [Replayer.load(s, run_id) for s, run_id in zip(sessions, run_ids, strict=False)]
+        pieces = [s.query(IDLE_PIECES) for s in sessions[: len(run_ids)]] if split else []
     if isinstance(result, RunReport):
         return replay_report(result, replayers[0], what_if, unprofiled)
     base, new = replayers
@@ -149,6 +154,17 @@ def with_replay(
         changes["unprofiled"] = verdict.to_dict()
         changes["verdict"] = unprofiled_verdict(verdict, result)
         changes["notes"] = [*result.notes, *verdict.notes]
+        # where a run's steps are no host ranges (an nsys capture's one window) the replay cannot move the
+        # window's end: the time it takes out of gaps stays in the window, and a split would show it as rest
+        movable = all(not rp.timeline.steps["row"].is_null().all() for rp in replayers)
+        if pieces and movable and result.base.split is not None and result.new.split is not None:
+            sides = zip((result.base.split, result.new.split), replayers, (verdict.base_scale, verdict.new_scale),
+                        (verdict.base, verdict.new), pieces, strict=True)  # fmt: skip
+            parts = [
+                estimated_parts(s, idle_scale_by_cause(rp.timeline, rp.unprofiled_replay(rp.model, k), p), e.step_ms)
+                for s, rp, k, e, p in sides
+            ]
+            changes["unprofiled_waterfall"] = estimated_waterfall(*parts)
     return dataclasses.replace(result, **changes)  # type: ignore[arg-type]
 
 
