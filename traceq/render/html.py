@@ -21,7 +21,7 @@ import polars as pl
 from traceq._utils.outputs import atomic_output, check_output, starts_with
 from traceq._utils.words import fixed
 from traceq.analysis.causes import CAUSES, COLOURS
-from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding
+from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding, Waterfall
 from traceq.analysis.results import Comparison, RunReport, Timeline
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
 from traceq.render.reports import evidence_text, headline
@@ -122,6 +122,23 @@ def _page(title: str, body: list[str]) -> str:
     )
 
 
+def _waterfall_section(waterfall: Waterfall, base_ms: float, new_ms: float, title: str) -> list[str]:
+    """A waterfall's heading, its sentence and its chart: BASE's step, each part's change, NEW's step."""
+    shown, other = waterfall.shown(WATERFALL_MIN_SHARE * max(base_ms, new_ms))
+    rows: list[tuple[str, float, float, str]] = [("BASE step", 0.0, base_ms, _TOTAL)]
+    level = base_ms
+    for label, delta in [*((p.label, p.delta_ms) for p in shown), ("other parts", other)]:
+        rows.append((f"{label} ({fixed(delta, sign=True)} ms)", level, level + delta, _UP if delta > 0 else _DOWN))
+        level += delta
+    rows.append(("NEW step", 0.0, new_ms, _TOTAL))
+    return [
+        f"<h2>{_e(title)}</h2>",
+        f"<p>BASE {base_ms:.2f} ms {'+' if new_ms >= base_ms else '-'} {abs(new_ms - base_ms):.2f} ms = "
+        f"NEW {new_ms:.2f} ms; red parts made NEW slower, green ones faster.</p>",
+        _waterfall(rows),
+    ]
+
+
 def _compare_title(result: Comparison) -> str:
     return f"traceq: {result.new.run['name']} (NEW) vs {result.base.run['name']} (BASE)"
 
@@ -135,21 +152,13 @@ def _comparison(result: Comparison) -> list[str]:
     parts += [f"<p class='note'>{_e(w)}</p>" for w in result.warnings]
     timelines = [(f"BASE {b.run['name']}", b.timeline, b), (f"NEW {n.run['name']}", n.timeline, n)]
     parts += _timeline_section([(label, t, _mean_ms(r)) for label, t, r in timelines if t is not None])
+    if result.unprofiled_waterfall is not None and result.unprofiled is not None:
+        est_b, est_n = result.unprofiled["base"]["unprofiled_ms"], result.unprofiled["new"]["unprofiled_ms"]
+        title = "Waterfall without the profiler: from BASE's estimated step to NEW's (ms per step)"
+        parts += _waterfall_section(result.unprofiled_waterfall, est_b, est_n, title)
     if result.waterfall is not None and b.split is not None and n.split is not None:
-        base_ms, new_ms = b.split.window_ms, n.split.window_ms
-        shown, other = result.waterfall.shown(WATERFALL_MIN_SHARE * max(base_ms, new_ms))
-        rows: list[tuple[str, float, float, str]] = [("BASE step", 0.0, base_ms, _TOTAL)]
-        level = base_ms
-        for p in [*((p.label, p.delta_ms) for p in shown), ("other parts", other)]:
-            rows.append((f"{p[0]} ({fixed(p[1], sign=True)} ms)", level, level + p[1], _UP if p[1] > 0 else _DOWN))
-            level += p[1]
-        rows.append(("NEW step", 0.0, new_ms, _TOTAL))
-        parts += [
-            "<h2>Waterfall: from BASE's step to NEW's (mean ms per step)</h2>",
-            f"<p>BASE {base_ms:.2f} ms {'+' if new_ms >= base_ms else '-'} {abs(new_ms - base_ms):.2f} ms = "
-            f"NEW {new_ms:.2f} ms; red parts made NEW slower, green ones faster.</p>",
-            _waterfall(rows),
-        ]
+        title = "Waterfall of the traced steps: from BASE's step to NEW's (mean ms per step)"
+        parts += _waterfall_section(result.waterfall, b.split.window_ms, n.split.window_ms, title)
     if result.unprofiled is not None:
         parts += _unprofiled({side: result.unprofiled[side] for side in ("base", "new")})
     parts += _findings(result.findings, signed=True)
