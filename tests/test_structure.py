@@ -75,7 +75,7 @@ HOMONYMS: dict[str, tuple[set[str], str]] = {
         {"traceq.model.kernel_classes", "traceq.render.html"},
         "a kernel class (kernel_classes.kernel_class), and its colour on the HTML page",
     ),
-    "communication": ({"traceq.readers.chrome.common"}, "a chrome trace event category"),
+    "communication": ({"traceq.model.categories"}, "a chrome trace event category"),
     "straggler": ({"traceq.analysis.ranks"}, "the column of the stragglers table: each step's slowest rank"),
 }
 
