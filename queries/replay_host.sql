@@ -2,15 +2,16 @@
 -- Requires: _host_marks
 -- Definition: every host range of a thread (kinds op, op_inner, python, annotation, runtime and step, with
 -- a process, a thread and a duration of 0 or more), with the idle cause _host_marks gives the event itself
--- (NULL where it marks none), plus CUPTI's "Command Buffer Full" ranges (kind 'other': the host blocked on
--- a full launch queue), which the replay reads as waits of the launches they overlap, not as ranges.
+-- (NULL where it marks none), plus the ranges where the host blocked on a full launch queue (kind
+-- 'queue_full': CUPTI's "Command Buffer Full", recorded as kind 'other'), which the replay reads as waits
+-- of the launches they overlap, not as ranges.
 -- A user's range chosen as a step (`train_step 7`) is replayed as the op it was recorded as.
 -- Reads: events(run_id, rank, event_id, kind, name, pid, tid, ts_ns, dur_ns, step, depth, parent_id), steps(run_id, rank, name, event_id), _host_marks.
 -- Columns:
 --   run_id     VARCHAR  run id
 --   rank       BIGINT   rank
 --   event_id   BIGINT   the host event
---   kind       VARCHAR  event kind ('other' only for "Command Buffer Full")
+--   kind       VARCHAR  event kind ('queue_full': the host blocked on a full launch queue)
 --   name       VARCHAR  event name
 --   pid        BIGINT   host process
 --   tid        BIGINT   host thread
@@ -23,7 +24,7 @@
 SELECT e.run_id, e.rank, e.event_id,
        CASE WHEN e.kind = 'step' AND e.event_id IN (SELECT event_id FROM steps s WHERE s.run_id = e.run_id
                                                     AND s.rank = e.rank AND NOT regexp_matches(s.name, '^Profile(r)?Step#'))
-            THEN 'op' ELSE e.kind END AS kind,
+            THEN 'op' WHEN e.kind = 'other' THEN 'queue_full' ELSE e.kind END AS kind,
        e.name, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
        e.step, e.depth, e.parent_id, m.cause
 FROM events e

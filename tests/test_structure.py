@@ -75,7 +75,7 @@ HOMONYMS: dict[str, tuple[set[str], str]] = {
         {"traceq.model.kernel_classes", "traceq.render.html"},
         "a kernel class (kernel_classes.kernel_class), and its colour on the HTML page",
     ),
-    "communication": ({"traceq.readers.chrome.common"}, "a chrome trace event category"),
+    "communication": ({"traceq.model.categories"}, "a chrome trace event category"),
     "straggler": ({"traceq.analysis.ranks"}, "the column of the stragglers table: each step's slowest rank"),
 }
 
@@ -284,3 +284,27 @@ def test_a_cause_id_is_written_in_one_module() -> None:
     assert stray == [], f"write these as the registry's constants ({REGISTRY}), or list a homonym"
     listed = {(cause, m) for cause, (where, _) in HOMONYMS.items() for m in where}
     assert listed <= {(cause, m) for cause, where in found.items() for m in where}, "a homonym no longer written"
+
+
+#: Stages that read the model only: what a reader's input format was, or how it spells its events, is not
+#: theirs to know (the readers turn formats into kinds and flags: ``kind``, ``has_timeline``).
+FORMAT_BLIND = ("analysis", "render", "export")
+#: The readers' formats and raw event names of one format, as a module would write them.
+FORMAT_WORDS = ("paddle_summary", "chrome_json", "nsys_sqlite", "Command Buffer Full")
+
+
+def format_words() -> list[str]:
+    """Every string literal (f-strings' text included) of a :data:`FORMAT_BLIND` module that names a format
+    word of :data:`FORMAT_WORDS`, as ``path:line: word``."""
+    found = []
+    for module, path in modules().items():
+        if stage(module) not in FORMAT_BLIND:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found += [f"{path.relative_to(ROOT)}:{node.lineno}: {w}" for w in FORMAT_WORDS if w in node.value]
+    return found
+
+
+def test_analysis_rendering_and_export_name_no_reader_format() -> None:
+    assert format_words() == []

@@ -8,7 +8,9 @@ they are hive partition keys of the store layout and appear as columns when the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -223,6 +225,12 @@ _SOURCE_HASH = Column(
 )
 _SOURCE_BYTES = Column("source_bytes", _I64, "size of the file(s), bytes")
 _SOURCE_FORMAT = Column("source_format", _STR, "input format: `chrome_json`, `nsys_sqlite`, `paddle_summary`")
+_HAS_TIMELINE = Column(
+    "has_timeline",
+    pl.Boolean(),
+    "whether the source is a timeline of events (a trace); false: op tables only (summary text). Null in runs "
+    "written before it was kept: those are timelines where they have events",
+)
 _FLAVOUR = Column("flavour", _STR, "producer: `kineto` (torch.profiler), `paddle` (paddle.profiler), `nsys`")
 _PROFILER_VERSION = Column("profiler_version", _STR, "version the file declares (schemaVersion etc.)")
 _DEVICES = Column("devices", _STR, "device properties as JSON (list of objects), where recorded", json=True)
@@ -247,7 +255,7 @@ _WARNINGS = Column("warnings", _STR, "what the reader could not read or had to r
 
 #: Where a rank's data came from, and its size: in ``runs`` for the whole run, in ``sources`` per rank.
 _SOURCE_COLUMNS = (
-    _SOURCE_PATH, _SOURCE_HASH, _SOURCE_BYTES, _SOURCE_FORMAT, _FLAVOUR, _PROFILER_VERSION, _DEVICES,
+    _SOURCE_PATH, _SOURCE_HASH, _SOURCE_BYTES, _SOURCE_FORMAT, _HAS_TIMELINE, _FLAVOUR, _PROFILER_VERSION, _DEVICES,
     _DISTRIBUTED, _CLOCK_OFFSET,
 )  # fmt: skip
 _COUNT_COLUMNS = (_N_EVENTS, _N_STEPS, _STEP_RULE, _START, _END, _WARNINGS)
@@ -316,6 +324,13 @@ class RunTables:
         if isinstance(self.events, pl.LazyFrame):
             self.events = self.events.collect()
         return self
+
+
+def has_timeline(run: Mapping[str, Any]) -> bool:
+    """Whether a catalog row's run is a timeline of events (a trace), not op tables only (summary text):
+    its ``has_timeline`` flag, or for a run written before the flag was kept, whether it has events."""
+    flag = run.get("has_timeline")
+    return bool(run["n_events"]) if flag is None else bool(flag)
 
 
 #: The keys every table has from the store's folder names (``rank``: all but ``runs``), with their meaning.

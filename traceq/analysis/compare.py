@@ -97,7 +97,7 @@ def _compare(
     """The comparison, each run's metrics from its session of ``sessions`` (BASE's, NEW's: one session
     twice, or one per run)."""
     base, new = run_report(base_id, store, sessions[0], None), run_report(new_id, store, sessions[1], None)
-    if "paddle_summary" in (base.run["source_format"], new.run["source_format"]):
+    if not (base.has_timeline and new.has_timeline):
         return compare_summaries(base, new, top)
     op_deltas = _op_deltas(base.ops, new.ops)
     base, new = _with_top_ops(base, top), _with_top_ops(new, top)

@@ -34,6 +34,7 @@ from traceq.analysis.results import RunReport
 from traceq.analysis.split import Split, split
 from traceq.analysis.timeline import timeline
 from traceq.query.engine import Session
+from traceq.schema import has_timeline
 from traceq.store import Store
 
 #: A cause is a finding of one run when it costs at least this many ms per step and this share of the step.
@@ -74,7 +75,7 @@ def run_report(
     def q(name: str) -> pl.DataFrame:
         return session.query(name).filter(pl.col("run_id") == run_id)
 
-    if run["source_format"] == "paddle_summary":
+    if not has_timeline(run):
         return _summary_report(run_info, q, top)
 
     busy, bound, cover, casts = q("gpu_busy"), q("launch_bound"), q("precision_coverage"), q("cast_overhead")
@@ -378,7 +379,7 @@ def _summary_report(run: dict[str, Any], q: Callable[[str], pl.DataFrame], top: 
         "Summary text has no timeline: GPU idle time, gaps, the launch-bound ratio and step times need a "
         "trace (paddle.profiler export_chrome_tracing). Totals are for the whole profile, not per step."
     ]
-    return RunReport(run=run, summary=summary, findings=[], ops=ops, notes=notes)
+    return RunReport(run=run, summary=summary, findings=[], ops=ops, notes=notes, has_timeline=False)
 
 
 _SITE_SCHEMA = {

@@ -92,6 +92,8 @@ class RunReport:
     unprofiled: dict[str, Any] | None = None
     #: the representative step (nearest the mean) as lanes to draw (None for summary text)
     timeline: Timeline | None = field(default=None, repr=False)
+    #: whether the run is a timeline of events (a trace); False: op tables only (summary text)
+    has_timeline: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: headline keys, ``ops`` rows, ``findings``, per-step causes and, for several

@@ -49,9 +49,9 @@ import polars as pl
 
 from traceq._utils.outputs import atomic_output, check_output, starts_with
 from traceq.analysis.causes import CAUSES, IDLE_CAUSES
+from traceq.model.categories import kind_expr
 from traceq.query.engine import Session
 from traceq.query.files import requires
-from traceq.readers.chrome.common import CATEGORY_KIND, kind_expr
 from traceq.readers.source import is_gzip
 
 #: A chrome category for each event kind that traceq's reader (and Perfetto) reads back as that kind.
@@ -201,8 +201,8 @@ class _Layout:
     ranks: dict[str, list[int]]
     #: per run id and rank: ns subtracted from every time
     shifts: dict[str, dict[int, int]]
-    #: per run id: the kind each category of its events reads back as
-    kinds: dict[str, dict[str, str | None]]
+    #: per run id: its events' categories and those of :data:`KIND_CATEGORY` (their kinds: ``kind_expr``)
+    categories: dict[str, set[str]]
     #: per run id and rank: host thread names by (pid, tid)
     thread_names: dict[tuple[str, int], dict[tuple[int, int], str]]
     processes: dict[tuple[str, int, str, int], _Process] = field(default_factory=dict)
@@ -233,15 +233,15 @@ class _Layout:
         for run_id, rank, _, first in bases.iter_rows():
             shifts[run_id][rank] = first - lead
         categories = session.sql(f"SELECT DISTINCT run_id, category FROM events WHERE run_id IN {ids}")
-        kinds = {}
+        cats_of = {}
         for run_id in run_ids:
             cats = categories.filter(pl.col("run_id") == run_id)["category"].drop_nulls().to_list()
-            kinds[run_id] = {c: CATEGORY_KIND.get(c.lower()) for c in {*cats, *KIND_CATEGORY.values()}}
+            cats_of[run_id] = {*cats, *KIND_CATEGORY.values()}
         threads = session.sql(f"SELECT run_id, rank, pid, tid, name FROM threads WHERE run_id IN {ids}")
         thread_names: dict[tuple[str, int], dict[tuple[int, int], str]] = {}
         for run_id, rank, pid, tid, name in threads.iter_rows():
             thread_names.setdefault((run_id, rank), {})[(pid, tid)] = name
-        layout = cls(labels, names, devices, {}, shifts, kinds, thread_names)
+        layout = cls(labels, names, devices, {}, shifts, cats_of, thread_names)
         for k, run_id in enumerate(run_ids):
             procs = session.sql(f"SELECT DISTINCT rank, side, proc FROM ({_sided(run_id)})")
             layout.ranks[run_id] = sorted({*shifts[run_id], *procs["rank"]}) or [0]
@@ -469,14 +469,14 @@ def _original_events(session: Session, layout: _Layout, run_id: str, ends: _Flow
            CASE WHEN e.kind IN ('kernel', 'memcpy', 'memset') AND l.side = 'gpu' THEN l.thread END AS add_stream
     FROM events e JOIN lanes l ON l.rank = e.rank AND l.event_id = e.event_id
     WHERE e.run_id = {_quote(run_id)}"""
-    kinds = layout.kinds[run_id]
+    categories = layout.categories[run_id]
     for batch in _batches(session, query):
         frame = layout.place(run_id, batch)
         ends.add(frame)
-        yield _Text(_event_text(frame, kinds), frame.height)
+        yield _Text(_event_text(frame, categories), frame.height)
 
 
-def _event_text(frame: pl.DataFrame, kinds: dict[str, str | None]) -> str:
+def _event_text(frame: pl.DataFrame, categories: set[str]) -> str:
     instant = pl.col("kind").is_in(["memory", "marker"])
     frame = frame.with_columns(
         pl.when(instant).then(pl.lit("i")).otherwise(pl.lit("X")).alias("ph"),
@@ -485,7 +485,7 @@ def _event_text(frame: pl.DataFrame, kinds: dict[str, str | None]) -> str:
     )
     # the event's own category where it reads back as its kind, else one that does
     canonical = pl.col("kind").replace_strict(KIND_CATEGORY, default="other")
-    cat = pl.when(kind_expr(kinds) == pl.col("kind")).then(_clean(pl.col("cat"))).otherwise(canonical)
+    cat = pl.when(kind_expr(categories) == pl.col("kind")).then(_clean(pl.col("cat"))).otherwise(canonical)
     name_cat = pl.struct(name=pl.col("name"), cat=cat).struct.json_encode().str.strip_prefix("{").str.strip_suffix("}")
     dur = pl.when(instant).then(pl.lit(',"s":"t"')).otherwise(pl.concat_str(pl.lit(',"dur":'), _us(pl.col("dur_ns"))))
     line = pl.concat_str(

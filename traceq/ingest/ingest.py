@@ -340,7 +340,10 @@ def _catalog_row(run: _Run, results: list[dict[str, Any]], ranks: list[int], war
         all_warnings += [prefix + w for w in json.loads(r["source"]["warnings"])]
     return pl.DataFrame(
         {
-            **{k: [first[k]] for k in ("source_format", "flavour", "profiler_version", "devices", "distributed")},
+            **{
+                k: [first[k]]
+                for k in ("source_format", "has_timeline", "flavour", "profiler_version", "devices", "distributed")
+            },
             "name": [run.name],
             "n_ranks": [len(results)],
             "source_path": [first["source_path"]],

@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from traceq.errors import InputError, StoreError
-from traceq.readers.paddle_summary import FORMAT as SUMMARY_FORMAT
+from traceq.schema import has_timeline
 from traceq.store import Store
 
 
@@ -50,8 +50,8 @@ def comparable(store: Store, base: tuple[str, str], new: tuple[str, str]) -> Non
     """Refuses to compare Paddle summary text with a trace (it has no timeline): ``base`` and ``new`` are
     each a reference as given and its run id."""
     (base_ref, base_id), (new_ref, new_id) = base, new
-    formats = store.catalog().filter(pl.col("run_id").is_in([base_id, new_id])).select("run_id", "source_format")
-    summaries = formats.filter(pl.col("source_format") == SUMMARY_FORMAT)["run_id"].to_list()
+    rows = store.catalog().filter(pl.col("run_id").is_in([base_id, new_id])).to_dicts()
+    summaries = [row["run_id"] for row in rows if not has_timeline(row)]
     if len(summaries) == 1:
         which = ("BASE", base_ref or base_id) if summaries[0] == base_id else ("NEW", new_ref or new_id)
         raise StoreError(

@@ -99,6 +99,7 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
             "source_hash": task.digest,
             "source_bytes": path.stat().st_size,
             "source_format": result.source_format,
+            "has_timeline": result.has_timeline,
             "flavour": result.flavour,
             "profiler_version": result.profiler_version,
             "devices": json.dumps(result.devices),

@@ -44,6 +44,8 @@ class ReadResult:
     overview: Overview | None = None
     #: The distinct kernel names of ``events``, where the events are not in memory.
     kernel_names: pl.Series | None = None
+    #: Whether the source is a timeline of events (a trace), not op tables only (summary text).
+    has_timeline: bool = True
     #: Whether the model was built on disk (:mod:`traceq.model.on_disk`): what follows keeps memory bounded too.
     model_on_disk: bool = False
 
@@ -104,6 +106,7 @@ def _read(path: Path, progress: Progress | None, spill_dir: Path | None, steps_f
             source_format=fmt,
             flavour=paddle_summary.FLAVOUR,
             profiler_version="paddle summary text",
+            has_timeline=False,
             warnings=warnings,
         )
     trace = read_chrome_trace(path, progress, spill_dir=spill_dir)

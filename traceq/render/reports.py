@@ -148,7 +148,7 @@ def headline(report: RunReport) -> list[tuple[str, str]]:
         steps += f" ({s['step_rule']})"
     calls = count(cast["calls"], "call")
     # summary text has no steps: its totals are the whole profile's
-    casts_label = "casts (whole profile)" if report.run.get("source_format") == "paddle_summary" else "casts / step"
+    casts_label = "casts / step" if report.has_timeline else "casts (whole profile)"
     return [
         *(_rank_headline(s["rank_spread"]) if "rank_spread" in s else []),
         ("steps", steps),

@@ -27,9 +27,6 @@ from traceq.analysis.results import Comparison, RunReport
 from traceq.query.engine import Session
 from traceq.store import Store
 
-#: What a replay needs that summary text (op tables, no timeline) does not have.
-_NO_TIMELINE = "paddle_summary"
-
 
 def with_what_if(findings: list[Finding], what_if: pl.DataFrame) -> list[Finding]:
     """``findings`` with ``what_if_ms`` set from ``what_if`` (a :meth:`Replayer.what_if` frame) for each
@@ -170,7 +167,7 @@ def with_replay(
 
 def _cannot_replay(reports: list[RunReport]) -> str | None:
     """Why the replay cannot run on these reports' runs, or None where it can."""
-    if any(r.run["source_format"] == _NO_TIMELINE for r in reports):
+    if not all(r.has_timeline for r in reports):
         return "Summary text has no timeline to replay."
     if any(not r.summary.get("kernels_per_step") for r in reports):
         return "The step time without the profiler is not estimated: a run has no GPU work to replay."

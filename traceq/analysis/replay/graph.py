@@ -5,7 +5,7 @@ length is CPU time, except where the thread waited:
 
 - a **GPU wait**: a runtime call that blocks the host until GPU work is done (stream, device or event
   synchronise, a synchronous memcpy, ``cudaFree``, a copy of pageable memory that waits for its own
-  copy) or until the launch queue has room (a launch overlapping CUPTI's "Command Buffer Full"). The
+  copy) or until the launch queue has room (a launch overlapping a range where the launch queue was full). The
   call ends when the awaited GPU work ends (for a full queue: when the latest GPU event before it starts
   or ends), plus the wake-up latency recorded; its own CPU time is the call's typical non-waiting length.
 - a **thread wait**: an idle gap of a thread (no op or runtime call open for at least
@@ -272,7 +272,7 @@ def _gpu_waits(tl: Timeline, start_node: pl.DataFrame, end_node: pl.DataFrame, i
         .then(pl.lit("pageable"))
     )
     rt = rt.with_columns(reason=reason)
-    if tl.waits.height:  # launches overlapping a "Command Buffer Full" range waited for room in the queue
+    if tl.waits.height:  # launches overlapping a full launch queue's range waited for room in it
         full = tl.waits.sort("ts")
         hit = (
             rt.filter(pl.col("own_item").is_not_null() & pl.col("reason").is_null())

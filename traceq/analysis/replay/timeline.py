@@ -21,6 +21,8 @@ from traceq.errors import QueryError
 
 #: NVTX ranges that mark training steps in captures without profiler steps (``train_step 3``, ``step#3``).
 NVTX_STEP = r"(?i)^(?:train[_ ]?)?step[ _#:]*(\d+)$"
+#: The kind ``replay_host`` gives the ranges where the host blocked on a full launch queue.
+QUEUE_FULL = "queue_full"
 
 
 @dataclass
@@ -33,9 +35,9 @@ class Timeline:
     the host row of its launch call or null, ``step`` of its launch, ``kernel_class``).
     ``steps``: ``step``, ``row`` (the step's host range; null where the step is no host range, as the one
     window of an nsys capture: its recorded ``ts``..``end`` then stays as it is), ``thread``, ``ts``, ``end``.
-    ``windows``: the traced analysis windows of ``_windows`` (rebased). ``waits``: CUPTI "Command Buffer
-    Full" ranges (the host blocked on a full launch queue). ``counts``: events per kind (instants
-    included) for the profiler-overhead model.
+    ``windows``: the traced analysis windows of ``_windows`` (rebased). ``waits``: the ranges where the host
+    blocked on a full launch queue (``replay_host`` rows of kind :data:`QUEUE_FULL`). ``counts``: events per
+    kind (instants included) for the profiler-overhead model.
     """
 
     run_id: str
@@ -96,7 +98,7 @@ def timeline_from_frames(
     def rebased(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.with_columns(ts=pl.col("ts_ns") - t0, end=pl.col("end_ns") - t0).drop("ts_ns", "end_ns")
 
-    queue_full = (pl.col("kind") == "other") & (pl.col("name") == "Command Buffer Full")
+    queue_full = pl.col("kind") == QUEUE_FULL
     waits = rebased(host.filter(queue_full)).select("ts", "end").sort("ts")
     host = rebased(host.filter(~queue_full)).sort("event_id")
     gpu = rebased(gpu).sort("ts", "event_id")

@@ -7,50 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from traceq.model.steps import STEP_NAME
 from traceq.readers.chunks import Chunks
-
-#: Chrome-trace category (lower-cased) -> event kind. Kineto and Paddle spellings, old and new.
-CATEGORY_KIND: dict[str, str] = {
-    # framework ops and their stages
-    "cpu_op": "op",
-    "operator": "op",
-    "operatorinner": "op_inner",
-    "dygraphkernellaunch": "op_inner",
-    "statickernellaunch": "op_inner",
-    "python_function": "python",
-    # host ranges
-    "user_annotation": "annotation",
-    "userdefined": "annotation",
-    "pythonuserdefined": "annotation",
-    "pythonop": "annotation",
-    "forward": "annotation",
-    "backward": "annotation",
-    "optimization": "annotation",
-    "dataloader": "annotation",
-    "communication": "annotation",
-    "profilestep": "step",
-    "gpu_user_annotation": "gpu_annotation",
-    # API calls
-    "cuda_runtime": "runtime",
-    "cuda_driver": "runtime",
-    "runtime": "runtime",
-    "cudaruntime": "runtime",
-    "mluruntime": "runtime",
-    # GPU work
-    "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "memset": "memset",
-    "cuda_sync": "sync",
-    # allocator instants
-    "allocate": "memory",
-    "free": "memory",
-    "reservedallocate": "memory",
-    "reservedfree": "memory",
-}
-
 
 #: Phases that only link or label events (flows, metadata, Paddle's closing ``{}``): skipped silently.
 LINK_PHASES = {"ph=s", "ph=f", "ph=t", "ph=M", "empty"}
@@ -64,8 +21,8 @@ class TraceParams:
 
     #: A reference time near the trace's events, for :func:`us_to_ns` (the earliest start).
     base_us: float
-    #: Each category's kind (:data:`CATEGORY_KIND`, looked up once per distinct category).
-    kinds: dict[str, str | None]
+    #: The trace's distinct categories (their kinds: :func:`~traceq.model.categories.kind_expr`).
+    categories: tuple[str, ...]
     #: Each raw process and thread id's integer (:func:`leading_int`), or None: too many to list.
     pids: dict[str, int | None] | None
     tids: dict[str, int | None] | None
@@ -95,7 +52,7 @@ def trace_params(chunks: Chunks) -> TraceParams:
         tids.append(tid)
     return TraceParams(
         base_us=min(starts) if starts else 0.0,
-        kinds={cat: CATEGORY_KIND.get(cat.lower()) for cat in _distinct(cats).to_list()},
+        categories=tuple(_distinct(cats).to_list()),
         pids=id_ints(_distinct(pids)),
         tids=id_ints(_distinct(tids)),
         tolerance_ns=TICK_NS if whole else 0,
@@ -119,23 +76,6 @@ def _chunk_facts(f: pl.DataFrame) -> tuple[Any, ...]:
 
 def _distinct(parts: list[pl.Series]) -> pl.Series:
     return pl.concat(parts).unique().drop_nulls() if parts else pl.Series([], dtype=pl.String)
-
-
-def kind_expr(kinds: dict[str, str | None]) -> pl.Expr:
-    """Kind of each raw chrome event (columns ``ph``, ``cat``, ``name``), given each category's kind."""
-    by_cat = pl.col("cat").replace_strict(kinds, default=None, return_dtype=pl.String)
-    instant = pl.col("ph") == "i"
-    return (
-        pl.when(instant & ((by_cat == "memory") | (pl.col("name") == "[memory]")))
-        .then(pl.lit("memory"))
-        .when(instant)
-        .then(pl.lit("marker"))
-        .when(by_cat.is_in(["annotation", "step"]) & pl.col("name").str.contains(STEP_NAME))
-        .then(pl.lit("step"))
-        .when(by_cat == "step")
-        .then(pl.lit("annotation"))
-        .otherwise(by_cat.fill_null("other"))
-    )
 
 
 def leading_int(col: str) -> pl.Expr:

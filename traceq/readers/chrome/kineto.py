@@ -6,11 +6,11 @@ from typing import Any
 
 import polars as pl
 
+from traceq.model.categories import kind_expr
 from traceq.readers.chrome.common import (
     TraceParams,
     dur_to_ns,
     gpu_device_stream,
-    kind_expr,
     leading_int,
     leading_int_of,
     trace_params,
@@ -41,7 +41,7 @@ def events(raw: pl.LazyFrame, params: TraceParams) -> pl.LazyFrame:
     is_gpu = pl.col("kind").is_in(GPU_WORK_KINDS)
     return (
         raw.with_columns(
-            kind_expr(params.kinds).alias("kind"),
+            kind_expr(params.categories).alias("kind"),
             pl.col("cat").alias("category"),
             us_to_ns("ts_us", params.base_us).alias("ts_ns"),
             dur_to_ns("dur_us").alias("dur_ns"),

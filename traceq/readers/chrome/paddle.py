@@ -14,12 +14,12 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from traceq.model.categories import kind_expr
 from traceq.readers.chrome.common import (
     TICK_NS,
     TraceParams,
     dur_to_ns,
     gpu_device_stream,
-    kind_expr,
     leading_int_of,
     trace_params,
     us_to_ns,
@@ -78,7 +78,7 @@ def events(raw: pl.LazyFrame, params: TraceParams) -> pl.LazyFrame:
     return (
         raw.with_columns(pl.col("name").str.replace(NAME_SUFFIX, ""))
         .with_columns(
-            kind_expr(params.kinds).alias("kind"),
+            kind_expr(params.categories).alias("kind"),
             pl.col("cat").alias("category"),
             ts_ns.alias("ts_ns"),
             dur_to_ns("dur_us").alias("dur_ns"),

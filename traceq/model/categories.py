@@ -1,0 +1,70 @@
+"""Chrome-trace categories and the event kinds they stand for: what the chrome readers (Kineto, Paddle)
+read each event as, and what the Perfetto export, which writes chrome traces, checks its categories against."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import polars as pl
+
+from traceq.model.steps import STEP_NAME
+
+#: Chrome-trace category (lower-cased) -> event kind. Kineto and Paddle spellings, old and new.
+CATEGORY_KIND: dict[str, str] = {
+    # framework ops and their stages
+    "cpu_op": "op",
+    "operator": "op",
+    "operatorinner": "op_inner",
+    "dygraphkernellaunch": "op_inner",
+    "statickernellaunch": "op_inner",
+    "python_function": "python",
+    # host ranges
+    "user_annotation": "annotation",
+    "userdefined": "annotation",
+    "pythonuserdefined": "annotation",
+    "pythonop": "annotation",
+    "forward": "annotation",
+    "backward": "annotation",
+    "optimization": "annotation",
+    "dataloader": "annotation",
+    "communication": "annotation",
+    "profilestep": "step",
+    "gpu_user_annotation": "gpu_annotation",
+    # API calls
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "runtime": "runtime",
+    "cudaruntime": "runtime",
+    "mluruntime": "runtime",
+    # GPU work
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "cuda_sync": "sync",
+    # allocator instants
+    "allocate": "memory",
+    "free": "memory",
+    "reservedallocate": "memory",
+    "reservedfree": "memory",
+}
+
+
+def kind_expr(categories: Collection[str]) -> pl.Expr:
+    """Kind of each raw chrome event (columns ``ph``, ``cat``, ``name``) whose category is one of ``categories``
+    (each looked up in :data:`CATEGORY_KIND` once)."""
+    kinds = {cat: CATEGORY_KIND.get(cat.lower()) for cat in categories}
+    by_cat = pl.col("cat").replace_strict(kinds, default=None, return_dtype=pl.String)
+    instant = pl.col("ph") == "i"
+    return (
+        pl.when(instant & ((by_cat == "memory") | (pl.col("name") == "[memory]")))
+        .then(pl.lit("memory"))
+        .when(instant)
+        .then(pl.lit("marker"))
+        .when(by_cat.is_in(["annotation", "step"]) & pl.col("name").str.contains(STEP_NAME))
+        .then(pl.lit("step"))
+        .when(by_cat == "step")
+        .then(pl.lit("annotation"))
+        .otherwise(by_cat.fill_null("other"))
+    )
