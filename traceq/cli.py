@@ -338,8 +338,11 @@ def sql(
     Example: traceq sql "select step, idle_ns / 1e6 idle_ms from gpu_busy" --run kineto_conformer_fp16_b4_2steps
     """
     from traceq.query.engine import sql as run_sql
+    from traceq.query.engine import sql_shown
     from traceq.query.files import read_sql_file
+    from traceq.query.shown import Shown
     from traceq.render import render
+    from traceq.render.cells import SHOWN_ROWS, table
 
     if (query is None) == (file is None):
         raise TraceqError("give a query or --file, not both or neither")
@@ -347,7 +350,14 @@ def sql(
         query = read_sql_file(file)
     stored = _store(store)
     runs = list(dict.fromkeys(stored.resolve(r) for r in run)) if run else None
-    render(run_sql(query or "", stored, runs, timeout=timeout, memory_limit=memory_limit), fmt)
+    if fmt is not FrameFormat.table:
+        render(run_sql(query or "", stored, runs, timeout=timeout, memory_limit=memory_limit), fmt)
+        return
+    result = sql_shown(query or "", SHOWN_ROWS, stored, runs, timeout=timeout, memory_limit=memory_limit)
+    if isinstance(result, Shown):  # fetched without a frame
+        table(result.columns, result, sys.stdout, shown_rows=SHOWN_ROWS)
+    else:
+        render(result, fmt)
 
 
 @app.command(cls=_Command)
