@@ -5,9 +5,10 @@ A store is made in a temporary folder from the bundled real Kineto sample (FP16 
 report metrics and diagnosis stored at ingest as the largest runs' are (a report then reads them all). Then, in rounds,
 each command runs in a fresh process (the ``traceq`` script of this interpreter's environment), its
 output discarded, alternating with ``python -c pass``; a command's cost is its wall time minus the
-bare interpreter's in the same round. Prints the median and best of each, the target (at most
-``--target`` seconds over the bare interpreter) met or not, and what each third-party library the
-commands may load costs to import alone (what dominates those that miss).
+bare interpreter's in the same round. Prints the median and best of each, its floor (what importing the
+libraries the command cannot do without costs over the bare interpreter, measured in the same rounds),
+the target (at most ``--target`` seconds over the bare interpreter) met or not, and what each
+third-party library the commands may load costs to import alone (what dominates those that miss).
 
 Usage: python benchmarks/command_latency.py [--rounds 9] [--target 0.15]
 """
@@ -37,6 +38,17 @@ COMMANDS = {
     "traceq queries": ["queries"],
 }
 LIBRARIES = ("typer", "rich.table", "polars", "duckdb", "pyarrow.parquet")
+#: What each command cannot do without (its floor): the CLI's parser, rich's tables for a table, DuckDB to
+#: run SQL, and for a report the analysis' Polars frames and DuckDB session over the stored results.
+FLOORS = {
+    "traceq --help": ("typer",),
+    "traceq runs": ("typer", "rich.table"),
+    'traceq sql "select 1"': ("typer", "rich.table", "duckdb"),
+    "traceq report RUN (metrics stored)": ("typer", "rich.table", "polars", "duckdb"),
+    "traceq report RUN --format json": ("typer", "polars", "duckdb"),
+    "traceq version": ("typer",),
+    "traceq queries": ("typer", "rich.table"),
+}
 
 
 def wall(argv: list[str], env: dict[str, str]) -> float:
@@ -73,6 +85,7 @@ def main() -> None:
         bare_argv = [sys.executable, "-c", "pass"]
         times: dict[str, list[float]] = {name: [] for name in ("python -c pass", *COMMANDS)}
         overs: dict[str, list[float]] = {name: [] for name in COMMANDS}
+        floors: dict[str, list[float]] = {name: [] for name in COMMANDS}
         for argv in COMMANDS.values():  # once each, so that no round pays for the first read of a file
             wall([str(TRACEQ), *(run if a == "RUN" else a for a in argv)], env)
         for _ in range(args.rounds):
@@ -82,20 +95,23 @@ def main() -> None:
                 times["python -c pass"].append(bare)
                 times[name].append(took)
                 overs[name].append(took - bare)
+                floor = wall([sys.executable, "-c", "import " + ", ".join(FLOORS[name])], env)
+                floors[name].append(floor - wall(bare_argv, env))
         imports = {lib: [] for lib in LIBRARIES}
         for _ in range(args.rounds):
             for lib in LIBRARIES:
                 imports[lib].append(wall([sys.executable, "-c", f"import {lib}"], env) - wall(bare_argv, env))
 
     print(f"{args.rounds} rounds, each command alternating with `python -c pass` in fresh processes")
-    print(f"{'command':<38} {'median':>8} {'best':>8} {'over bare (median)':>19}  target +{args.target:.2f} s")
+    print(f"{'command':<38} {'median':>8} {'best':>8} {'over bare (median)':>19} {'floor':>8}  "
+          f"target +{args.target:.2f} s  (floor: importing {{libraries}} over bare, median)")  # fmt: skip
     bare = statistics.median(times["python -c pass"])
     print(f"{'python -c pass':<38} {bare:>7.3f}s {min(times['python -c pass']):>7.3f}s")
     for name in COMMANDS:
-        over = statistics.median(overs[name])
+        over, floor = statistics.median(overs[name]), statistics.median(floors[name])
         verdict = "met" if over <= args.target else f"not met ({over / args.target:.1f}x)"
         print(f"{name:<38} {statistics.median(times[name]):>7.3f}s {min(times[name]):>7.3f}s "
-              f"{over:>+18.3f}s  {verdict}")  # fmt: skip
+              f"{over:>+18.3f}s {floor:>+7.3f}s  {verdict:<17} ({', '.join(FLOORS[name])})")  # fmt: skip
     print("import alone, over the bare interpreter (median): " + ", ".join(
         f"{lib} {statistics.median(v):+.3f}s" for lib, v in imports.items()))  # fmt: skip
 

@@ -233,11 +233,17 @@ def runs(ctx: typer.Context, store: StoreOpt = None, fmt: FrameFormatOpt = Frame
         return
     from traceq.render import render
 
-    cat = _store(store).catalog()
-    if fmt is FrameFormat.table:
+    stored = _store(store)
+    if fmt is FrameFormat.table:  # the catalog's rows, read without Polars where the store can
+        from traceq.render.cells import SHOWN_ROWS, table
+        from traceq.schema import RUNS
+
         shown = ("run_id", "name", "n_ranks", "flavour", "profiler_version", "n_events", "n_steps", "ingested_at")
-        cat = cat.select(shown)
-    render(cat, fmt.value)
+        numeric = {c.name: c.numeric for c in RUNS.columns}
+        rows = [[row[c] for c in shown] for row in stored.catalog_rows()]
+        table([(c, numeric.get(c, False)) for c in shown], rows, sys.stdout, shown_rows=SHOWN_ROWS)
+        return
+    render(stored.catalog(), fmt.value)
 
 
 RunArg = Annotated[str, typer.Argument(help="Run id, unique run id prefix, or run name.", show_default=False)]
@@ -332,8 +338,11 @@ def sql(
     Example: traceq sql "select step, idle_ns / 1e6 idle_ms from gpu_busy" --run kineto_conformer_fp16_b4_2steps
     """
     from traceq.query.engine import sql as run_sql
+    from traceq.query.engine import sql_shown
     from traceq.query.files import read_sql_file
+    from traceq.query.shown import Shown
     from traceq.render import render
+    from traceq.render.cells import SHOWN_ROWS, table
 
     if (query is None) == (file is None):
         raise TraceqError("give a query or --file, not both or neither")
@@ -341,7 +350,14 @@ def sql(
         query = read_sql_file(file)
     stored = _store(store)
     runs = list(dict.fromkeys(stored.resolve(r) for r in run)) if run else None
-    render(run_sql(query or "", stored, runs, timeout=timeout, memory_limit=memory_limit), fmt)
+    if fmt is not FrameFormat.table:
+        render(run_sql(query or "", stored, runs, timeout=timeout, memory_limit=memory_limit), fmt)
+        return
+    result = sql_shown(query or "", SHOWN_ROWS, stored, runs, timeout=timeout, memory_limit=memory_limit)
+    if isinstance(result, Shown):  # fetched without a frame
+        table(result.columns, result, sys.stdout, shown_rows=SHOWN_ROWS)
+    else:
+        render(result, fmt)
 
 
 @app.command(cls=_Command)
@@ -414,7 +430,6 @@ def report(
     """
     from traceq.analysis.replay.explain import explained_comparison, explained_report
     from traceq.analysis.report import TOP_OPS
-    from traceq.ingest.ingest import pick_refs
     from traceq.ingest.run_refs import latest_run
     from traceq.render import render
     from traceq.render.html import write_html
@@ -437,6 +452,8 @@ def report(
     pattern = _pattern(steps_from)
     top = None if all_ops else TOP_OPS
     if compare:
+        from traceq.ingest.ingest import pick_refs
+
         named: list[str | None] = [None, None, *runs]
         refs = pick_refs(stored, named[-2], named[-1], pattern)
         if len(runs) < 2:
@@ -470,7 +487,14 @@ def report(
 
 @contextlib.contextmanager
 def _steps_chosen(store: Store, refs: list[str], pattern: str | None) -> Iterator[tuple[Store, list[str]]]:
-    """The store and runs to report on; with --steps-from, said on stderr that they are not stored."""
+    """The store and runs to report on; with --steps-from, said on stderr that they are not stored. Runs
+    that are stored are found without loading the readers (a file to ingest needs them)."""
+    from traceq.ingest.run_refs import stored_ids
+
+    ids = stored_ids(store, refs) if pattern is None else None
+    if ids is not None:
+        yield store, ids
+        return
     from traceq.ingest.ingest import runs_to_report
 
     with runs_to_report(store, refs, pattern) as chosen:
@@ -674,10 +698,7 @@ def _pattern(regex: str | None) -> str | None:
 
 def _named(store: Store, run_id: str) -> str:
     """``name (run id)`` of a stored run."""
-    import polars as pl
-
-    cat = store.catalog()
-    name = cat.filter(pl.col("run_id") == run_id)["name"].to_list()
+    name = [row["name"] for row in store.catalog_rows() if row["run_id"] == run_id]
     return f"{name[0]} ({run_id})" if name else run_id
 
 

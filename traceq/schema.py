@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+if TYPE_CHECKING:  # Polars is imported where a type is made: the catalog is read without it where it can be
+    import polars as pl
 
 #: Event kinds: the enumerated vocabulary of ``events.kind``. Analyses see only these.
 KINDS: dict[str, str] = {
@@ -43,10 +44,29 @@ class Column:
     """One column of a canonical table."""
 
     name: str
-    dtype: pl.DataType
+    #: its Polars data type: the type's name and arguments (``("Int64",)``, ``("Datetime", "us", "UTC")``,
+    #: ``("List", ("String",))``)
+    type: tuple[str | tuple[str, ...], ...]
     doc: str
     #: Whether the column holds JSON text (written as JSON values, not strings, in JSON output).
     json: bool = False
+
+    @property
+    def dtype(self) -> pl.DataType:
+        return _polars_type(self.type)
+
+    @property
+    def numeric(self) -> bool:
+        """Whether the column holds numbers (shown right-aligned)."""
+        return self.type[0] in ("Int64", "Int32", "Float64")
+
+
+def _polars_type(spec: tuple[str | tuple[str, ...], ...]) -> pl.DataType:
+    """The Polars data type a :attr:`Column.type` names."""
+    import polars as pl
+
+    name, *args = spec
+    return getattr(pl, str(name))(*(_polars_type(a) if isinstance(a, tuple) else a for a in args))
 
 
 @dataclass(frozen=True)
@@ -59,10 +79,14 @@ class Table:
 
     @property
     def schema(self) -> pl.Schema:
+        import polars as pl
+
         return pl.Schema({c.name: c.dtype for c in self.columns})
 
     def conform(self, frame: pl.DataFrame) -> pl.DataFrame:
         """Return ``frame`` with exactly this table's columns, in order and types (missing ones null)."""
+        import polars as pl
+
         exprs = [
             (pl.col(c.name) if c.name in frame.columns else pl.lit(None)).cast(c.dtype).alias(c.name)
             for c in self.columns
@@ -70,10 +94,12 @@ class Table:
         return frame.select(exprs)
 
     def empty(self) -> pl.DataFrame:
+        import polars as pl
+
         return pl.DataFrame(schema=self.schema)
 
 
-_I64, _I32, _STR = pl.Int64(), pl.Int32(), pl.String()
+_I64, _I32, _STR, _BOOL = ("Int64",), ("Int32",), ("String",), ("Boolean",)
 
 EVENTS = Table(
     "events",
@@ -120,7 +146,7 @@ EVENTS = Table(
         ),
         Column("launch_id", _I64, "GPU work: the runtime/driver call that launched it"),
         Column("bytes", _I64, "bytes copied or set (memcpy, memset)"),
-        Column("input_dtypes", pl.List(_STR), "input dtypes of an op, where the profiler recorded them"),
+        Column("input_dtypes", ("List", _STR), "input dtypes of an op, where the profiler recorded them"),
         Column("input_shapes", _STR, "input shapes of an op as JSON, where the profiler recorded them", json=True),
         Column("args", _STR, "all of the event's original args, as JSON", json=True),
     ),
@@ -148,7 +174,7 @@ THREADS = Table(
     ),
 )
 
-_F64 = pl.Float64()
+_F64 = ("Float64",)
 _FIVE = ("total", "avg", "max", "min")
 
 OP_STATS = Table(
@@ -168,7 +194,7 @@ OP_STATS = Table(
         *(Column(f"gpu_{s}_ns", _F64, f"GPU time {s}, ns") for s in _FIVE),
         Column("gpu_ratio", _F64, "GPU Ratio(%) as printed"),
         Column("flops", _I64, "FLOPs column (Paddle 2.5+), where printed"),
-        Column("truncated", pl.Boolean(), "whether the printed name was cut with `...`"),
+        Column("truncated", _BOOL, "whether the printed name was cut with `...`"),
     ),
 )
 
@@ -181,7 +207,7 @@ KERNEL_STATS = Table(
         Column("calls", _I64, "calls"),
         *(Column(f"gpu_{s}_ns", _F64, f"GPU time {s}, ns") for s in _FIVE),
         Column("gpu_ratio", _F64, "GPU Ratio(%) as printed"),
-        Column("truncated", pl.Boolean(), "whether the printed name was cut with `...`"),
+        Column("truncated", _BOOL, "whether the printed name was cut with `...`"),
     ),
 )
 
@@ -209,7 +235,7 @@ KERNEL_CLASS_TABLE = Table(
     (
         Column("name", _STR, "kernel name as in `events.name`, `op_stats.name` or `kernel_stats.name`"),
         Column("precision", _STR, "fp32, tf32, fp16, bf16, fp8, int8, fp64 or unknown"),
-        Column("tensor_core", pl.Boolean(), "whether the kernel runs on tensor cores"),
+        Column("tensor_core", _BOOL, "whether the kernel runs on tensor cores"),
         Column(
             "kernel_class",
             _STR,
@@ -218,16 +244,18 @@ KERNEL_CLASS_TABLE = Table(
     ),
 )
 
+#: ``source_format`` of Paddle summary text: op tables, no timeline.
+SUMMARY_FORMAT = "paddle_summary"
 #: Columns describing where a rank's data came from: shared by ``runs`` (the whole run) and ``sources`` (one rank).
 _SOURCE_PATH = Column("source_path", _STR, "absolute path of the ingested file (multi-rank run: of its first rank)")
 _SOURCE_HASH = Column(
     "source_hash", _STR, "sha256 of the file's bytes (multi-rank run: of its ranks' hashes in rank order)"
 )
 _SOURCE_BYTES = Column("source_bytes", _I64, "size of the file(s), bytes")
-_SOURCE_FORMAT = Column("source_format", _STR, "input format: `chrome_json`, `nsys_sqlite`, `paddle_summary`")
+_SOURCE_FORMAT = Column("source_format", _STR, f"input format: `chrome_json`, `nsys_sqlite`, `{SUMMARY_FORMAT}`")
 _HAS_TIMELINE = Column(
     "has_timeline",
-    pl.Boolean(),
+    _BOOL,
     "whether the source is a timeline of events (a trace); false: op tables only (summary text). Null in runs "
     "written before it was kept: those are timelines where they have events",
 )
@@ -267,7 +295,7 @@ RUNS = Table(
         Column("name", _STR, "run name (given at ingest, else the file name)"),
         Column("n_ranks", _I64, "ranks (trace files) in the run"),
         *_SOURCE_COLUMNS,
-        Column("ingested_at", pl.Datetime("us", "UTC"), "when the run was ingested"),
+        Column("ingested_at", ("Datetime", "us", "UTC"), "when the run was ingested"),
         Column("traceq_version", _STR, "traceq version that wrote the run"),
         Column("events_by_kind", _STR, "rows per kind, JSON object", json=True),
         *_COUNT_COLUMNS,
@@ -321,6 +349,8 @@ class RunTables:
     def collect(self) -> RunTables:
         """These tables with ``events`` in memory (a summary's cells waiting in a spill folder stay there:
         they are only written)."""
+        import polars as pl
+
         if isinstance(self.events, pl.LazyFrame):
             self.events = self.events.collect()
         return self

@@ -4,6 +4,7 @@ Layout (a public contract; hive-partitioned so DuckDB, polars, pyarrow.dataset o
 
     STORE/traceq-store.json                       store format marker
     STORE/runs/run_id=<id>/runs.parquet           the run's catalog row
+    STORE/runs/run_id=<id>/runs.json              a copy of it, read without Polars
     STORE/runs/run_id=<id>/rank=<r>/events.parquet
     STORE/runs/run_id=<id>/rank=<r>/steps.parquet
     STORE/runs/run_id=<id>/rank=<r>/threads.parquet
@@ -31,19 +32,25 @@ import re
 import shutil
 import stat
 import uuid
-import zlib
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
+from traceq._utils.catalog_copy import COPY, crc32, read_copy, write_copy
 from traceq._utils.leftovers import remove_stale, tag
+from traceq._utils.on_first_use import OnFirstUse
 from traceq.errors import StoreError, as_text, not_utf8
 from traceq.locations import MARKER as _MARKER
 from traceq.locations import STORE_ENV, default_store_path
 from traceq.schema import RANK_TABLES, RUNS, SOURCES, RunTables
+
+if TYPE_CHECKING:
+    import polars as pl
+else:  # listing and resolving runs reads the catalog's JSON copies (:mod:`traceq._utils.catalog_copy`)
+    pl = OnFirstUse("polars")
 
 #: The store format written in its marker file.
 FORMAT_VERSION = 1
@@ -57,7 +64,7 @@ class Store:
         if (byte := not_utf8(str(self.root))) is not None:  # DuckDB and Polars take paths as UTF-8 text
             raise StoreError(f"{as_text(self.root)}: a store's path must be UTF-8 (it holds byte 0x{byte:02x})")
         #: each run folder's catalog row as read, by the identity of its ``runs.parquet`` when read
-        self._rows: dict[Path, tuple[tuple[int, int, int], tuple[pl.DataFrame | None, str | None]]] = {}
+        self._rows: dict[Path, tuple[tuple[int, int, int], tuple[Row | None, str | None]]] = {}
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"{self.root}: the store path exists and is not a directory")
         marker = self.root / _MARKER
@@ -96,6 +103,11 @@ class Store:
     def catalog(self) -> pl.DataFrame:
         """The ``runs`` table: one row per stored run that is whole, oldest first, with ``run_id`` (damaged
         runs are left out: :meth:`damaged`)."""
+        return pl.DataFrame(self.catalog_rows(), schema={"run_id": pl.String, **RUNS.schema})
+
+    def catalog_rows(self) -> list[Row]:
+        """:meth:`catalog` as rows (column -> value), read without Polars where every run has its catalog
+        row's JSON copy (:mod:`traceq._utils.catalog_copy`)."""
         return self._scan()[0]
 
     def damaged(self) -> dict[str, Damage]:
@@ -103,23 +115,19 @@ class Store:
         or of another size than written (cheap: no file is read but the catalog rows)."""
         return self._scan()[1]
 
-    def _scan(self) -> tuple[pl.DataFrame, dict[str, Damage]]:
-        frames, damaged = [], {}
+    def _scan(self) -> tuple[list[Row], dict[str, Damage]]:
+        rows, damaged = [], {}
         for d in self.run_dirs():
             run_id = d.name[len("run_id=") :]
             row, problem = self._catalog_row(d)
             if problem is None and row is not None:
-                frames.append(row.with_columns(run_id=pl.lit(run_id)))
+                rows.append({"run_id": run_id, **row})
             else:
-                name = row["name"][0] if row is not None else None
-                damaged[run_id] = Damage(run_id, name, problem or "unreadable")
-        if not frames:
-            cat = RUNS.empty().with_columns(run_id=pl.lit(None, pl.String)).select("run_id", *RUNS.schema)
-        else:
-            cat = pl.concat(frames).select("run_id", *RUNS.schema).sort("ingested_at")
-        return cat, damaged
+                damaged[run_id] = Damage(run_id, row["name"] if row is not None else None, problem or "unreadable")
+        rows.sort(key=_ingested)  # stable: runs of one time in folder order
+        return rows, damaged
 
-    def _catalog_row(self, run_dir: Path) -> tuple[pl.DataFrame | None, str | None]:
+    def _catalog_row(self, run_dir: Path) -> tuple[Row | None, str | None]:
         """:func:`_read_run` of a run folder, its ``runs.parquet`` read only the first time this store reads
         it and again once it is another file (written anew: another inode, size or time); its files are
         checked every time."""
@@ -141,29 +149,25 @@ class Store:
         its problem (unless ``damaged_ok``: to remove it)."""
         if not_utf8(ref) is not None:  # no run is named so (names are text): a file's name, perhaps
             raise StoreError(f"{as_text(ref)}: no such run in {self.root} (see `traceq runs`)")
-        cat, damaged = self._scan()
-        named = pl.DataFrame(
-            {"run_id": [d.run_id for d in damaged.values()], "name": [d.name for d in damaged.values()]},
-            schema={"run_id": pl.String, "name": pl.String},
-        )
-        cat = pl.concat([cat.select("run_id", "name"), named])
+        rows, damaged = self._scan()
+        known = [(r["run_id"], r["name"]) for r in rows] + [(d.run_id, d.name) for d in damaged.values()]
         for candidates in (
-            cat.filter(pl.col("run_id") == ref),
-            cat.filter(pl.col("name") == ref),
-            cat.filter(pl.col("run_id").str.starts_with(ref)) if len(ref) >= MIN_PREFIX else cat.clear(),
+            [k for k in known if k[0] == ref],
+            [k for k in known if k[1] == ref],
+            [k for k in known if k[0].startswith(ref)] if len(ref) >= MIN_PREFIX else [],
         ):
-            ids = candidates["run_id"].unique().to_list()
+            ids = list(dict.fromkeys(run_id for run_id, _ in candidates))
             if len(ids) == 1:
                 if ids[0] in damaged and not damaged_ok:
                     raise StoreError(damaged[ids[0]].message(self))
                 return ids[0]
             if len(ids) > 1:
                 raise StoreError(f"{ref}: matches {len(ids)} runs ({_listed(candidates)}); use a run id")
-        starting = cat.filter(pl.col("run_id").str.starts_with(ref)) if ref else cat.clear()
-        if starting.height > 1:
-            raise StoreError(f"{ref}: an ambiguous run id prefix, the start of {starting.height} runs "
+        starting = [k for k in known if k[0].startswith(ref)] if ref else []
+        if len(starting) > 1:
+            raise StoreError(f"{ref}: an ambiguous run id prefix, the start of {len(starting)} runs "
                              f"({_listed(starting)}); give more of the id")  # fmt: skip
-        if starting.height == 1:
+        if len(starting) == 1:
             raise StoreError(f"{ref}: too short a run id prefix (the start of {_listed(starting)}); "
                              f"give at least {MIN_PREFIX} characters")  # fmt: skip
         raise StoreError(f"{ref}: no such run in {self.root} (see `traceq runs`)")
@@ -171,11 +175,11 @@ class Store:
     def latest(self, n: int = 1) -> list[str]:
         """The run ids of the ``n`` runs ingested last (by ``ingested_at``), oldest first; fewer if the
         store holds fewer."""
-        return self.catalog()["run_id"].tail(n).to_list() if n > 0 else []
+        return [r["run_id"] for r in self.catalog_rows()][-n:] if n > 0 else []
 
     def before(self, run_id: str) -> str | None:
         """The run ingested just before ``run_id`` (by ``ingested_at``), or None for the first run."""
-        ids = self.catalog()["run_id"].to_list()
+        ids = [r["run_id"] for r in self.catalog_rows()]
         at = ids.index(run_id)
         return ids[at - 1] if at > 0 else None
 
@@ -184,7 +188,7 @@ class Store:
         by listing the store's folders: the store's path is never read as a glob pattern (a store at
         ``st[1]`` or ``st*x`` would match other folders)."""
         files = []
-        whole = set(self.catalog()["run_id"]) if runs is None else None  # every run that is not damaged
+        whole = {r["run_id"] for r in self.catalog_rows()} if runs is None else None  # every run that is not damaged
         for run_dir in self.run_dirs():
             run_id = run_dir.name[len("run_id=") :]
             if run_id not in (runs if runs is not None else whole):  # type: ignore[operator]
@@ -297,7 +301,9 @@ class RunWriter:
             source = sources.filter(pl.col("rank") == rank) if sources is not None else SOURCES.empty()
             write_parquet(SOURCES.conform(source), self.dir / f"rank={rank}" / f"{SOURCES.name}.parquet")
         files = json.dumps(_file_record(self.dir))
-        write_parquet(RUNS.conform(run_row.with_columns(files=pl.lit(files))), self.dir / "runs.parquet")
+        row = RUNS.conform(run_row.with_columns(files=pl.lit(files)))
+        write_parquet(row, self.dir / "runs.parquet")
+        write_copy(self.dir, row.row(0, named=True))
         _fsync_dir(self.dir)
         try:
             os.rename(self.dir, final)
@@ -375,7 +381,8 @@ def remove_run(store: Store, run_id: str) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-CHECK_COLUMNS = {"run_id": pl.String, "name": pl.String, "file": pl.String, "problem": pl.String}
+#: The columns of :func:`check_store`'s result (all text).
+CHECK_COLUMNS = ("run_id", "name", "file", "problem")
 
 
 def check_store(store: Store, runs: Collection[str] | None = None) -> pl.DataFrame:
@@ -389,25 +396,39 @@ def check_store(store: Store, runs: Collection[str] | None = None) -> pl.DataFra
         if runs is not None and run_id not in runs:
             continue
         row, problem = _read_run(run_dir)
-        name = row["name"][0] if row is not None else None
+        name = row["name"] if row is not None else None
         if problem is not None:
             rows.append({"run_id": run_id, "name": name, "file": None, "problem": problem})
             continue
         assert row is not None
-        record = json.loads(row["files"][0]) if row["files"][0] is not None else {}
-        for path in sorted(p for p in run_dir.rglob("*") if p.is_file() and p.name != "runs.parquet"):
+        record = json.loads(row["files"]) if row["files"] is not None else {}
+        for path in sorted(p for p in run_dir.rglob("*") if p.is_file() and p.name not in _CATALOG_FILES):
             rel = path.relative_to(run_dir).as_posix()
-            if rel in record and _crc32(path) != record[rel][1]:
+            if rel in record and crc32(path) != record[rel][1]:
                 problem = "its content differs from what was written (CRC-32)"
             elif path.suffix == ".parquet" and not _parquet_footer_ok(path):
                 problem = "not a readable Parquet file"
             else:
                 continue
             rows.append({"run_id": run_id, "name": name, "file": rel, "problem": problem})
-    return pl.DataFrame(rows, schema=CHECK_COLUMNS)
+    return pl.DataFrame(rows, schema=dict.fromkeys(CHECK_COLUMNS, pl.String))
 
 
-def _read_run(run_dir: Path) -> tuple[pl.DataFrame | None, str | None]:
+#: A run's catalog row and its copy: written after the record of the run's files, not in it.
+_CATALOG_FILES = ("runs.parquet", COPY)
+#: The catalog's columns as a run's folder holds them, and those of them that hold times.
+_CATALOG_COLUMNS = [c.name for c in RUNS.columns]
+_CATALOG_TIMES = frozenset(c.name for c in RUNS.columns if c.type[0] == "Datetime")
+#: A catalog row: column -> value (``run_id`` too, in :meth:`Store.catalog_rows`).
+Row = dict[str, Any]
+
+
+def _ingested(row: Row) -> tuple[bool, datetime | None]:
+    """The catalog's order: by ``ingested_at``, a run without one first."""
+    return row["ingested_at"] is not None, row["ingested_at"]
+
+
+def _read_run(run_dir: Path) -> tuple[Row | None, str | None]:
     """A run folder's catalog row (conformed: runs of other traceq versions may order or lack columns
     differently) and its problem (None: whole), checked cheaply: no file is read but ``runs.parquet``."""
     row, problem = _read_row(run_dir)
@@ -416,9 +437,12 @@ def _read_run(run_dir: Path) -> tuple[pl.DataFrame | None, str | None]:
     return row, _files_problem(run_dir, row)
 
 
-def _read_row(run_dir: Path) -> tuple[pl.DataFrame | None, str | None]:
+def _read_row(run_dir: Path) -> tuple[Row | None, str | None]:
     """A run folder's catalog row as :func:`_read_run` reads it, and the problem of reading it (its files
-    are not checked)."""
+    are not checked): from its JSON copy where that copies its ``runs.parquet``, else from the Parquet file."""
+    copied = read_copy(run_dir, _CATALOG_COLUMNS, _CATALOG_TIMES)
+    if copied is not None:
+        return copied, None
     path = run_dir / "runs.parquet"
     try:
         with path.open("rb") as f:  # a file, not a path: the store's path is no pattern
@@ -431,17 +455,17 @@ def _read_row(run_dir: Path) -> tuple[pl.DataFrame | None, str | None]:
         return None, "runs.parquet is not a readable Parquet file (truncated or overwritten)"
     if row.height != 1:
         return None, f"runs.parquet holds {row.height} rows, not 1"
-    return row, None
+    return row.row(0, named=True), None
 
 
-def _files_problem(run_dir: Path, row: pl.DataFrame) -> str | None:
+def _files_problem(run_dir: Path, row: Row) -> str | None:
     """Whether the run's files are there with the sizes written; for runs written before the files
     were recorded, whether each of its ranks has its tables."""
-    record = row["files"][0]
+    record = row["files"]
     if record is None:
         ranks = [p for p in run_dir.iterdir() if p.name.startswith("rank=")]
-        if len(ranks) != row["n_ranks"][0]:
-            return f"{len(ranks)} rank folders, not the {row['n_ranks'][0]} written"
+        if len(ranks) != row["n_ranks"]:
+            return f"{len(ranks)} rank folders, not the {row['n_ranks']} written"
         files = {f"{r.name}/{t.name}.parquet": None for r in ranks for t in RANK_TABLES[:3]}
     else:
         try:
@@ -479,17 +503,8 @@ def _unreadable(run_dir: Path, rel: str, e: OSError) -> str:
 
 def _file_record(run_dir: Path) -> dict[str, list[int | str]]:
     """Every file of a run being committed (but its catalog row) by path under ``run_dir``: [bytes, CRC-32]."""
-    files = sorted(p for p in run_dir.rglob("*") if p.is_file() and p.name != "runs.parquet")
-    return {p.relative_to(run_dir).as_posix(): [p.stat().st_size, _crc32(p)] for p in files}
-
-
-def _crc32(path: Path) -> str:
-    """The file's CRC-32 as 8 hex digits (cheap: about 1.3 GB/s; the files are in the page cache at commit)."""
-    crc = 0
-    with path.open("rb") as f:
-        while block := f.read(1 << 20):
-            crc = zlib.crc32(block, crc)
-    return f"{crc:08x}"
+    files = sorted(p for p in run_dir.rglob("*") if p.is_file() and p.name not in _CATALOG_FILES)
+    return {p.relative_to(run_dir).as_posix(): [p.stat().st_size, crc32(p)] for p in files}
 
 
 def _parquet_footer_ok(path: Path) -> bool:
@@ -529,6 +544,7 @@ def rename_run(store: Store, run_id: str, new_name: str) -> None:
         try:
             write_parquet(row, staged)
             os.replace(staged, folder / "runs.parquet")
+            write_copy(folder, RUNS.conform(row).row(0, named=True))  # until it is written, the Parquet row is read
         except OSError as e:
             raise StoreError(f"{store.root}: cannot rename run {run_id}: {e.strerror or e}") from None
         finally:
@@ -551,9 +567,9 @@ def name_problem(store: Store, name: str, run_id: str | None = None) -> str | No
         return f"{name!r}: not a run name (empty, or spaces at either end)"
     if ID_LIKE.fullmatch(name):
         return f"{name}: looks like a run id (r and hex digits); a run name must not (choose another)"
-    taken = store.catalog().filter((pl.col("name") == name) & (pl.col("run_id") != (run_id or "")))
-    if taken.height:
-        return f"{name}: already the name of run {taken['run_id'][0]} in {store.root} (choose another)"
+    taken = [r["run_id"] for r in store.catalog_rows() if r["name"] == name and r["run_id"] != (run_id or "")]
+    if taken:
+        return f"{name}: already the name of run {taken[0]} in {store.root} (choose another)"
     return None
 
 
@@ -589,10 +605,10 @@ def store_lock(store: Store) -> Iterator[None]:
         os.close(fd)
 
 
-def _listed(runs: pl.DataFrame) -> str:
-    """``id (name), ...`` of some runs, by id."""
-    rows = runs.unique("run_id").sort("run_id").iter_rows(named=True)
-    return ", ".join(f"{r['run_id']} ({r['name']})" if r["name"] is not None else r["run_id"] for r in rows)
+def _listed(runs: list[tuple[str, str | None]]) -> str:
+    """``id (name), ...`` of some runs (run id, name), by id."""
+    named = sorted(dict(runs).items())
+    return ", ".join(f"{run_id} ({name})" if name is not None else run_id for run_id, name in named)
 
 
 def _run_folder(store: Store, run_id: str) -> Path:

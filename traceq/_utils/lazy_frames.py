@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
-import polars as pl
-from polars.io.plugins import register_io_source
+if TYPE_CHECKING:  # imported where a source is made: the query engine's users' SQL runs without Polars
+    import polars as pl
 
 #: Rows of the frames a LazyFrame of :func:`lazy_source` hands on at most. Polars' streaming Parquet sink
 #: holds frames in flight for each of its threads, so whole chunks (64-128 k rows) made its peak grow with
@@ -19,6 +20,7 @@ def lazy_source(
     """A LazyFrame of ``schema`` whose rows are the frames ``produce(columns)`` yields (in slices of at most
     :data:`SLICE_ROWS` rows), asked for only the ``columns`` a query reads (all where None); the
     projection and any pushed-down filter are applied here."""
+    from polars.io.plugins import register_io_source
 
     def source(
         with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None

@@ -1,14 +1,13 @@
 """Which run a reference names: a run id, a unique run id prefix, a run name or a trace file; the run
-ingested last; BASE and NEW of a comparison. Read from the store's catalog only: a trace file that is not
-stored is named as such (None), and ingested by the caller (:func:`traceq.ingest.ingest.run_id_of`)."""
+ingested last; BASE and NEW of a comparison. Read from the store's catalog only (its rows, without Polars
+where the store has their copies), never loading the readers: a trace file that is not stored is named as
+such (None), and ingested by the caller (:func:`traceq.ingest.ingest.run_id_of`)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
 from pathlib import Path
-
-import polars as pl
 
 from traceq.errors import InputError, StoreError
 from traceq.schema import has_timeline
@@ -50,14 +49,23 @@ def comparable(store: Store, base: tuple[str, str], new: tuple[str, str]) -> Non
     """Refuses to compare Paddle summary text with a trace (it has no timeline): ``base`` and ``new`` are
     each a reference as given and its run id."""
     (base_ref, base_id), (new_ref, new_id) = base, new
-    rows = store.catalog().filter(pl.col("run_id").is_in([base_id, new_id])).to_dicts()
-    summaries = [row["run_id"] for row in rows if not has_timeline(row)]
+    rows = store.catalog_rows()
+    summaries = [r["run_id"] for r in rows if r["run_id"] in (base_id, new_id) and not has_timeline(r)]
     if len(summaries) == 1:
         which = ("BASE", base_ref or base_id) if summaries[0] == base_id else ("NEW", new_ref or new_id)
         raise StoreError(
             f"{which[1]}: {which[0]} is Paddle summary text and the other run a trace; a comparison takes two "
             "traces or two summaries"
         )
+
+
+def stored_ids(store: Store, refs: list[str]) -> list[str] | None:
+    """The run ids ``refs`` name where each names a stored run; None where one does not (a trace file to
+    ingest, or no run: :func:`traceq.ingest.ingest.run_id_of` says which)."""
+    try:
+        return [store.resolve(ref) for ref in refs]
+    except StoreError:
+        return None
 
 
 def stored_id(store: Store, ref: str) -> str | None:

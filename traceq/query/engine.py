@@ -12,7 +12,6 @@ or load anything. Only ``SELECT``/``EXPLAIN`` statements are accepted besides.
 from __future__ import annotations
 
 import atexit
-import importlib
 import json
 import os
 import queue
@@ -25,40 +24,26 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
 from traceq._utils.lazy_frames import lazy_source
 from traceq._utils.leftovers import private_dir
+from traceq._utils.on_first_use import OnFirstUse
 from traceq._utils.signal_watch import calling_on_signal
 from traceq.errors import QueryError, StoreError, TraceqError
 from traceq.query import DEFAULT_TIMEOUT_S
 from traceq.query.files import dependency_order, doc, query_names, query_text, requires, used_queries
+from traceq.query.shown import PLAIN, Shown, numeric, shown
 from traceq.query.stored import stored_files
 from traceq.schema import RUNS, TABLES, keys_of
 from traceq.store import Damage, Store, check_store
 
-
-class _OnFirstUse:
-    """A module imported when first used: ingest of small traces never loads DuckDB (82 ms, 30 MB)."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(importlib.import_module(self._name), attr)
-
-
 if TYPE_CHECKING:
     import duckdb
-else:
-    duckdb = _OnFirstUse("duckdb")
-_DUCK_TYPES = {
-    pl.Int64: "BIGINT",
-    pl.Int32: "INTEGER",
-    pl.String: "VARCHAR",
-    pl.Float64: "DOUBLE",
-    pl.Boolean: "BOOLEAN",
-}
+    import polars as pl
+else:  # ingest of small traces never loads DuckDB (82 ms, 30 MB); users' SQL shown in a table, never Polars
+    duckdb = OnFirstUse("duckdb")
+    pl = OnFirstUse("polars")
+#: DuckDB's type of each Polars type of :mod:`traceq.schema` (by name).
+_DUCK_TYPES = {"Int64": "BIGINT", "Int32": "INTEGER", "String": "VARCHAR", "Float64": "DOUBLE", "Boolean": "BOOLEAN"}
 
 
 #: The spill folder of each open connection (by ``id``), removed by :func:`close` (or at exit).
@@ -85,6 +70,7 @@ def connect(
     locked: bool = True,
     own_queries: bool = False,
     memory_limit: int | None = None,
+    read: Collection[str] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per canonical table.
 
@@ -92,9 +78,11 @@ def connect(
     (users' SQL) the connection can open no file at all (:func:`_connect`). ``own_queries=True``, only for
     traceq's own queries (reports): DuckDB reads the runs' Parquet files itself and may open those files
     and no other. ``locked=False`` leaves file access open (traceq's own queries over a run being written).
-    ``memory_limit``: DuckDB's memory bound in bytes (set before the configuration is locked).
+    ``memory_limit``: DuckDB's memory bound in bytes (set before the configuration is locked). ``read``:
+    the only tables whose files are read (None: every table); the others are empty (for a statement that
+    names none of them).
     """
-    return _connect(store, runs, locked, own_queries, memory_limit)[0]
+    return _connect(store, runs, locked, own_queries, memory_limit, read)[0]
 
 
 def _connect(
@@ -103,6 +91,7 @@ def _connect(
     locked: bool = True,
     own_queries: bool = False,
     memory_limit: int | None = None,
+    read: Collection[str] | None = None,
 ) -> tuple[duckdb.DuckDBPyConnection, dict[str, Any]]:
     """:func:`connect`, and the Arrow datasets registered on it by name (a cursor of the connection sees
     none of them until they are registered on it too).
@@ -117,7 +106,7 @@ def _connect(
     the metrics of a report take twice as long over them."""
     store = Store.of(store)
     if runs is None:  # every run that is not damaged, found once for all the tables
-        runs = store.catalog()["run_id"].to_list()
+        runs = [row["run_id"] for row in store.catalog_rows()]
     con = duckdb.connect(":memory:")
     con.execute("SET enable_progress_bar = false")
     # Where a query beyond memory spills: a folder of its own under the system's temporary folder (not
@@ -130,7 +119,7 @@ def _connect(
         con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
     sources: dict[str, Any] = {}
     for table in TABLES.values():
-        files = [str(f) for f in store.table_files(table.name, runs)]
+        files = [str(f) for f in store.table_files(table.name, runs)] if read is None or table.name in read else []
         if files and locked and not own_queries:
             with reading(store, runs):
                 sources[table.name] = _arrow_dataset(files, store.runs_dir, ranked=table is not RUNS)
@@ -139,7 +128,7 @@ def _connect(
             with reading(store, runs):
                 con.execute(f"CREATE VIEW {table.name} AS {_hive_select(_file_list(files), ranked=table is not RUNS)}")
         else:
-            cols = ", ".join(f"NULL::{_duck_type(c.dtype)} AS {c.name}" for c in table.columns)
+            cols = ", ".join(f"NULL::{_duck_type(c.type)} AS {c.name}" for c in table.columns)
             keys = "NULL::VARCHAR AS run_id" + ("" if table is RUNS else ", NULL::BIGINT AS rank")
             con.execute(f"CREATE VIEW {table.name} AS SELECT {keys}, {cols} WHERE false")
     if locked and not own_queries:
@@ -297,10 +286,65 @@ def sql(
     --------
     >>> sql("select kind, count(*) n from events group by kind order by n desc")  # doctest: +SKIP
     """
+    with _users_query(query, store, runs, timeout, memory_limit) as (con, result):
+        return _frame(con, query, result)
+
+
+def sql_shown(
+    query: str,
+    shown_rows: int,
+    store: Store | str | Path | None = None,
+    runs: list[str] | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    memory_limit: int | str | None = None,
+) -> Shown | pl.DataFrame:
+    """:func:`sql`'s result for a terminal table of at most ``shown_rows`` rows: where every column is
+    text, a boolean or a number DuckDB gives as Python shows it (:data:`~traceq.query.shown.PLAIN`) and
+    no column name repeats, the rows the table shows, fetched without a frame (:func:`shown`); else the
+    frame."""
+    with _users_query(query, store, runs, timeout, memory_limit) as (con, result):
+        types = [str(t) for t in result.dtypes]
+        if len(set(result.columns)) < len(result.columns) or not set(types) <= PLAIN:
+            return _frame(con, query, result)
+        return shown(con, query, [(c, numeric(t)) for c, t in zip(result.columns, types, strict=True)], shown_rows)
+
+
+def _frame(con: duckdb.DuckDBPyConnection, query: str, result: duckdb.DuckDBPyRelation) -> pl.DataFrame:
+    """The result of ``query`` (``result``) as a frame: plain types (:func:`_plain_types`), a repeated
+    column name qualified by its table (:func:`_qualified`)."""
+    frame = _plain_types(result.pl())
+    return frame.rename(dict(_qualified(con, query, result.columns, frame.columns)))
+
+
+#: Words of a statement that read the catalog (its tables' columns and comments) or a table by a name in
+#: a string: every table is read, and documented, for it.
+_CATALOG_WORDS = frozenset({"information_schema", "describe", "show", "summarize", "query", "query_table"})
+
+
+def _catalog_read(words: set[str]) -> bool:
+    """Whether a statement of ``words`` (lower case) may read the catalog (:data:`_CATALOG_WORDS`, DuckDB's
+    ``duckdb_*`` and ``pragma_*`` functions, the ``pg_catalog`` and ``sqlite_master`` tables)."""
+    return any(w in _CATALOG_WORDS or w.startswith(("duckdb_", "pragma", "pg_", "sqlite_")) for w in words)
+
+
+@contextmanager
+def _users_query(
+    query: str,
+    store: Store | str | Path | None,
+    runs: list[str] | None,
+    timeout: float | None,
+    memory_limit: int | str | None,
+) -> Iterator[tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyRelation]]:
+    """A connection for users' SQL (:func:`connect`) and ``query`` on it, within the bounds of :func:`sql`
+    (its result fetched inside: DuckDB's errors become :class:`QueryError`). Only the tables the statement
+    and the metrics it binds name are read, and documented only where it may read the catalog."""
     check_read_only(query)
     limit = default_memory_limit() if memory_limit is None else memory_bytes(memory_limit)
     store = Store.of(store)
-    con = connect(store, runs, memory_limit=limit)
+    bound = dependency_order(query)
+    words = {w.lower() for text in (query, *(t for _, t in bound)) for w in re.findall(r"[A-Za-z_]\w*", text)}
+    documented = _catalog_read(words)
+    con = connect(store, runs, memory_limit=limit, read=None if documented else words)
 
     stopped = threading.Event()
 
@@ -311,18 +355,18 @@ def sql(
 
     timer = threading.Timer(timeout, stop) if timeout else None
     try:
-        _comment_tables(con)
-        for name, text in dependency_order(query):
+        if documented:
+            _comment_tables(con)
+        for name, text in bound:
             con.execute(f"CREATE TEMP VIEW {name} AS {_strip_terminator(text)}")
-            _comment_view(con, name, text)
+            if documented:
+                _comment_view(con, name, text)
         if timer is not None:
             timer.start()
-        # Ctrl-C and SIGTERM interrupt the query at once: DuckDB looks at Python's signals only between its
-        # tasks, which a sort that spills to disk puts tens of seconds apart
+        # Ctrl-C and SIGTERM interrupt the query at once (its fetch by the caller included): DuckDB looks at
+        # Python's signals only between its tasks, which a sort that spills to disk puts tens of seconds apart
         with reading(store, runs), calling_on_signal(con.interrupt):
-            result = con.sql(query)
-            frame = _plain_types(result.pl())
-            return frame.rename(dict(_qualified(con, query, result.columns, frame.columns)))
+            yield con, con.sql(query)
     except duckdb.InterruptException:
         if not stopped.is_set():  # Ctrl-C or SIGTERM, not the timeout
             raise KeyboardInterrupt from None
@@ -756,12 +800,14 @@ def _strip_terminator(text: str) -> str:
     return text.strip().rstrip(";")
 
 
-def _duck_type(dtype: pl.DataType) -> str:
-    if isinstance(dtype, pl.List):
-        return _duck_type(dtype.inner) + "[]"
-    if isinstance(dtype, pl.Datetime):
-        return "TIMESTAMPTZ" if dtype.time_zone else "TIMESTAMP"
-    return _DUCK_TYPES[type(dtype)]
+def _duck_type(spec: tuple[str | tuple[str, ...], ...]) -> str:
+    """DuckDB's type of a column of :mod:`traceq.schema` (its :attr:`~traceq.schema.Column.type`)."""
+    name, *args = spec
+    if name == "List":
+        return _duck_type(args[0]) + "[]"  # type: ignore[arg-type]
+    if name == "Datetime":
+        return "TIMESTAMPTZ" if args[1:] and args[1] else "TIMESTAMP"
+    return _DUCK_TYPES[str(name)]
 
 
 def _quote(text: str) -> str:

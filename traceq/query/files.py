@@ -15,10 +15,12 @@ import stat
 from functools import cache
 from importlib import resources
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from traceq.errors import QueryError, as_text
+
+if TYPE_CHECKING:  # imported by list_queries: users' SQL runs without Polars
+    import polars as pl
 
 _REQUIRES = re.compile(r"^--\s*Requires:\s*(.+)$", re.M | re.I)
 _NAME = re.compile(r"^_?[a-z][a-z0-9_]*$")
@@ -136,6 +138,8 @@ def _names(text: str) -> list[str]:
 
 def list_queries() -> pl.DataFrame:
     """The metric queries (building blocks left out): ``name``, ``summary``."""
+    import polars as pl
+
     rows = []
     for entry in sorted(resources.files("traceq.queries").iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".sql") and not entry.name.startswith("_"):

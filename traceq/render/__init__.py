@@ -51,13 +51,22 @@ def _report_writers() -> dict[type, dict[Format, Callable[[Any, TextIO | None], 
 
 def check_format(kind: type, fmt: Format) -> None:
     """Raise :class:`TraceqError` (one line) unless results of ``kind`` are written in ``fmt``."""
-    from traceq.analysis.results import Comparison, RunReport
-
-    formats = REPORT_FORMATS if kind in (RunReport, Comparison) else FRAME_FORMATS
+    names = _report_names() if kind.__module__ == _RESULTS else {}
+    formats = REPORT_FORMATS if kind in names else FRAME_FORMATS
     if fmt not in formats:
         listed = ", ".join(f.value for f in formats[:-1]) + f" or {formats[-1].value}"
-        name = {RunReport: "report", Comparison: "report --compare"}.get(kind, "this command")
-        raise TraceqError(f"{name} supports --format {listed}, not {fmt.value}")
+        raise TraceqError(f"{names.get(kind, 'this command')} supports --format {listed}, not {fmt.value}")
+
+
+#: The module of the analysis' results (a frame's rendering never imports it).
+_RESULTS = "traceq.analysis.results"
+
+
+def _report_names() -> dict[type, str]:
+    """The command of each kind of report."""
+    from traceq.analysis.results import Comparison, RunReport
+
+    return {RunReport: "report", Comparison: "report --compare"}
 
 
 def render(result: Result, fmt: Format | str, out: TextIO | None = None, title: str | None = None) -> None:
@@ -66,7 +75,7 @@ def render(result: Result, fmt: Format | str, out: TextIO | None = None, title: 
 
     fmt = Format(fmt.value if isinstance(fmt, Enum) else fmt)
     check_format(type(result), fmt)
-    writers = _report_writers().get(type(result))
+    writers = _report_writers().get(type(result)) if type(result).__module__ == _RESULTS else None
     if writers is not None:
         writers[fmt](result, out)
     else:

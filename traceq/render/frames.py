@@ -1,23 +1,21 @@
-"""A polars frame rendered as a table, CSV, JSON, Markdown or Parquet (and the cells of every table)."""
+"""A polars frame rendered as a table, CSV, JSON, Markdown or Parquet."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import json
-import math
 import sys
-from typing import Any, BinaryIO, TextIO
+from collections.abc import Iterator
+from typing import BinaryIO, TextIO
 
 import polars as pl
 
+from traceq.render import cells
+from traceq.render.cells import SHOWN_ROWS, cell
 from traceq.render.formats import Format
 from traceq.render.text import visible
 from traceq.schema import JSON_COLUMNS
-
-#: rows a terminal table shows of a longer result (its first and last halves), as DuckDB's shell does; the
-#: other formats write every row
-SHOWN_ROWS = 40
 
 
 def render(frame: pl.DataFrame, fmt: Format | str, out: TextIO | None = None, title: str | None = None) -> None:
@@ -71,50 +69,6 @@ def _to_json(v: object) -> str:
     return json.dumps(v.to_list() if isinstance(v, pl.Series) else v)
 
 
-def console(out: TextIO, width: int) -> Any:
-    """A rich console on ``out`` (``width`` columns unless a terminal), without emoji codes (``:smile:`` in
-    a name stays as written). A reader gone (a closed pipe) raises :class:`BrokenPipeError`, as a plain
-    write does: rich's own handling exits with code 1."""
-    from rich.console import Console
-
-    class _Console(Console):
-        def on_broken_pipe(self) -> None:
-            raise BrokenPipeError
-
-    return _Console(file=out, width=None if out.isatty() else width, emoji=False)
-
-
-def cell(v: object) -> str:
-    """A value as shown in terminal tables and Markdown."""
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, float):
-        return readable(v)
-    if isinstance(v, pl.Series):
-        return ", ".join(map(cell, v.to_list()))
-    if isinstance(v, list):
-        return ", ".join(map(cell, v))
-    return str(v)
-
-
-def readable(v: float, digits: int = 4) -> str:
-    """A float for people: ``digits`` significant digits without an exponent (``1,160``, ``0.2150`` as
-    ``0.215``, ``0.00001234``), whole numbers from 10,000 up, ``n/a`` for NaN and ``inf`` as such."""
-    if v != v:
-        return "n/a"
-    if v == 0 or math.isinf(v):
-        return "0" if v == 0 else f"{v}"
-    magnitude = math.floor(math.log10(abs(v)))
-    if magnitude >= digits:
-        return f"{v:,.0f}"
-    text = f"{v:,.{max(0, digits - 1 - magnitude)}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
 def markdown(frame: pl.DataFrame) -> str:
     head = "| " + " | ".join(visible(c) for c in frame.columns) + " |"
     sep = "|" + "|".join("---:" if t.is_numeric() else "---" for t in frame.dtypes) + "|"
@@ -123,26 +77,19 @@ def markdown(frame: pl.DataFrame) -> str:
 
 
 def table(frame: pl.DataFrame, out: TextIO, title: str | None = None, shown_rows: int | None = None) -> None:
-    """``frame`` as a terminal table: names and values shown as written (never read as rich markup) and
-    :func:`visible`; ``title`` is traceq's own markup. With ``shown_rows``, a longer frame shows its first
-    and last ``shown_rows // 2`` rows around a row of dots, and a line saying how many rows it has."""
-    from rich.table import Table
-    from rich.text import Text
+    """``frame`` as a terminal table (:func:`~traceq.render.cells.table`, ``shown_rows`` as there)."""
+    columns = [(name, dtype.is_numeric()) for name, dtype in frame.schema.items()]
+    cells.table(columns, _Rows(frame), out, title, shown_rows)
 
-    t = Table(title=title, show_lines=False, header_style="bold", title_justify="left")
-    for name, dtype in frame.schema.items():
-        t.add_column(Text(visible(name)), justify="right" if dtype.is_numeric() else "left", overflow="fold")
-    cut = shown_rows is not None and frame.height > shown_rows
-    half = (shown_rows or 0) // 2
-    for r in frame.head(half).iter_rows() if cut else frame.iter_rows():
-        t.add_row(*(Text(visible(cell(v))) for v in r))
-    if cut:
-        t.add_row(*(Text("\u00b7") for _ in frame.columns))
-        for r in frame.tail(half).iter_rows():
-            t.add_row(*(Text(visible(cell(v))) for v in r))
-    shown = console(out, 240)
-    shown.print(t)
-    if frame.is_empty():
-        shown.print("(no rows)")
-    elif cut:
-        shown.print(f"{frame.height:,} rows, {2 * half:,} shown (--format csv, json, markdown or parquet writes all)")
+
+class _Rows:
+    """A frame's rows as a sequence: its length, and the rows of a slice (converted only when sliced)."""
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self.frame = frame
+
+    def __len__(self) -> int:
+        return self.frame.height
+
+    def __getitem__(self, part: slice) -> Iterator[tuple[object, ...]]:
+        return self.frame[part].iter_rows()

@@ -21,8 +21,9 @@ from traceq._utils.words import count, fixed, rounded
 from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding, Waterfall
 from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import Comparison, RunReport
-from traceq.render.frames import cell, markdown, table
-from traceq.render.frames import console as make_console
+from traceq.render.cells import cell
+from traceq.render.cells import console as make_console
+from traceq.render.frames import markdown, table
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
 from traceq.render.text import literal, visible
 
