@@ -5,7 +5,8 @@
 -- (NULL where it marks none), plus the ranges where the host blocked on a full launch queue (kind
 -- 'queue_full': CUPTI's "Command Buffer Full", recorded as kind 'other'), which the replay reads as waits
 -- of the launches they overlap, not as ranges.
--- A user's range chosen as a step (`train_step 7`) is replayed as the op it was recorded as.
+-- A user's range chosen as a step (`train_step 7`) is replayed as the op it was recorded as (a step that is
+-- no profiler step by the model's rule, the macro is_profiler_step).
 -- Reads: events(run_id, rank, event_id, kind, name, pid, tid, ts_ns, dur_ns, step, depth, parent_id), steps(run_id, rank, name, event_id), _host_marks.
 -- Columns:
 --   run_id     VARCHAR  run id
@@ -23,7 +24,7 @@
 --   cause      VARCHAR  the event's own idle cause (see _host_marks), NULL where none
 SELECT e.run_id, e.rank, e.event_id,
        CASE WHEN e.kind = 'step' AND e.event_id IN (SELECT event_id FROM steps s WHERE s.run_id = e.run_id
-                                                    AND s.rank = e.rank AND NOT regexp_matches(s.name, '^Profile(r)?Step#'))
+                                                    AND s.rank = e.rank AND NOT is_profiler_step(s.name))
             THEN 'op' WHEN e.kind = 'other' THEN 'queue_full' ELSE e.kind END AS kind,
        e.name, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
        e.step, e.depth, e.parent_id, m.cause

@@ -15,10 +15,8 @@ from itertools import pairwise
 import polars as pl
 
 from traceq.model.placing import nulls, placed_at
+from traceq.model.step_names import STEP_NAME
 
-#: A profiler step's name: PyTorch ``ProfilerStep#12``, Paddle ``ProfileStep#12``; its number fits the steps'
-#: Int32 (``ProfilerStep#99999999999`` is a range of that name, not a profiler step).
-STEP_NAME = r"^Profiler?Step#(\d{1,9})$"
 #: Names of host ranges that may be a user's steps or optimizer steps: kept (with their names) while the
 #: model is built, so the steps can be chosen among them (:func:`find_steps`). Broad on purpose.
 STEP_CANDIDATE = r"(?i)step|iter|batch|optimi[sz]"

@@ -29,6 +29,7 @@ from traceq._utils.leftovers import private_dir
 from traceq._utils.on_first_use import OnFirstUse
 from traceq._utils.signal_watch import calling_on_signal
 from traceq.errors import QueryError, StoreError, TraceqError
+from traceq.model.step_names import STEP_NAME
 from traceq.query import DEFAULT_TIMEOUT_S
 from traceq.query.files import dependency_order, doc, query_names, query_text, requires, used_queries
 from traceq.query.shown import PLAIN, Shown, numeric, shown
@@ -109,6 +110,8 @@ def _connect(
         runs = [row["run_id"] for row in store.catalog_rows()]
     con = duckdb.connect(":memory:")
     con.execute("SET enable_progress_bar = false")
+    # the model's rule for a profiler step's name, for the queries that tell profiler steps from other ranges
+    con.execute(f"CREATE MACRO is_profiler_step(name) AS regexp_matches(name, {_quote(STEP_NAME)})")
     # Where a query beyond memory spills: a folder of its own under the system's temporary folder (not
     # DuckDB's default, ``.tmp`` in the working directory), readable by this user only; DuckDB empties it at
     # close, :func:`close` removes it, and a dead process's is removed by the next connection.
