@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 
 from traceq._utils.words import count
-from traceq.analysis.replay.engine import Replay, Scenario, recorded_windows, replay
+from traceq.analysis.replay.engine import Replay, Scenario, replay
 from traceq.analysis.replay.graph import Graph, build_graph
 from traceq.analysis.replay.overhead import (
     BAND_FLOOR,
@@ -120,10 +120,7 @@ class Replayer:
     def reproduce(self) -> pl.DataFrame:
         """Per step: the traced window (``_windows``; for steps from NVTX ranges, the same rule computed on
         the recorded times), the unchanged replay's, and their difference."""
-        if self.timeline.nvtx_steps:
-            traced = recorded_windows(self.graph).select("step", traced_ms="ms")
-        else:
-            traced = self.timeline.windows.select("step", traced_ms=(pl.col("win_end") - pl.col("win_start")) / 1e6)
+        traced = self.timeline.windows.select("step", traced_ms=(pl.col("win_end") - pl.col("win_start")) / 1e6)
         replayed = self.traced().windows.select("step", replayed_ms="ms")
         out = traced.join(replayed, on="step", how="full", coalesce=True, nulls_equal=True).sort("step")
         return out.with_columns(
@@ -177,8 +174,6 @@ class Replayer:
             notes.append(f"host CPU time scaled by {host_scale:.3f} to the speed of the trace it is compared with")
         if tl.steps.height and tl.steps["row"].is_null().all():
             notes.append("no steps on the host: the one window is the capture's span, which a replay cannot shorten")
-        if tl.nvtx_steps:
-            notes.append("steps taken from NVTX ranges named like 'train_step N'")
         spread = step_spread(tl)
         if spread is not None and spread > 0.15:
             notes.append(

@@ -172,14 +172,6 @@ def replay(graph: Graph, scenario: Scenario | None = None) -> Replay:
     return Replay(sc, node_t, start, end, windows)
 
 
-def recorded_windows(graph: Graph) -> pl.DataFrame:
-    """The analysis windows of the recorded times themselves (``_windows``'s rule, computed here: for
-    steps that only the timeline knows, such as NVTX ranges)."""
-    n = graph.items.height
-    return _windows(graph, graph.nodes["T"].cast(pl.Float64), graph.items["S"].to_list(),
-                    graph.items["E"].to_list(), [False] * n)  # fmt: skip
-
-
 def _windows(
     graph: Graph, node_t: pl.Series, start: list[float], end: list[float], dropped: list[bool]
 ) -> pl.DataFrame:

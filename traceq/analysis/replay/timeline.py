@@ -7,8 +7,9 @@ steps); GPU work is kernels, copies and sets, each with its launch call where it
 event carries the idle cause ``_host_marks`` gives it (its own, before nesting), and calls that searched
 for an algorithm carry their typical call from ``_search_calls``: the what-if scenarios are built from these.
 
-Steps are the profiler steps; a run without them (an Nsight Systems capture) takes its steps from NVTX
-ranges named like ``train_step 3`` where there are some, else is one window.
+Steps are the steps table's (the model's one rule: profiler steps, else a user's step ranges such as NVTX
+``train_step 3``, else the stretches between optimizer steps); a step that is no host range (an Nsight
+Systems capture's one window) keeps its recorded window.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import polars as pl
 from traceq.errors import QueryError
 
 #: NVTX ranges that mark training steps in captures without profiler steps (``train_step 3``, ``step#3``).
-NVTX_STEP = r"(?i)^(?:train[_ ]?)?step[ _#:]*(\d+)$"
 #: The kind ``replay_host`` gives the ranges where the host blocked on a full launch queue.
 QUEUE_FULL = "queue_full"
 
@@ -54,8 +54,6 @@ class Timeline:
     threads: list[tuple[int, int]] = field(default_factory=list)
     #: the thread that holds the steps (the training loop's thread)
     main_thread: int = 0
-    #: whether the steps came from NVTX ranges rather than profiler steps
-    nvtx_steps: bool = False
 
     @property
     def n_steps(self) -> int:
@@ -143,21 +141,12 @@ def _assemble(
     lanes = gpu.select("device", "stream").unique().sort("device", "stream").with_row_index("lane")
     gpu = gpu.join(lanes.with_columns(pl.col("lane").cast(pl.Int64)), on=["device", "stream"], how="left")
     gpu = gpu.sort("ts", "event_id").with_row_index("item").with_columns(pl.col("item").cast(pl.Int64))
-    nvtx = False
     on_host = steps.join(rows, on="event_id", how="inner").select("step", "row", "thread", "ts", "end")
-    if on_host.height == 0:  # no profiler steps among the host ranges (an nsys capture is one window)
-        named = _nvtx_steps(host)
-        if named.height:
-            on_host, nvtx = named, True
-        else:  # the steps table's own windows (an nsys capture's one window), fixed in time
-            on_host = steps.select(
-                "step", row=pl.lit(None, pl.Int64), thread=pl.lit(None, pl.Int64), ts="ts", end="end"
-            )
+    if on_host.height == 0:  # steps that are no host ranges (an nsys capture's one window): fixed in time
+        on_host = steps.select("step", row=pl.lit(None, pl.Int64), thread=pl.lit(None, pl.Int64), ts="ts", end="end")
     steps = on_host
     if steps.height and steps["thread"].drop_nulls().len():
         main = int(steps["thread"].mode().sort()[0])
-        if nvtx:  # profiler steps: GPU work already has the step of its launch
-            gpu = _step_of_launch(gpu, host, steps)
     else:
         busiest = host.filter(pl.col("kind") == "op").group_by("thread").len().sort("len", descending=True)
         main = int(busiest["thread"][0]) if busiest.height else 0
@@ -177,34 +166,4 @@ def _assemble(
         searches=searches,
         threads=[(int(p), int(t)) for p, t in threads.select("pid", "tid").iter_rows()],
         main_thread=main,
-        nvtx_steps=nvtx and steps.height > 0,
     )
-
-
-def _nvtx_steps(host: pl.DataFrame) -> pl.DataFrame:
-    """Steps from NVTX ranges named like ``train_step 3`` (outermost of each number), in time order."""
-    named = host.filter(pl.col("name").str.contains(NVTX_STEP) & pl.col("kind").is_in(["op", "annotation"]))
-    if named.height == 0:
-        return pl.DataFrame(schema={"step": pl.Int32, "row": pl.Int64, "thread": pl.Int64, "ts": pl.Int64,
-                                    "end": pl.Int64})  # fmt: skip
-    named = named.with_columns(step=pl.col("name").str.extract(NVTX_STEP, 1).cast(pl.Int32))
-    named = named.sort("ts", pl.col("end") - pl.col("ts"), descending=[False, True]).unique("step", keep="first")
-    return named.sort("ts").select("step", "row", "thread", "ts", "end")
-
-
-def _step_of_launch(gpu: pl.DataFrame, host: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
-    """Each GPU event's step: that of the host step window its launch call starts in (null unlaunched)."""
-    bounds = (
-        steps.join(host.select("row", "ts", "end"), on="row")
-        .select(pl.col("step").alias("launch_step"), pl.col("ts").alias("step_ts"), pl.col("end").alias("step_end"))
-        .sort("step_ts")
-    )
-    starts = host.select(pl.col("row").alias("launch_row"), pl.col("ts").alias("launch_ts"))
-    linked = gpu.join(starts, on="launch_row", how="left").sort("launch_ts", nulls_last=True)
-    found = (
-        linked.filter(pl.col("launch_ts").is_not_null())
-        .join_asof(bounds, left_on="launch_ts", right_on="step_ts", strategy="backward")
-        .with_columns(pl.when(pl.col("launch_ts") < pl.col("step_end")).then(pl.col("launch_step")).alias("step2"))
-    )
-    out = gpu.join(found.select("item", "step2"), on="item", how="left")
-    return out.with_columns(step=pl.col("step2").cast(pl.Int32)).drop("step2").sort("item")
