@@ -1,38 +1,33 @@
 """Replay of a run's timeline: the traced steps reproduced, the steps without the profiler, what a fix saves.
 
->>> from traceq.analysis.replay import unprofiled, what_if, reproduce, compare_unprofiled  # doctest: +SKIP
->>> with Session(store, [run_id], use_stored=False) as s:                          # doctest: +SKIP
-...     est = unprofiled(s, run_id)         # Estimate: step_ms, low_ms, high_ms, per_step, notes
-...     fixes = what_if(s, run_id)          # cause, fix, step_ms, saving_ms, saving_low, saving_high
-...     check = reproduce(s, run_id)        # step, traced_ms, replayed_ms, diff_ms, diff_pct
+>>> from traceq.analysis.replay import Replayer, compare_replayers  # doctest: +SKIP
+>>> with Session(store, [run_id], own_queries=True) as s:           # doctest: +SKIP
+...     r = Replayer.load(s, run_id)        # loads the run once for several replays
+>>> r.unprofiled()                          # Estimate: step_ms, low_ms, high_ms, per_step, notes
+>>> r.what_if()                             # cause, fix, step_ms, saving_ms, saving_low, saving_high
+>>> r.reproduce()                           # step, traced_ms, replayed_ms, diff_ms, diff_pct
 
-:class:`Replayer` loads a run once for several of these.
+The reports' use of it is :mod:`traceq.analysis.replay.explain`; the parts (timeline, graph, engine,
+overhead model, scenarios) are in their own modules.
 """
 
 from traceq.analysis.replay.api import Estimate, Replayer, load_timeline, replayer, reproduce, unprofiled, what_if
-from traceq.analysis.replay.compare import Verdict, compare_replayers, compare_unprofiled
-from traceq.analysis.replay.engine import Replay, replay
-from traceq.analysis.replay.explain import with_replay, with_what_if
-from traceq.analysis.replay.graph import Graph, build_graph
-from traceq.analysis.replay.overhead import OverheadModel, overhead_scenario
+from traceq.analysis.replay.compare import Verdict, compare_replayers
+from traceq.analysis.replay.engine import replay
+from traceq.analysis.replay.graph import build_graph
+from traceq.analysis.replay.overhead import overhead_scenario
 from traceq.analysis.replay.scenario import Scenario
-from traceq.analysis.replay.timeline import Timeline
 from traceq.analysis.replay.whatif import FIXES, SCENARIOS
 
 __all__ = [
     "FIXES",
     "SCENARIOS",
     "Estimate",
-    "Graph",
-    "OverheadModel",
-    "Replay",
     "Replayer",
     "Scenario",
-    "Timeline",
     "Verdict",
     "build_graph",
     "compare_replayers",
-    "compare_unprofiled",
     "load_timeline",
     "overhead_scenario",
     "replay",
@@ -40,6 +35,4 @@ __all__ = [
     "reproduce",
     "unprofiled",
     "what_if",
-    "with_replay",
-    "with_what_if",
 ]

@@ -19,7 +19,6 @@ from typing import Any
 from traceq.analysis.replay.api import Estimate, Replayer
 from traceq.analysis.replay.overhead import RATIO_SHARE
 from traceq.analysis.replay.speed import speed_ratio
-from traceq.query.engine import Session
 
 #: Host speed ratio between two traces above which the slower one is scaled to the faster one's speed.
 HOST_RATIO = 1.2
@@ -113,12 +112,3 @@ def compare_replayers(base: Replayer, new: Replayer, normalize_host: bool = True
     flips = (change > 0) != (traced > 0)
     uncertain = low < 0 < high
     return Verdict(b, n, change, low, high, traced, flips, uncertain, ratio, scaled, notes, scale_base, scale_new)
-
-
-def compare_unprofiled(
-    session: Session, base_run: str, new_run: str, rank: int | None = None, normalize_host: bool = True
-) -> Verdict:
-    """The verdict of ``new_run`` against ``base_run`` without the profiler (see the module doc)."""
-    return compare_replayers(
-        Replayer.load(session, base_run, rank), Replayer.load(session, new_run, rank), normalize_host
-    )
