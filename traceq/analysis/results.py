@@ -10,6 +10,11 @@ import polars as pl
 from traceq.analysis.causes import BUSY_PARTS, IDLE_CAUSES
 from traceq.analysis.findings import Finding, Waterfall
 
+#: The idle part of a step estimated without the profiler that no cause holds (the replay's windows are
+#: drawn a little differently from the trace's): small where the split by cause holds.
+REST = "estimate_rest"
+REST_LABEL = "rest of the estimate, not split by cause"
+
 
 @dataclass
 class Split:
@@ -90,6 +95,9 @@ class RunReport:
     what_if: pl.DataFrame = field(default_factory=pl.DataFrame)
     #: ``report --unprofiled``: the step time estimated without the profiler (``Estimate.to_dict()``)
     unprofiled: dict[str, Any] | None = None
+    #: with ``unprofiled``, for a run of one rank whose steps are host ranges: that step split like ``split``
+    #: (each traced gap's causes scaled as the replay changed the gap; idle key ``estimate_rest``: the rest)
+    unprofiled_split: Split | None = field(default=None, repr=False)
     #: the representative step (nearest the mean) as lanes to draw (None for summary text)
     timeline: Timeline | None = field(default=None, repr=False)
     #: whether the run is a timeline of events (a trace); False: op tables only (summary text)
@@ -114,6 +122,9 @@ class RunReport:
             out["what_if"] = self.what_if.to_dicts()
         if self.unprofiled is not None:
             out["unprofiled"] = self.unprofiled
+            if self.unprofiled_split is not None:
+                parts = {"busy": self.unprofiled_split.busy, "idle": self.unprofiled_split.idle}
+                out["unprofiled"] = {**self.unprofiled, "split": parts}
         return out
 
 

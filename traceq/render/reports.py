@@ -20,7 +20,7 @@ import polars as pl
 from traceq._utils.words import count, fixed, rounded
 from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding, Waterfall
 from traceq.analysis.ops_table import top_ops
-from traceq.analysis.results import Comparison, RunReport
+from traceq.analysis.results import REST, REST_LABEL, Comparison, RunReport
 from traceq.render.cells import cell
 from traceq.render.cells import console as make_console
 from traceq.render.frames import markdown, table
@@ -181,12 +181,14 @@ def _rank_headline(spread: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def split_table(report: RunReport) -> pl.DataFrame:
-    """Where the step goes: each GPU busy part and idle cause, ms per step and share of the step."""
-    parts = report.split
+def split_table(report: RunReport, estimated: bool = False) -> pl.DataFrame:
+    """Where the step goes: each GPU busy part and idle cause, ms per step and share of the step (of the
+    traced step, or with ``estimated`` of the step estimated without the profiler, where it was split)."""
+    parts = report.unprofiled_split if estimated else report.split
     if parts is None:
         return pl.DataFrame()
-    rows = [("GPU busy", c, ms) for c, ms in parts.busy.items()] + [("GPU idle", c, ms) for c, ms in parts.idle.items()]
+    idle = [("GPU idle", REST_LABEL if c == REST else c, ms) for c, ms in parts.idle.items()]
+    rows = [("GPU busy", c, ms) for c, ms in parts.busy.items()] + idle
     step = parts.window_ms or 1.0
     return pl.DataFrame(
         [(side, cause, round(ms, 3), round(ms / step, 3)) for side, cause, ms in rows if abs(ms) >= 0.0005],
@@ -248,6 +250,9 @@ def report_blocks(report: RunReport) -> list[Block]:
     blocks = []
     if report.unprofiled is not None:  # the question is about the run without the profiler: its estimate leads
         blocks.append(Block("Step time without the profiler (replay)", unprofiled_lines(report.unprofiled)))
+    estimated = split_table(report, estimated=True)
+    if not estimated.is_empty():
+        blocks.append(Block("Where the step goes without the profiler (estimated ms per step)", frame=estimated))
     blocks.append(Block("", [f"{k}: {v}" for k, v in headline(report)]))
     split = split_table(report)
     if not split.is_empty():

@@ -114,7 +114,7 @@ def test_the_estimated_difference_is_split_by_cause(replay_store):
     time, so no idle part grows (BASE's host time is also scaled down to NEW's speed); and the parts
     account for the replay's own step, leaving a small rest. AMP's casts and launches outweigh its faster
     kernels, as measured (AMP slower)."""
-    from traceq.analysis.replay.idle_split import REST
+    from traceq.analysis.results import REST
 
     base, new = CONFORMER
     result = with_replay(compare(base, new, replay_store), replay_store, unprofiled=True)
@@ -134,6 +134,25 @@ def test_the_estimated_difference_is_split_by_cause(replay_store):
     grew = {c for c, p in parts.items() if p.delta_ms > 0.5}
     assert {"cast_overhead", "launch_overhead"} <= grew and parts["gpu_compute"].delta_ms < 0
     assert result.to_dict()["unprofiled"]["waterfall"] == water.rows()
+
+
+def test_a_runs_estimate_is_split_by_cause(replay_store):
+    """A run's report splits its step without the profiler like its traced one: busy parts as traced, each
+    idle cause no longer than traced (the profiler only adds host time), the parts adding up to the
+    estimate with a small rest; the terminal report shows it first and the JSON holds it."""
+    from traceq.analysis.results import REST
+
+    plain = run_report("enc_fp16_3steps", replay_store)
+    report = with_replay(plain, replay_store)
+    est, split, traced = report.unprofiled, report.unprofiled_split, plain.split
+    assert est is not None and split is not None and traced is not None
+    assert split.busy == traced.busy and split.window_ms == pytest.approx(est["unprofiled_ms"], abs=1e-3)
+    assert sum(split.busy.values()) + sum(split.idle.values()) == pytest.approx(split.window_ms)
+    assert abs(split.idle[REST]) < 0.02 * split.window_ms
+    assert all(split.idle[c] <= ms + 1e-9 for c, ms in traced.idle.items())
+    assert sum(split.idle.values()) < sum(traced.idle.values())
+    assert report.to_dict()["unprofiled"]["split"]["idle"] == split.idle
+    assert with_replay(plain, replay_store, unprofiled=False).unprofiled_split is None
 
 
 def test_the_estimate_is_not_split_for_runs_of_several_ranks(tmp_path):

@@ -21,9 +21,9 @@ from traceq.analysis.compare import compare, comparison_sessions
 from traceq.analysis.findings import Finding
 from traceq.analysis.replay.api import Replayer
 from traceq.analysis.replay.compare import Verdict, change_words, compare_replayers
-from traceq.analysis.replay.idle_split import IDLE_PIECES, estimated_parts, estimated_waterfall, idle_scale_by_cause
+from traceq.analysis.replay.idle_split import IDLE_PIECES, estimated_split, estimated_waterfall, idle_scale_by_cause
 from traceq.analysis.report import TOP_OPS, run_report
-from traceq.analysis.results import Comparison, RunReport
+from traceq.analysis.results import Comparison, RunReport, Split
 from traceq.query.engine import Session
 from traceq.store import Store
 
@@ -37,8 +37,17 @@ def with_what_if(findings: list[Finding], what_if: pl.DataFrame) -> list[Finding
     ]
 
 
-def replay_report(report: RunReport, replayer: Replayer, what_if: bool, unprofiled: bool) -> RunReport:
-    """``report`` with the replay's what-ifs on its findings and the step without the profiler, as asked."""
+def replay_report(
+    report: RunReport,
+    replayer: Replayer,
+    what_if: bool,
+    unprofiled: bool,
+    pieces: pl.DataFrame | None = None,
+    host_scale: float = 1.0,
+) -> RunReport:
+    """``report`` with the replay's what-ifs on its findings and the step without the profiler, as asked;
+    with ``pieces`` (``_idle_pieces``), that step split by cause (:func:`split_of_estimate`). ``host_scale``:
+    the host speed scaling the estimate was made with (a comparison's)."""
     notes = list(report.notes)
     if report.run.get("n_ranks", 1) > 1:
         notes.append(f"The replay is of rank {replayer.timeline.rank}; the other ranks are not replayed.")
@@ -50,10 +59,29 @@ def replay_report(report: RunReport, replayer: Replayer, what_if: bool, unprofil
             "not add up, and launch_overhead and python_overhead share one (CUDA graphs take the host's time "
             "in the step away)."
         )
+    split = None
     if unprofiled:
-        estimate = replayer.unprofiled().to_dict()
+        estimated = replayer.unprofiled(host_scale)
+        estimate = estimated.to_dict()
+        split = split_of_estimate(report, replayer, estimated.step_ms, pieces, host_scale)
     findings = with_what_if(report.findings, frame) if what_if else report.findings
-    return dataclasses.replace(report, findings=findings, what_if=frame, unprofiled=estimate, notes=notes)
+    return dataclasses.replace(
+        report, findings=findings, what_if=frame, unprofiled=estimate, unprofiled_split=split, notes=notes
+    )
+
+
+def split_of_estimate(
+    report: RunReport, replayer: Replayer, step_ms: float, pieces: pl.DataFrame | None, host_scale: float = 1.0
+) -> Split | None:
+    """The step estimated without the profiler split by cause (:func:`estimated_split`), or None: without
+    ``pieces``, for a run of several ranks (one is replayed), or where the steps are no host ranges (an
+    nsys capture's one window, whose end the replay cannot move: the time it takes out of gaps would stay
+    in the window as rest)."""
+    tl = replayer.timeline
+    if pieces is None or report.split is None or report.run.get("n_ranks", 1) != 1 or tl.steps["row"].is_null().all():
+        return None
+    scale = idle_scale_by_cause(tl, replayer.unprofiled_replay(replayer.model, host_scale), pieces)
+    return estimated_split(report.split, scale, step_ms)
 
 
 def explained_report(
@@ -125,18 +153,16 @@ def with_replay(
     if why_not is not None:
         return dataclasses.replace(result, notes=[*result.notes, why_not])
     run_ids = [r.run["run_id"] for r in reports]
-    # a comparison's estimate is split by cause from each run's traced idle pieces (runs of one rank)
-    split = isinstance(result, Comparison) and unprofiled and all(r.run.get("n_ranks", 1) == 1 for r in reports)
     if session is None:
         with Session(Store.of(store), run_ids, own_queries=True) as opened:
             replayers = [Replayer.load(opened, run_id) for run_id in run_ids]
-            pieces = [opened.query(IDLE_PIECES)] * len(run_ids) if split else []
+            pieces = [opened.query(IDLE_PIECES)] * len(run_ids) if unprofiled else [None] * len(run_ids)
     else:
         sessions = session if isinstance(session, tuple) else (session, session)
         replayers = [Replayer.load(s, run_id) for s, run_id in zip(sessions, run_ids, strict=False)]
-        pieces = [s.query(IDLE_PIECES) for s in sessions[: len(run_ids)]] if split else []
+        pieces = [s.query(IDLE_PIECES) if unprofiled else None for s in sessions[: len(run_ids)]]
     if isinstance(result, RunReport):
-        return replay_report(result, replayers[0], what_if, unprofiled)
+        return replay_report(result, replayers[0], what_if, unprofiled, pieces[0])
     base, new = replayers
     changes: dict[str, object] = {}
     if what_if:
@@ -151,17 +177,11 @@ def with_replay(
         changes["unprofiled"] = verdict.to_dict()
         changes["verdict"] = unprofiled_verdict(verdict, result)
         changes["notes"] = [*result.notes, *verdict.notes]
-        # where a run's steps are no host ranges (an nsys capture's one window) the replay cannot move the
-        # window's end: the time it takes out of gaps stays in the window, and a split would show it as rest
-        movable = all(not rp.timeline.steps["row"].is_null().all() for rp in replayers)
-        if pieces and movable and result.base.split is not None and result.new.split is not None:
-            sides = zip((result.base.split, result.new.split), replayers, (verdict.base_scale, verdict.new_scale),
-                        (verdict.base, verdict.new), pieces, strict=True)  # fmt: skip
-            parts = [
-                estimated_parts(s, idle_scale_by_cause(rp.timeline, rp.unprofiled_replay(rp.model, k), p), e.step_ms)
-                for s, rp, k, e, p in sides
-            ]
-            changes["unprofiled_waterfall"] = estimated_waterfall(*parts)
+        estimates, scales = (verdict.base, verdict.new), (verdict.base_scale, verdict.new_scale)
+        sides = zip(reports, replayers, estimates, pieces, scales, strict=True)
+        splits = [split_of_estimate(r, rp, e.step_ms, p, k) for r, rp, e, p, k in sides]
+        if splits[0] is not None and splits[1] is not None:
+            changes["unprofiled_waterfall"] = estimated_waterfall(splits[0], splits[1])
     return dataclasses.replace(result, **changes)  # type: ignore[arg-type]
 
 

@@ -15,14 +15,10 @@ from traceq.analysis.causes import CAUSES
 from traceq.analysis.findings import Part, Waterfall
 from traceq.analysis.replay.engine import Replay
 from traceq.analysis.replay.timeline import Timeline
-from traceq.analysis.results import Split
+from traceq.analysis.results import REST, REST_LABEL, Split
 
 #: The query whose pieces of traced idle time the split scales.
 IDLE_PIECES = "_idle_pieces"
-#: The part that holds what the estimated step has beyond its parts by cause (the replay's windows are
-#: drawn a little differently from the trace's): small where the split holds.
-REST = "estimate_rest"
-REST_LABEL = "rest of the estimate, not split by cause"
 
 
 def idle_scale_by_cause(timeline: Timeline, replay: Replay, pieces: pl.DataFrame) -> dict[str, float]:
@@ -68,15 +64,24 @@ def _gap_before(gpu: pl.DataFrame, start: str, end: str, name: str) -> pl.DataFr
     )
 
 
-def estimated_parts(split: Split, scale: dict[str, float], step_ms: float) -> dict[str, float]:
-    """A run's step without the profiler by part (ms per step): each cause's busy time as traced and its
-    idle time scaled (:func:`idle_scale_by_cause`), and :data:`REST` up to ``step_ms``, the estimate."""
-    parts = {c: split.busy.get(c, 0.0) + split.idle.get(c, 0.0) * scale.get(c, 1.0) for c in split.parts()}
-    return {**parts, REST: step_ms - sum(parts.values())}
+def estimated_split(split: Split, scale: dict[str, float], step_ms: float) -> Split:
+    """A run's step without the profiler split like its traced one (ms per step): busy parts as traced,
+    each idle cause scaled (:func:`idle_scale_by_cause`), and :data:`REST`, idle time up to ``step_ms``
+    (the estimate) that no cause holds."""
+    idle = {c: ms * scale.get(c, 1.0) for c, ms in split.idle.items()}
+    idle[REST] = step_ms - split.busy_ms - sum(idle.values())
+    return Split(split.run_id, split.windows, step_ms, split.busy_ms, dict(split.busy), idle)
 
 
-def estimated_waterfall(base: dict[str, float], new: dict[str, float]) -> Waterfall:
-    """The difference between two runs' steps without the profiler split by part (:func:`estimated_parts`
-    of each): it closes on the difference of their estimates."""
-    parts = tuple(Part(c, REST_LABEL if c == REST else CAUSES[c].label, base[c], new[c]) for c in base)
-    return Waterfall(parts, sum(new.values()) - sum(base.values()))
+def parts_of(split: Split) -> dict[str, float]:
+    """Every part of an estimated split (:func:`estimated_split`), busy and idle sides together, in
+    waterfall order, :data:`REST` last."""
+    return {**split.parts(), REST: split.idle.get(REST, 0.0)}
+
+
+def estimated_waterfall(base: Split, new: Split) -> Waterfall:
+    """The difference between two runs' steps without the profiler split by part (of each one's
+    :func:`estimated_split`): it closes on the difference of their estimates."""
+    b, n = parts_of(base), parts_of(new)
+    parts = tuple(Part(c, REST_LABEL if c == REST else CAUSES[c].label, b[c], n[c]) for c in b)
+    return Waterfall(parts, new.window_ms - base.window_ms)
