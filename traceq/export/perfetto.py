@@ -654,11 +654,12 @@ def _idle_slices(session: Session, layout: _Layout, run_id: str) -> Iterator[_Te
     FROM merged m
     LEFT JOIN sites x ON x.rank = m.rank AND x.site_id = m.site_id
     ASOF LEFT JOIN (SELECT rank, device, gap_start_ns, kind FROM gpu_gaps WHERE run_id = {rid}) g
-      ON g.rank = m.rank AND g.device = m.device AND m.piece_start >= g.gap_start_ns"""
+      ON g.rank = m.rank AND g.device = m.device AND m.piece_start >= g.gap_start_ns
+    ORDER BY m.rank, m.device, m.piece_start"""
     args = _args_text("cause", "step", "gap_kind", "call", "op", "top_op", "frame", "thread")
     name = pl.col("cause").replace_strict(CAUSE_NAMES, default=pl.col("cause"))
     for batch in _batches(session, query):
-        for (rank, device), part in batch.group_by("rank", "device"):
+        for (rank, device), part in batch.group_by("rank", "device", maintain_order=True):
             pid, tid = layout.track(run_id, rank, f"GPU {device} idle by cause")
             ts = pl.col("piece_start") - layout.shifts[run_id][rank]
             yield _slices_text(part, name, "traceq.idle", pid, tid, ts, pl.col("ns"), args)
@@ -676,10 +677,11 @@ def _cast_slices(session: Session, layout: _Layout, run_id: str) -> Iterator[_Te
     )
     SELECT e.rank, e.pid, e.tid, e.name, e.ts_ns, e.dur_ns, n.conversion, e.step, e.input_dtypes, e.input_shapes
     FROM events e JOIN names n USING (name)
-    WHERE e.run_id = {rid} AND e.kind IN ('op', 'op_inner')"""
+    WHERE e.run_id = {rid} AND e.kind IN ('op', 'op_inner')
+    ORDER BY e.rank, e.event_id"""
     args = _args_text("conversion", "step", "input_dtypes", "input_shapes")
     for batch in _batches(session, query):
-        for (rank, src_pid, src_tid), part in batch.group_by("rank", "pid", "tid"):
+        for (rank, src_pid, src_tid), part in batch.group_by("rank", "pid", "tid", maintain_order=True):
             name = layout.thread_names.get((run_id, rank), {}).get((src_pid, src_tid)) or f"thread {src_tid}"
             hosts = [k for k in layout.processes if k[:3] == (run_id, rank, "host")]
             name += f" (process {src_pid})" if len(hosts) > 1 else ""
