@@ -226,7 +226,8 @@ class _Layout:
             SELECT e.run_id, e.rank, e.min_ts, coalesce(w.first_win, e.min_ts) AS first_win
             FROM (SELECT run_id, rank, min(ts_ns) AS min_ts FROM events WHERE run_id IN {ids} GROUP BY ALL) e
             LEFT JOIN (SELECT run_id, rank, min(win_start) AS first_win FROM _windows GROUP BY ALL) w
-              USING (run_id, rank)"""
+              USING (run_id, rank)
+            ORDER BY e.run_id, e.rank"""
         )
         lead = max((max(0, f - m) for m, f in bases.select("min_ts", "first_win").iter_rows()), default=0)
         shifts: dict[str, dict[int, int]] = {r: {} for r in run_ids}
@@ -458,8 +459,10 @@ class _FlowEnds:
 
 
 def _original_events(session: Session, layout: _Layout, run_id: str, ends: _FlowEnds) -> Iterator[_Text]:
-    """The run's events as JSON text, a batch at a time; their flow ends go to ``ends``."""
-    query = f"""
+    """The run's events as JSON text, a rank and then a batch at a time; their flow ends go to ``ends``."""
+    categories = layout.categories[run_id]
+    for rank in layout.ranks[run_id]:
+        query = f"""
     WITH lanes AS ({_lanes(run_id)})
     SELECT l.side, l.proc, l.thread, l.lane, e.rank, e.event_id, e.kind, e.category, e.name, e.ts_ns, e.dur_ns,
            e.launch_id, e.args,
@@ -468,12 +471,11 @@ def _original_events(session: Session, layout: _Layout, run_id: str, ends: _Flow
            CASE WHEN e.kind IN ('kernel', 'memcpy', 'memset') AND l.side = 'gpu' THEN l.proc END AS add_device,
            CASE WHEN e.kind IN ('kernel', 'memcpy', 'memset') AND l.side = 'gpu' THEN l.thread END AS add_stream
     FROM events e JOIN lanes l ON l.rank = e.rank AND l.event_id = e.event_id
-    WHERE e.run_id = {_quote(run_id)}"""
-    categories = layout.categories[run_id]
-    for batch in _batches(session, query):
-        frame = layout.place(run_id, batch)
-        ends.add(frame)
-        yield _Text(_event_text(frame, categories), frame.height)
+    WHERE e.run_id = {_quote(run_id)} AND e.rank = {int(rank)}"""
+        for batch in _batches(session, query):
+            frame = layout.place(run_id, batch)
+            ends.add(frame)
+            yield _Text(_event_text(frame, categories), frame.height)
 
 
 def _event_text(frame: pl.DataFrame, categories: set[str]) -> str:
