@@ -1,6 +1,7 @@
 """The query files document themselves, and their headers agree with their SQL: the columns, in order and
 with their types, are what each query returns on real traces, and the ``Reads:`` line names exactly the
-tables and blocks the SQL reads. Metric SQL lives in these files only; the compute classes are listed once."""
+tables and blocks the SQL reads. Metric SQL lives in these files only; the compute classes are listed once, and
+the GPU work kinds are the model's."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.conftest import ROOT, SAMPLES, shared
 from traceq.model.kernel_classes import KERNEL_CLASSES
 from traceq.query.engine import Session
 from traceq.query.files import doc, query_text, requires, source_dir
-from traceq.schema import TABLES
+from traceq.schema import GPU_WORK_KINDS, TABLES
 
 FILES = sorted(source_dir().glob("*.sql"))
 NAMES = [f.stem for f in FILES]
@@ -96,6 +97,11 @@ def test_the_compute_classes_are_listed_once() -> None:
     for f in FILES:
         if f.stem != "_compute_classes":
             assert not re.search(r"'(gemm|conv|attention)'", f.read_text()), f.name
+
+
+def test_the_gpu_work_kinds_are_the_models() -> None:
+    listed = [row[0] for row in duckdb.execute(query_text("_gpu_work_kinds")).fetchall()]
+    assert listed == list(GPU_WORK_KINDS)
 
 
 _SQL = re.compile(r"(?is)\bselect\b.+\bfrom\b")
