@@ -19,8 +19,8 @@ Rules kept for Perfetto's JSON importer (from its tokenizer and parser): times a
 with exactly three decimals, which it reads digit by digit as whole nanoseconds, and never negative (it
 drops such events); pids and tids are integers below 2**32; no top-level value of an event is an array;
 the top-level strings of an event have no control characters; what would not nest on a track goes on a
-track beside it (see :func:`_lanes`). Several runs (a comparison) are separate processes, each run's
-times shifted so that the first analysis windows of all runs start at one instant: 0 where no run has
+track beside it (see the query ``_event_lanes``). Several runs (a comparison) are separate processes, each
+run's times shifted so that the first analysis windows of all runs start at one instant: 0 where no run has
 events before its first window, else the longest such lead (Perfetto shows no negative times). The
 file's ``traceq`` key records each run's shift, so the original times can be recovered.
 
@@ -45,14 +45,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import duckdb
 import polars as pl
 
 from traceq._utils.outputs import atomic_output, check_output, starts_with
 from traceq.analysis.causes import CAUSES, IDLE_CAUSES
 from traceq.model.categories import kind_expr
 from traceq.query.engine import Session
-from traceq.query.files import requires
+from traceq.query.files import query_text, requires
 from traceq.readers.source import is_gzip
+from traceq.schema import GPU_WORK_KINDS
 
 #: A chrome category for each event kind that traceq's reader (and Perfetto) reads back as that kind.
 KIND_CATEGORY: dict[str, str] = {
@@ -81,8 +83,6 @@ Finding = Any
 #: Findings for :func:`write_perfetto`: a sequence (shown with the last run) or a mapping run id -> sequence.
 Findings = Sequence[Finding] | Mapping[str, Sequence[Finding]] | None
 
-#: What the idle pieces merged into one slice share (besides their rank, device and gap).
-_MERGED_BY = ("gap_id", "cause", "step", "site_id", "frame", "pid", "tid")
 #: Rows formatted at a time.
 BATCH_ROWS = 1 << 16
 
@@ -92,7 +92,7 @@ _CONTROL = r"[\x00-\x1f\x7f]"
 _CONTROL_RE = re.compile(_CONTROL)
 #: Source ids at or above this (or negative) get a tid of their own from here up.
 _TID_LIMIT = 1 << 31
-#: Track-name suffix of each lane of a source track (see :func:`_lanes`).
+#: Track-name suffix of each lane of a source track (see the query ``_event_lanes``).
 _LANES = {0: "", 1: " · sync", 2: " · overlapping", 3: " · annotations"}
 _SIDES = ("analysis", "gpu", "host")
 _KEY = ["rank", "side", "proc", "thread", "lane"]
@@ -140,8 +140,10 @@ def write_perfetto(
     as Chrome Trace Event Format JSON for Perfetto UI and chrome://tracing, gzip-compressed when ``path``
     ends in ``.gz``. ``findings`` (see :data:`Findings`) become marked ranges with their evidence.
 
-    The analysis comes from the session's query files (``_windows``, ``gpu_busy``, ``idle_causes``,
-    ``_idle_charges``, ``_cast_ops``); a session opened with ``own_queries=True`` computes them faster."""
+    Everything read comes from the session's query files, each over all of its runs: the analysis
+    (``_windows``, ``gpu_busy``, ``idle_causes``, ``_idle_stretches``, ``_cast_events``, ``_top_ops``) and the
+    layout (``_run_starts``, ``_event_categories``, ``_thread_names``, ``_event_processes``, ``_trace_events``),
+    besides the catalog; a session opened with ``own_queries=True`` computes them faster."""
     started = time.perf_counter()
     run_ids = list(dict.fromkeys(run_ids))
     if not run_ids:
@@ -213,37 +215,32 @@ class _Layout:
 
     @classmethod
     def of(cls, session: Session, run_ids: list[str]) -> _Layout:
-        ids = _sql_list(run_ids)
-        runs = session.sql(f"SELECT run_id, name, devices FROM runs WHERE run_id IN {ids}")
+        mine = pl.col("run_id").is_in(run_ids)
+        runs = session.sql("select * from runs").filter(mine)
         missing = set(run_ids) - set(runs["run_id"].to_list())
         if missing:
             raise ValueError(f"not in this session: {', '.join(sorted(missing))}")
         names = dict(zip(runs["run_id"], runs["name"], strict=True))
         devices = {r: _device_names(d) for r, d in zip(runs["run_id"], runs["devices"], strict=True)}
         labels = {run_ids[0]: ""} if len(run_ids) == 1 else _labels(run_ids)
-        bases = session.sql(
-            f"""-- Requires: _windows
-            SELECT e.run_id, e.rank, e.min_ts, coalesce(w.first_win, e.min_ts) AS first_win
-            FROM (SELECT run_id, rank, min(ts_ns) AS min_ts FROM events WHERE run_id IN {ids} GROUP BY ALL) e
-            LEFT JOIN (SELECT run_id, rank, min(win_start) AS first_win FROM _windows GROUP BY ALL) w
-              USING (run_id, rank)"""
-        )
+        bases = session.query("_run_starts").filter(mine).sort("run_id", "rank")
         lead = max((max(0, f - m) for m, f in bases.select("min_ts", "first_win").iter_rows()), default=0)
         shifts: dict[str, dict[int, int]] = {r: {} for r in run_ids}
-        for run_id, rank, _, first in bases.iter_rows():
+        for run_id, rank, first in bases.select("run_id", "rank", "first_win").iter_rows():
             shifts[run_id][rank] = first - lead
-        categories = session.sql(f"SELECT DISTINCT run_id, category FROM events WHERE run_id IN {ids}")
+        categories = session.query("_event_categories")
         cats_of = {}
         for run_id in run_ids:
-            cats = categories.filter(pl.col("run_id") == run_id)["category"].drop_nulls().to_list()
+            cats = _of_run(categories, run_id)["category"].drop_nulls().to_list()
             cats_of[run_id] = {*cats, *KIND_CATEGORY.values()}
-        threads = session.sql(f"SELECT run_id, rank, pid, tid, name FROM threads WHERE run_id IN {ids}")
+        threads = session.query("_thread_names").filter(mine).select("run_id", "rank", "pid", "tid", "name")
         thread_names: dict[tuple[str, int], dict[tuple[int, int], str]] = {}
         for run_id, rank, pid, tid, name in threads.iter_rows():
             thread_names.setdefault((run_id, rank), {})[(pid, tid)] = name
         layout = cls(labels, names, devices, {}, shifts, cats_of, thread_names)
+        processes = session.query("_event_processes")
         for k, run_id in enumerate(run_ids):
-            procs = session.sql(f"SELECT DISTINCT rank, side, proc FROM ({_sided(run_id)})")
+            procs = _of_run(processes, run_id).select("rank", "side", "proc")
             layout.ranks[run_id] = sorted({*shifts[run_id], *procs["rank"]}) or [0]
             for rank in layout.ranks[run_id]:
                 layout.process(k, run_id, rank, "analysis", 0)
@@ -351,70 +348,6 @@ def _device_names(devices: str | None) -> dict[int, str]:
     }
 
 
-def _sided(run_id: str, columns: str = "") -> str:
-    """The events of ``run_id`` (``rank``, ``event_id`` and ``columns``) with the source track each goes
-    on: ``side`` 'gpu' (``proc`` the device, ``thread`` the stream) for GPU work, and for sync records and
-    GPU-side annotations of a source track that holds GPU work; else 'host' (``proc`` and ``thread`` the
-    source's pid and tid; -1 where none)."""
-    rid = _quote(run_id)
-    return f"""
-    WITH gpu AS (
-      SELECT rank, pid, tid, min(device) AS device, min(coalesce(stream, tid)) AS stream
-      FROM events WHERE run_id = {rid} AND kind IN ('kernel', 'memcpy', 'memset') AND device IS NOT NULL
-      GROUP BY ALL
-    ),
-    placed AS (
-      SELECT e.rank, e.event_id{columns},
-             coalesce(CASE WHEN e.kind IN ('kernel', 'memcpy', 'memset') THEN e.device END,
-                      CASE WHEN e.kind IN ('sync', 'gpu_annotation') THEN g.device END) AS gpu_device,
-             coalesce(CASE WHEN e.kind IN ('kernel', 'memcpy', 'memset') AND e.device IS NOT NULL
-                           THEN coalesce(e.stream, e.tid) END,
-                      CASE WHEN e.kind IN ('sync', 'gpu_annotation') THEN g.stream END) AS gpu_stream,
-             e.pid AS src_pid, e.tid AS src_tid
-      FROM events e
-      LEFT JOIN gpu g ON e.kind IN ('sync', 'gpu_annotation') AND g.rank = e.rank AND g.pid = e.pid AND g.tid = e.tid
-      WHERE e.run_id = {rid}
-    )
-    SELECT * EXCLUDE (src_pid, src_tid), CASE WHEN gpu_device IS NULL THEN 'host' ELSE 'gpu' END AS side,
-           coalesce(gpu_device, src_pid, -1)::BIGINT AS proc,
-           CASE WHEN gpu_device IS NULL THEN coalesce(src_tid, -1) ELSE coalesce(gpu_stream, -1) END::BIGINT AS thread
-    FROM placed"""
-
-
-def _lanes(run_id: str) -> str:
-    """Each event of ``run_id`` (``rank``, ``event_id``) with its source track and ``lane``: 0 the track
-    itself, else a track beside it for what would not nest there (Perfetto lays out slices that do not
-    nest as it can, chrome://tracing not at all): 1 a stream's sync records (waits, which overlap its
-    work), 3 its annotations (which need not enclose its kernels exactly), 2 GPU work that starts before
-    earlier work on its stream ended and a host call that ends after the op around it or starts inside
-    a call beside it that it is not nested in (timing artefacts: a stream runs in order, calls nest)."""
-    rid = _quote(run_id)
-    tree = "kind IN ('op', 'op_inner', 'runtime')"
-    work = "kind IN ('kernel', 'memcpy', 'memset')"
-    return f"""
-    WITH sided AS ({_sided(run_id, ", e.kind, e.ts_ns, e.dur_ns, e.parent_id")}),
-    checked AS (  -- GPU work on its stream, host calls among the calls beside them (same op around them)
-      SELECT *, ({work} AND side = 'gpu') OR ({tree} AND side = 'host') AS ordered FROM sided
-    ),
-    reached AS (
-      SELECT s.*, a.ts_ns + a.dur_ns AS parent_end,
-             CASE WHEN s.ordered THEN max(s.ts_ns + s.dur_ns) OVER (
-               PARTITION BY s.rank, s.ordered, s.side, s.proc, s.thread, CASE WHEN s.side = 'host' THEN s.parent_id END
-               ORDER BY s.ts_ns, s.event_id
-               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) END AS reach
-      FROM checked s
-      LEFT JOIN (SELECT rank, event_id, ts_ns, dur_ns FROM events
-                 WHERE run_id = {rid} AND kind IN ('op', 'op_inner')) a
-        ON s.parent_id IS NOT NULL AND a.rank = s.rank AND a.event_id = s.parent_id
-    )
-    SELECT rank, event_id, side, proc, thread,
-           CASE WHEN side = 'gpu' AND kind = 'sync' THEN 1
-                WHEN side = 'gpu' AND kind = 'gpu_annotation' THEN 3
-                WHEN reach > ts_ns OR ts_ns + dur_ns > parent_end THEN 2
-                ELSE 0 END::INTEGER AS lane
-    FROM reached"""
-
-
 # -- the runs' own events ---------------------------------------------------------------------------------
 
 
@@ -430,7 +363,7 @@ class _FlowEnds:
         middle = (pl.col("ts_ns") - pl.col("shift") + pl.col("dur_ns").fill_null(0) // 2).alias("at")
         ends = ["rank", "out_pid", "out_tid", middle]
         self.calls.append(frame.filter(pl.col("kind") == "runtime").select(*ends, "event_id"))
-        gpu = pl.col("kind").is_in(["kernel", "memcpy", "memset"]) & pl.col("launch_id").is_not_null()
+        gpu = pl.col("kind").is_in(GPU_WORK_KINDS) & pl.col("launch_id").is_not_null()
         self.launched.append(frame.filter(gpu).select(*ends, "event_id", "launch_id"))
 
     def flows(self, layout: _Layout, run_id: str) -> Iterator[_Text]:
@@ -458,22 +391,14 @@ class _FlowEnds:
 
 
 def _original_events(session: Session, layout: _Layout, run_id: str, ends: _FlowEnds) -> Iterator[_Text]:
-    """The run's events as JSON text, a batch at a time; their flow ends go to ``ends``."""
-    query = f"""
-    WITH lanes AS ({_lanes(run_id)})
-    SELECT l.side, l.proc, l.thread, l.lane, e.rank, e.event_id, e.kind, e.category, e.name, e.ts_ns, e.dur_ns,
-           e.launch_id, e.args,
-           CASE WHEN e.kind = 'runtime' THEN e.event_id
-                WHEN e.kind IN ('kernel', 'memcpy', 'memset') THEN e.launch_id END AS link,
-           CASE WHEN e.kind IN ('kernel', 'memcpy', 'memset') AND l.side = 'gpu' THEN l.proc END AS add_device,
-           CASE WHEN e.kind IN ('kernel', 'memcpy', 'memset') AND l.side = 'gpu' THEN l.thread END AS add_stream
-    FROM events e JOIN lanes l ON l.rank = e.rank AND l.event_id = e.event_id
-    WHERE e.run_id = {_quote(run_id)}"""
+    """The run's events (``_trace_events``) as JSON text, a rank and then a batch at a time; their flow ends
+    go to ``ends``."""
     categories = layout.categories[run_id]
-    for batch in _batches(session, query):
-        frame = layout.place(run_id, batch)
-        ends.add(frame)
-        yield _Text(_event_text(frame, categories), frame.height)
+    for rank in layout.ranks[run_id]:
+        for batch in _batches(session, "_trace_events", run_id, rank):
+            frame = layout.place(run_id, batch)
+            ends.add(frame)
+            yield _Text(_event_text(frame, categories), frame.height)
 
 
 def _event_text(frame: pl.DataFrame, categories: set[str]) -> str:
@@ -528,11 +453,16 @@ def _added(column: str, present: str, args: pl.Expr, key: str | None = None) -> 
     return pl.when(missing).then(text).otherwise(pl.lit(""))
 
 
-def _batches(session: Session, query: str) -> Iterator[pl.DataFrame]:
-    """``query``'s result a batch at a time, the blocks it requires made first (on the session's
-    connection: consume one query's batches before the next query)."""
-    session.make(requires(query))
-    reader = session.con.sql(query).to_arrow_reader(BATCH_ROWS)
+def _batches(session: Session, name: str, run_id: str, rank: int) -> Iterator[pl.DataFrame]:
+    """The rows of ``run_id``'s rank ``rank`` in the result of the query file ``name``, a batch at a time:
+    its SQL runs as it is read (never made into a table: the events with their args), the blocks it
+    requires made first (on the session's connection: consume one query's batches before the next query)."""
+    text = query_text(name)
+    session.make(requires(text))
+    rows = (duckdb.ColumnExpression("run_id") == duckdb.ConstantExpression(run_id)) & (
+        duckdb.ColumnExpression("rank") == duckdb.ConstantExpression(rank)
+    )
+    reader = session.con.sql(text).filter(rows).to_arrow_reader(BATCH_ROWS)
     for batch in reader:
         frame = pl.from_arrow(batch)
         assert isinstance(frame, pl.DataFrame)
@@ -620,72 +550,33 @@ def _step_slices(
 
 
 def _idle_slices(session: Session, layout: _Layout, run_id: str) -> Iterator[_Text]:
-    """A slice per stretch of idle time of one cause and call on its GPU's idle track, named by its cause:
-    the pieces of ``_idle_charges`` that follow each other without a break within one gap and share their
-    cause, step, call, Python frame and thread are one slice (a gap is cut into pieces where the host
-    thread's marked calls begin and end, so most pieces continue the one before: 183,649 pieces, 55,041
-    slices on a 38.5 MB trace)."""
-    rid = _quote(run_id)
-    same = " AND ".join(f"{c} IS NOT DISTINCT FROM lag({c}) OVER w" for c in _MERGED_BY)
-    by = ", ".join(_MERGED_BY)
-    query = f"""-- Requires: _idle_charges, gpu_gaps
-    WITH opened AS (  -- 1 where a piece does not continue the one before it on its device's track
-      SELECT *, CASE WHEN piece_start = lag(piece_end) OVER w AND {same} THEN 0 ELSE 1 END AS opens
-      FROM _idle_charges WHERE run_id = {rid}
-      WINDOW w AS (PARTITION BY rank, device ORDER BY piece_start, piece_end)
-    ),
-    merged AS (
-      SELECT rank, device, {by}, min(piece_start) AS piece_start, sum(ns) AS ns
-      FROM (SELECT *, sum(opens) OVER (PARTITION BY rank, device ORDER BY piece_start, piece_end) AS stretch
-            FROM opened)
-      GROUP BY rank, device, stretch, {by}
-    ),
-    sites AS (  -- the calls charged (far fewer than the slices) with the ops around them
-      SELECT s.rank, s.event_id AS site_id, s.name AS call,
-             CASE WHEN s.kind = 'runtime' THEN p.name ELSE s.name END AS op, t.name AS top_op
-      FROM (SELECT DISTINCT rank, site_id FROM merged WHERE site_id IS NOT NULL) d
-      JOIN events s ON s.run_id = {rid} AND s.rank = d.rank AND s.event_id = d.site_id
-      LEFT JOIN events p ON p.run_id = {rid} AND p.rank = s.rank AND p.event_id = s.parent_id
-      LEFT JOIN events t ON t.run_id = {rid} AND t.rank = s.rank AND t.event_id = s.top_op_id
-    )
-    SELECT m.rank, m.device, m.piece_start, m.ns, m.cause, m.step, g.kind AS gap_kind,
-           x.call, nullif(x.op, x.call) AS op, nullif(x.top_op, coalesce(x.op, x.call)) AS top_op, m.frame,
-           m.pid::VARCHAR || '/' || m.tid::VARCHAR AS thread
-    FROM merged m
-    LEFT JOIN sites x ON x.rank = m.rank AND x.site_id = m.site_id
-    ASOF LEFT JOIN (SELECT rank, device, gap_start_ns, kind FROM gpu_gaps WHERE run_id = {rid}) g
-      ON g.rank = m.rank AND g.device = m.device AND m.piece_start >= g.gap_start_ns"""
+    """A slice per stretch of idle time of one cause and call (``_idle_stretches``) on its GPU's idle
+    track, named by its cause."""
+    stretches = _of_run(session.query("_idle_stretches"), run_id).sort("rank", "device", "piece_start")
     args = _args_text("cause", "step", "gap_kind", "call", "op", "top_op", "frame", "thread")
     name = pl.col("cause").replace_strict(CAUSE_NAMES, default=pl.col("cause"))
-    for batch in _batches(session, query):
-        for (rank, device), part in batch.group_by("rank", "device"):
-            pid, tid = layout.track(run_id, rank, f"GPU {device} idle by cause")
-            ts = pl.col("piece_start") - layout.shifts[run_id][rank]
-            yield _slices_text(part, name, "traceq.idle", pid, tid, ts, pl.col("ns"), args)
+    for (rank, device), part in stretches.group_by("rank", "device", maintain_order=True):
+        pid, tid = layout.track(run_id, rank, f"GPU {device} idle by cause")
+        ts = pl.col("piece_start") - layout.shifts[run_id][rank]
+        yield _slices_text(part, name, "traceq.idle", pid, tid, ts, pl.col("ns"), args)
 
 
 def _cast_slices(session: Session, layout: _Layout, run_id: str) -> Iterator[_Text]:
-    """The cast-family ops (``_cast_ops``) of each host thread on a track of their own."""
-    rid = _quote(run_id)
-    query = f"""-- Requires: _cast_ops
-    WITH names AS (
-      SELECT n.name, regexp_matches(n.name, c.conversion) AS conversion
-      FROM (SELECT DISTINCT name FROM events WHERE run_id = {rid} AND kind IN ('op', 'op_inner')) n
-      CROSS JOIN _cast_ops c
-      WHERE regexp_matches(n.name, c.family)
-    )
-    SELECT e.rank, e.pid, e.tid, e.name, e.ts_ns, e.dur_ns, n.conversion, e.step, e.input_dtypes, e.input_shapes
-    FROM events e JOIN names n USING (name)
-    WHERE e.run_id = {rid} AND e.kind IN ('op', 'op_inner')"""
+    """The cast-family ops (``_cast_events``) of each host thread on a track of their own."""
+    casts = _of_run(session.query("_cast_events"), run_id).sort("rank", "event_id")
     args = _args_text("conversion", "step", "input_dtypes", "input_shapes")
-    for batch in _batches(session, query):
-        for (rank, src_pid, src_tid), part in batch.group_by("rank", "pid", "tid"):
-            name = layout.thread_names.get((run_id, rank), {}).get((src_pid, src_tid)) or f"thread {src_tid}"
-            hosts = [k for k in layout.processes if k[:3] == (run_id, rank, "host")]
-            name += f" (process {src_pid})" if len(hosts) > 1 else ""
-            pid, tid = layout.track(run_id, rank, f"casts · {name}", ("casts", src_pid, src_tid))
-            ts = pl.col("ts_ns") - layout.shifts[run_id][rank]
-            yield _slices_text(part, pl.col("name"), "traceq.cast", pid, tid, ts, pl.col("dur_ns"), args)
+    for (rank, src_pid, src_tid), part in casts.group_by("rank", "pid", "tid", maintain_order=True):
+        name = layout.thread_names.get((run_id, rank), {}).get((src_pid, src_tid)) or f"thread {src_tid}"
+        hosts = [k for k in layout.processes if k[:3] == (run_id, rank, "host")]
+        name += f" (process {src_pid})" if len(hosts) > 1 else ""
+        pid, tid = layout.track(run_id, rank, f"casts · {name}", ("casts", src_pid, src_tid))
+        ts = pl.col("ts_ns") - layout.shifts[run_id][rank]
+        yield _slices_text(part, pl.col("name"), "traceq.cast", pid, tid, ts, pl.col("dur_ns"), args)
+
+
+def _of_run(frame: pl.DataFrame, run_id: str) -> pl.DataFrame:
+    """The rows of ``run_id`` in a query's result over the session's runs."""
+    return frame.filter(pl.col("run_id") == run_id)
 
 
 def _finding_slices(
@@ -711,12 +602,10 @@ def _finding_slices(
 
 def _no_timeline(session: Session, layout: _Layout, run_id: str) -> Iterator[dict[str, Any]]:
     """A run without timed events (Paddle summary text): one instant saying so, with its top ops."""
-    ops = session.sql(
-        f"SELECT name, cpu_total_ns, gpu_total_ns, calls FROM op_stats WHERE run_id = {_quote(run_id)} "
-        "AND depth = 0 AND row_type = 'op' AND thread = 'All threads merged' ORDER BY cpu_total_ns DESC NULLS LAST "
-        "LIMIT 20"
-    )
-    top = {n: {"cpu_ms": _ms(c), "gpu_ms": _ms(g), "calls": k} for n, c, g, k in ops.iter_rows()}
+    ops = _of_run(session.query("_top_ops"), run_id)
+    ops = ops.sort("cpu_total_ns", descending=True, nulls_last=True, maintain_order=True)
+    rows = ops.select("name", "cpu_total_ns", "gpu_total_ns", "calls").iter_rows()
+    top = {n: {"cpu_ms": _ms(c), "gpu_ms": _ms(g), "calls": k} for n, c, g, k in rows}
     args = {"note": "no timeline: the run has no timed events (a summary table)", "top_ops": top}
     pid, tid = layout.track(run_id, layout.ranks[run_id][0], "summary")
     yield {"ph": "i", "ts": _Micros(0), "s": "t", "pid": pid, "tid": tid, "name": "no timeline",
@@ -893,11 +782,3 @@ def _open(path: Path) -> Iterator[IO[bytes]]:
             yield stream
         finally:
             stream.close()
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _sql_list(items: Sequence[str]) -> str:
-    return "(" + ", ".join(_quote(i) for i in items) + ")"

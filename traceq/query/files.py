@@ -121,7 +121,7 @@ def doc(sql_text: str) -> dict[str, object]:
             line = line.split(":", 1)[1]
         if section == "reads":
             reads += " " + line
-        m = re.match(r"^(\w+)\s+([A-Z]+)\s+(.+)$", line)
+        m = re.match(r"^(\w+)\s+([A-Z]+(?:\[\])?)\s+(.+)$", line)  # a list type: VARCHAR[]
         if section == "columns" and m:
             columns[m.group(1)] = (m.group(2), m.group(3))
     return {"summary": summary, "columns": columns, "requires": requires(sql_text), "reads": _names(reads)}

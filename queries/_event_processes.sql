@@ -1,0 +1,11 @@
+-- _event_processes: the processes of a trace viewer that hold each run's events (_event_lanes).
+-- Requires: _event_lanes
+-- Definition: each rank's GPUs that hold events (`side` 'gpu', `proc` the device) and host processes
+-- (`side` 'host', `proc` the pid, -1 for none), as _event_lanes places the events.
+-- Reads: _event_lanes.
+-- Columns:
+--   run_id  VARCHAR  run id
+--   rank    BIGINT   rank
+--   side    VARCHAR  gpu or host
+--   proc    BIGINT   the device (gpu) or the pid (host)
+SELECT DISTINCT run_id, rank, side, proc FROM _event_lanes
