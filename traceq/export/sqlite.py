@@ -46,10 +46,10 @@ from traceq.query.files import dependency_order, doc, list_queries, query_text
 from traceq.schema import KINDS, RANK_TABLES, RUNS, Table
 from traceq.store import Store
 
-#: Rows read and written at a time (64 k-row batches held 14 MB more at the peak, for no speed).
+#: Rows read and written at a time.
 BATCH_ROWS = 1 << 14
 #: At most this many events in the runs written from one session (a larger run alone): what the metrics
-#: computed for them hold in memory (46 runs: 505-540 MB at 100 k, 556-663 MB at 200 k).
+#: computed for them hold in memory.
 GROUP_EVENTS = 100_000
 #: Canonical tables made only where the runs have rows for them.
 OPTIONAL_TABLES = ("sources", "op_stats", "kernel_stats", "summary_cells")
