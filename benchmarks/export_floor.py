@@ -11,9 +11,12 @@ each table of the exported file read back (not timed) and appended to a new file
 in the batches the export writes (timed). Targets: the export's rows at the ADBC write rate (its time
 at the floor's; the metrics it computes and the indexes it builds are the rest) and its peak memory
 (VmHWM) under 600 MB. Each measurement runs in a fresh process; export and floor alternate
-for ``--rounds`` rounds and medians are printed.
+for ``--rounds`` rounds and medians are printed. ``--before SRC``: the export of another copy of traceq
+as well (SRC holds its ``traceq`` package, the query files as ``traceq/queries``), in the same rounds,
+printed beside this one's.
 
 Usage: python benchmarks/export_floor.py [--trace T.json.gz] [--store DIR | --traces GLOB...] [--rounds 3]
+       [--before SRC]
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ import argparse
 import glob
 import gzip
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -122,8 +127,16 @@ def sqlite_floor(exported: Path, out: Path) -> dict[str, object]:
     return {"seconds": seconds, "rows": rows, "peak_mb": peak_mb()}
 
 
-def in_fresh_process(what: str, *paths: Path) -> dict:
-    return _fresh(what, *paths, script=__file__)
+def in_fresh_process(what: str, *paths: Path, source: Path | None = None) -> dict:
+    """A measurement in a new process, with the ``traceq`` of ``source`` where given."""
+    if source is None:
+        return _fresh(what, *paths, script=__file__)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, __file__, "--one", what, *map(str, paths)], capture_output=True, text=True,
+                          env=env)  # fmt: skip
+    if done.returncode:
+        raise SystemExit(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def ingest(paths: list[Path], store: Path) -> None:
@@ -139,6 +152,7 @@ def main() -> None:
     ap.add_argument("--traces", nargs="+", default=DEFAULT_TRACES)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--skip", choices=("perfetto", "sqlite"))
+    ap.add_argument("--before", type=Path, help="another traceq's source (its SQLite export timed in the same rounds)")
     ap.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -166,11 +180,13 @@ def main() -> None:
             if store is None:
                 store = work / "many"
                 ingest([Path(p) for pattern in args.traces for p in sorted(glob.glob(pattern))], store)
-            exports, floors = [], []
-            for i in range(args.rounds):  # alternating: export, floor, export, floor, ...
+            exports, floors, before = [], [], []
+            for i in range(args.rounds):  # alternating: export, floor, (the other traceq's export), export, ...
                 exports.append(in_fresh_process("sqlite", store, work / f"s{i}.db"))
                 floors.append(in_fresh_process("floor", work / f"s{i}.db", work / f"f{i}.db"))
-                for p in (work / f"s{i}.db", work / f"f{i}.db"):
+                if args.before:
+                    before.append(in_fresh_process("sqlite", store, work / f"b{i}.db", source=args.before))
+                for p in (work / f"s{i}.db", work / f"f{i}.db", work / f"b{i}.db"):
                     p.unlink(missing_ok=True)
             t = statistics.median(r["seconds"] for r in exports)
             f = statistics.median(r["seconds"] for r in floors)
@@ -181,6 +197,11 @@ def main() -> None:
                   f"{statistics.median(r['peak_mb'] for r in floors):>8,.0f} MiB")  # fmt: skip
             print(f"  {'traceq write_sqlite':<40}{t:>8.2f} s{rows / t:>12,.0f} rows/s{peak:>8,.0f} MiB   "
                   f"{t / f:.1f}x the floor")  # fmt: skip
+            if before:
+                b = statistics.median(r["seconds"] for r in before)
+                bpeak = statistics.median(r["peak_mb"] for r in before)
+                print(f"  {'the same, ' + args.before.name + ' (before)':<40}{b:>8.2f} s{rows / b:>12,.0f} rows/s"
+                      f"{bpeak:>8,.0f} MiB   {b / f:.1f}x the floor")  # fmt: skip
             print("  slowest tables (first round): " + ", ".join(f"{n} {s:.1f} s" for n, s in exports[0]["top"]))
             print("targets:")
             for target, value, met in (

@@ -18,7 +18,8 @@ and every SQLite tool keeps).
 
 sqlite-utils makes the schema, indexes and foreign keys; rows go in through ADBC's SQLite driver as
 Arrow batches streamed from DuckDB (bulk binding in C: about 4x faster here than Python's executemany),
-so rows are never held whole; from a store the runs are written a group at a time (:func:`run_groups`),
+so rows are never held whole; only the columns SQLite has no type for (lists, structs, times) go
+through Polars on the way; from a store the runs are written a group at a time (:func:`run_groups`),
 each group's metrics made in a session of its own and freed with it, so the metrics held in memory are
 those of one group. The file is written under a temporary name and renamed when complete.
 """
@@ -46,10 +47,10 @@ from traceq.schema import KINDS, RANK_TABLES, RUNS, Table
 from traceq.store import Store
 
 #: Rows read and written at a time.
-BATCH_ROWS = 1 << 16
+BATCH_ROWS = 1 << 14
 #: At most this many events in the runs written from one session (a larger run alone): what the metrics
 #: computed for them hold in memory.
-GROUP_EVENTS = 200_000
+GROUP_EVENTS = 100_000
 #: Canonical tables made only where the runs have rows for them.
 OPTIONAL_TABLES = ("sources", "op_stats", "kernel_stats", "summary_cells")
 _KEY_DOCS = {
@@ -293,10 +294,8 @@ class _Batches:
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         for batch in self.reader:
-            frame = pl.from_arrow(batch)
-            assert isinstance(frame, pl.DataFrame)
-            if frame.height:
-                yield from _plain(frame).to_arrow().cast(self.schema).to_batches()
+            if batch.num_rows:
+                yield from _plain_batch(batch).cast(self.schema).to_batches()
 
 
 def _batches(session: Session, query: str) -> _Batches:
@@ -322,6 +321,33 @@ def _sqlite_schema(schema: pa.Schema) -> pa.Schema:
             out = pa.large_string()
         fields.append(pa.field(f.name, out))
     return pa.schema(fields)
+
+
+def _plain_batch(batch: pa.RecordBatch) -> pa.Table:
+    """``batch`` as a table whose columns :func:`_sqlite_schema`'s types take by a plain cast: the
+    integers, floats, booleans and text as they are, the others through :func:`_plain` (Polars), whose
+    conversions (JSON, ISO 8601 times) are the export's."""
+    table = pa.Table.from_batches([batch])
+    other = [f.name for f in batch.schema if not _casts_plainly(f.type)]
+    if not other:
+        return table
+    frame = pl.from_arrow(table.select(other))
+    assert isinstance(frame, pl.DataFrame)
+    converted = _plain(frame).to_arrow()
+    for name in other:
+        table = table.set_column(table.schema.get_field_index(name), name, converted.column(name))
+    return table
+
+
+def _casts_plainly(t: pa.DataType) -> bool:
+    """Whether Arrow's cast of a column of type ``t`` to its :func:`_sqlite_schema` type is :func:`_plain`'s."""
+    return (
+        pa.types.is_boolean(t)
+        or pa.types.is_signed_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+    )
 
 
 def _plain(frame: pl.DataFrame) -> pl.DataFrame:
