@@ -66,7 +66,7 @@ class _Progress:
 
 
 def ingest(trace: Path, store: Path) -> dict[str, object]:
-    from traceq.ingest.ingest import ingest as run  # imported before the clock starts
+    from traceq.ingestion.ingest import ingest as run  # imported before the clock starts
 
     stages = _Stages()
     start = time.perf_counter()

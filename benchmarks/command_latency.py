@@ -60,7 +60,7 @@ def wall(argv: list[str], env: dict[str, str]) -> float:
 def make_store(store: Path) -> str:
     """Ingest the sample into ``store`` with its report metrics stored; return the run's name."""
     code = (
-        "import sys, traceq; from traceq.ingest import metrics; "
+        "import sys, traceq; from traceq.ingestion import metrics; "
         "metrics.STORE_MIN_EVENTS = metrics.DIAGNOSIS_MIN_EVENTS = 0; "
         "traceq.ingest([sys.argv[1]], store=sys.argv[2], jobs=1, name='bench')"
     )

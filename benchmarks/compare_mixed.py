@@ -63,7 +63,9 @@ def main() -> None:
             big = work / f"{label}_x{copies}.json.gz"
             replicate(source, big, copies)
             # FP32 as a store written by an older traceq holds it: its metrics not stored
-            stored = "" if label == "fp16" else "from traceq.ingest import metrics; metrics.STORE_MIN_EVENTS = 10**12; "
+            stored = (
+                "" if label == "fp16" else "from traceq.ingestion import metrics; metrics.STORE_MIN_EVENTS = 10**12; "
+            )
             code = f"import sys, traceq; {stored}traceq.ingest([sys.argv[1]], store=sys.argv[2], name=sys.argv[3])"
             subprocess.run([sys.executable, "-c", code, str(big), str(store), label], check=True)
     rounds: dict[str, list[float]] = {"report fp16 (stored metrics)": [], "report fp32 (no stored metrics)": [],

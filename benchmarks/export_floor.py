@@ -52,7 +52,7 @@ DEFAULT_TRACES = [
 
 def perfetto(store: Path, out: Path) -> dict[str, object]:
     from traceq.export import export
-    from traceq.query.engine import Session
+    from traceq.querying.engine import Session
     from traceq.store import Store
 
     st = Store(store)
@@ -140,7 +140,7 @@ def in_fresh_process(what: str, *paths: Path, source: Path | None = None) -> dic
 
 
 def ingest(paths: list[Path], store: Path) -> None:
-    from traceq.ingest.ingest import ingest as run
+    from traceq.ingestion.ingest import ingest as run
 
     run(paths, store=store)
 

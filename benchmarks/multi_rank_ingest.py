@@ -31,7 +31,7 @@ DEFAULT = ROOT / "sample_traces/ddp/fp16/ddp_fp16_rank0.json.gz"
 _CHILD = """
 import json, sys, time
 import traceq
-from traceq.ingest.task import peak_rss_bytes
+from traceq.ingestion.task import peak_rss_bytes
 files, store, jobs, executor = json.loads(sys.argv[1])
 start = time.perf_counter()
 rows = traceq.ingest(files, store=store, name="job", jobs=jobs, executor=executor)

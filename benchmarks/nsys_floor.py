@@ -71,7 +71,7 @@ class _Stages:
 
 
 def ingest(db: Path, store: Path) -> dict[str, object]:
-    from traceq.ingest.ingest import ingest as run  # imported before the clock starts (traceq names it lazily)
+    from traceq.ingestion.ingest import ingest as run  # imported before the clock starts (traceq names it lazily)
 
     stages = _Stages()
     start = time.perf_counter()

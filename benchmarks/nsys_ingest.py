@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import traceq
-import traceq.ingest.ingest  # loaded before any clock starts (traceq names its API lazily)
+import traceq.ingestion.ingest  # loaded before any clock starts (traceq names its API lazily)
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared/traces/nsys/nsys_conformer_fp16_b4.sqlite.gz"
 

@@ -147,10 +147,10 @@ def stored_name(r: Run) -> str:
 
 def replay_all(rs: dict[str, Run], store_dir: str) -> None:
     import traceq
-    from traceq.analysis.replay.api import Replayer
     from traceq.analysis.replay.engine import replay
     from traceq.analysis.replay.overhead import OverheadModel, overhead_scenario
-    from traceq.query.engine import Session
+    from traceq.analysis.replay.replayer import Replayer
+    from traceq.querying.engine import Session
     from traceq.store import Store
 
     store = Store(store_dir)
@@ -194,8 +194,8 @@ def main() -> None:
     a = ap.parse_args()
     rs = runs()
     replay_all(rs, a.store or tempfile.mkdtemp(prefix="replay-accuracy-"))
-    from traceq.analysis.replay.compare import compare_replayers
     from traceq.analysis.replay.overhead import ALPHA, RATIO_SHARE, OverheadModel
+    from traceq.analysis.replay.verdict import compare_replayers
 
     traced_runs = {k: r for k, r in rs.items() if r.curve}
     only = {k: r for k, r in rs.items() if not r.curve}

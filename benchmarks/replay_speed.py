@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import traceq
 from traceq.analysis.replay import Replayer, build_graph, load_timeline, overhead_scenario, replay
-from traceq.analysis.replay.api import QUERIES
-from traceq.query.engine import Session
+from traceq.analysis.replay.replayer import QUERIES
+from traceq.querying.engine import Session
 from traceq.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,7 +68,7 @@ def compare_cost(pair: list[Path], copies: int, rounds: int, repeat: int) -> Non
     from report_speed import timed as cli
 
     from traceq.analysis.compare import compare, comparison_sessions
-    from traceq.analysis.replay.compare import compare_replayers
+    from traceq.analysis.replay.verdict import compare_replayers
 
     with tempfile.TemporaryDirectory(prefix="replay-compare-bench-") as work:
         store, names = Path(work) / "store", []

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from traceq.analysis.report import run_report
-from traceq.query.engine import Session
+from traceq.querying.engine import Session
 from traceq.store import Store
 
 

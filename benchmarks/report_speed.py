@@ -29,7 +29,7 @@ _CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
 from traceq.cli import app
-from traceq.ingest.task import peak_rss_bytes
+from traceq.ingestion.task import peak_rss_bytes
 sys.argv = ["traceq", *json.loads(sys.argv[1])]
 try:
     app(standalone_mode=False)

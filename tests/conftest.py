@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - not POSIX: each worker builds its own
 
 import traceq
 from traceq.cli import app
-from traceq.ingest.ingest import run_name
+from traceq.ingestion.ingest import run_name
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
@@ -138,7 +138,7 @@ def window_offsets(store: Path, run: str | None = None, rank: int | None = None)
     """traceq's analysis window of each step (``_windows``: a window ends when its step is done on the host
     and on the GPU) as ns offsets from the step's own start, so that a test computing from the raw file
     can place each window on the file's clock by the step event both read."""
-    from traceq.query.engine import query
+    from traceq.querying.engine import query
 
     windows = query("_windows", store, run).filter(pl.col("step").is_not_null())
     if rank is not None:

@@ -7,8 +7,8 @@ itself; two stages of one rank never import each other)::
     0  floor     _version, errors, schema, _utils/       (import no other stage)
     1  model     the model build: ids, nesting, links, steps, kernel classes
     2  readers   input formats -> canonical tables        store    the Parquet store
-    3  query     the SQL engine, the query files, the stored metrics' layout
-    4  ingest    files -> readers -> store (+ metrics)    analysis reports, comparisons, findings
+    3  querying  the SQL engine, the query files, the stored metrics' layout
+    4  ingestion  files -> readers -> store (+ metrics)    analysis reports, comparisons, findings
     5  render    every result in every output format      export   runs as files for other tools
     6  facade    traceq/__init__.py, the Python API       cli      the traceq command
 
@@ -36,8 +36,8 @@ RANKS = {
     "model": 1,
     "readers": 2,
     "store": 2,
-    "query": 3,
-    "ingest": 4,
+    "querying": 3,
+    "ingestion": 4,
     "analysis": 4,
     "render": 5,
     "export": 5,
@@ -67,7 +67,7 @@ REGISTRY = "traceq.analysis.causes"
 #: Words that are cause ids but name something else where they are written: word -> (modules, why).
 HOMONYMS: dict[str, tuple[set[str], str]] = {
     "cast_overhead": (
-        {"traceq.query.stored", "traceq.analysis.evidence", "traceq.analysis.report", "traceq.render.reports"},
+        {"traceq.querying.stored", "traceq.analysis.evidence", "traceq.analysis.report", "traceq.render.reports"},
         "the metric query queries/cast_overhead.sql, and the report's headline key (calls, CPU and GPU ms of "
         "casts) named after it",
     ),
@@ -232,9 +232,9 @@ def test_readers_never_import_ingest_query_analysis_or_render_and_analysis_never
     for module, edges in graph().items():
         imported = {stage(m) for m in edges}
         if stage(module) == "readers":
-            assert not imported & {"ingest", "query", "analysis", "render", "facade", "cli"}, module
+            assert not imported & {"ingestion", "querying", "analysis", "render", "facade", "cli"}, module
         if stage(module) == "analysis":
-            assert "ingest" not in imported, module
+            assert "ingestion" not in imported, module
 
 
 def test_stages_import_only_lower_stages() -> None:

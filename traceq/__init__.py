@@ -8,9 +8,7 @@ the ``traceq`` CLI) pays only for what it uses.
 
 from __future__ import annotations
 
-import sys
 from importlib import import_module
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from traceq._version import __version__
@@ -19,8 +17,8 @@ from traceq.errors import InputError, QueryError, StoreError, TraceqError
 if TYPE_CHECKING:
     from traceq.analysis.results import Comparison, RunReport
     from traceq.api import check, compare, remove_run, rename_run, run_report, runs
-    from traceq.ingest.ingest import ingest
-    from traceq.query.engine import query, sql
+    from traceq.ingestion.ingest import ingest
+    from traceq.querying.engine import query, sql
     from traceq.readers import read_trace
     from traceq.store import Store
 
@@ -31,27 +29,15 @@ _HOMES = {
     "Store": "traceq.store",
     "check": "traceq.api",
     "compare": "traceq.api",
-    "ingest": "traceq.ingest.ingest",
-    "query": "traceq.query.engine",
+    "ingest": "traceq.ingestion.ingest",
+    "query": "traceq.querying.engine",
     "read_trace": "traceq.readers",
     "remove_run": "traceq.api",
     "rename_run": "traceq.api",
     "run_report": "traceq.api",
     "runs": "traceq.api",
-    "sql": "traceq.query.engine",
+    "sql": "traceq.querying.engine",
 }
-
-
-class _Api(ModuleType):
-    """This module: ``traceq.ingest`` and ``traceq.query`` name the API's functions, though they are also
-    subpackages, whose import would otherwise rebind the names to themselves."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if not (name in _HOMES and isinstance(value, ModuleType)):
-            super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Api
 
 
 def __getattr__(name: str) -> Any:

@@ -11,8 +11,8 @@ import polars as pl
 from traceq.analysis import report as reporting
 from traceq.analysis.replay.explain import explained_comparison, explained_report
 from traceq.analysis.results import Comparison, RunReport
-from traceq.ingest.ingest import pick_refs, runs_to_report
-from traceq.ingest.run_refs import latest_run
+from traceq.ingestion.ingest import pick_refs, runs_to_report
+from traceq.ingestion.run_refs import latest_run
 from traceq.store import Store, check_store
 from traceq.store import remove_run as _remove_run
 from traceq.store import rename_run as _rename_run

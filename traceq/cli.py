@@ -19,9 +19,9 @@ import typer.core
 from traceq._version import __version__
 from traceq.errors import TraceqError, not_utf8, os_problem
 from traceq.export import Target
-from traceq.ingest import EXECUTORS
+from traceq.ingestion import EXECUTORS
 from traceq.locations import STORE_ENV
-from traceq.query import DEFAULT_TIMEOUT_S
+from traceq.querying import DEFAULT_TIMEOUT_S
 from traceq.render.formats import FrameFormat, ReportFormat
 from traceq.render.text import literal, visible
 
@@ -188,7 +188,7 @@ def ingest(
     Example: traceq ingest sample_traces/paddlefmt_conformer_fp16_b64_2steps.json.gz --name paddle_amp
     Example: traceq ingest sample_traces/ddp/fp32 --name ddp --jobs 2
     """  # fmt: skip
-    from traceq.ingest.ingest import ingest as ingest_files
+    from traceq.ingestion.ingest import ingest as ingest_files
     from traceq.render import render
     from traceq.render.ingested import ingest_lines
 
@@ -337,10 +337,10 @@ def sql(
     Example: traceq sql "select kind, count(*) n, sum(dur_ns) d from events group by kind" --format json
     Example: traceq sql "select step, idle_ns / 1e6 idle_ms from gpu_busy" --run kineto_conformer_fp16_b4_2steps
     """
-    from traceq.query.engine import sql as run_sql
-    from traceq.query.engine import sql_shown
-    from traceq.query.files import read_sql_file
-    from traceq.query.shown import Shown
+    from traceq.querying.engine import sql as run_sql
+    from traceq.querying.engine import sql_shown
+    from traceq.querying.files import read_sql_file
+    from traceq.querying.shown import Shown
     from traceq.render import render
     from traceq.render.cells import SHOWN_ROWS, table
 
@@ -430,7 +430,7 @@ def report(
     """
     from traceq.analysis.replay.explain import explained_comparison, explained_report
     from traceq.analysis.report import TOP_OPS
-    from traceq.ingest.run_refs import latest_run
+    from traceq.ingestion.run_refs import latest_run
     from traceq.render import render
     from traceq.render.html import write_html
 
@@ -452,7 +452,7 @@ def report(
     pattern = _pattern(steps_from)
     top = None if all_ops else TOP_OPS
     if compare:
-        from traceq.ingest.ingest import pick_refs
+        from traceq.ingestion.ingest import pick_refs
 
         named: list[str | None] = [None, None, *runs]
         refs = pick_refs(stored, named[-2], named[-1], pattern)
@@ -489,13 +489,13 @@ def report(
 def _steps_chosen(store: Store, refs: list[str], pattern: str | None) -> Iterator[tuple[Store, list[str]]]:
     """The store and runs to report on; with --steps-from, said on stderr that they are not stored. Runs
     that are stored are found without loading the readers (a file to ingest needs them)."""
-    from traceq.ingest.run_refs import stored_ids
+    from traceq.ingestion.run_refs import stored_ids
 
     ids = stored_ids(store, refs) if pattern is None else None
     if ids is not None:
         yield store, ids
         return
-    from traceq.ingest.ingest import runs_to_report
+    from traceq.ingestion.ingest import runs_to_report
 
     with runs_to_report(store, refs, pattern) as chosen:
         if pattern is not None:
@@ -522,7 +522,7 @@ def query(
     \b
     Example: traceq query gpu_busy --run kineto_conformer_fp16_b4_2steps --format json
     """
-    from traceq.query.engine import query as run_query
+    from traceq.querying.engine import query as run_query
     from traceq.render import render
 
     render(run_query(name, _store(store), run, timeout=timeout, memory_limit=memory_limit), fmt)
@@ -535,7 +535,7 @@ def queries(fmt: FrameFormatOpt = FrameFormat.table) -> None:
     \b
     Example: traceq query gpu_busy --format json
     """
-    from traceq.query.files import list_queries, source_dir
+    from traceq.querying.files import list_queries, source_dir
     from traceq.render import render
 
     render(list_queries(), fmt)
@@ -594,8 +594,8 @@ def export(
     Example: traceq export --to sqlite runs.db
     """
     from traceq.export import export as export_runs
-    from traceq.ingest.ingest import pick_runs, run_id_of
-    from traceq.ingest.run_refs import latest_run
+    from traceq.ingestion.ingest import pick_runs, run_id_of
+    from traceq.ingestion.run_refs import latest_run
 
     if to is None or to[0] not in {t.value for t in Target}:
         raise TraceqError("say what to write: --to perfetto FILE or --to sqlite FILE")

@@ -14,8 +14,8 @@ from tests.conftest import SAMPLES
 from traceq.analysis import compare as comparing
 from traceq.analysis.report import run_report
 from traceq.analysis.results import RunReport
-from traceq.ingest import metrics
-from traceq.query.stored import CACHED, stored_metrics
+from traceq.ingestion import metrics
+from traceq.querying.stored import CACHED, stored_metrics
 from traceq.store import Store
 
 FP32 = SAMPLES / "kineto_conformer_fp32_b4_2steps.json.gz"

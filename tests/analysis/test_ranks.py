@@ -17,7 +17,7 @@ import traceq
 from tests.conftest import SAMPLES, raw_trace, window_offsets
 from traceq.analysis.compare import compare
 from traceq.analysis.report import run_report
-from traceq.query.engine import query
+from traceq.querying.engine import query
 
 DDP = SAMPLES / "ddp"
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}

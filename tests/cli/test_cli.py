@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import SAMPLES, raw_trace, run_cli, tree_state
 from traceq.cli import app
-from traceq.query.engine import close, connect
+from traceq.querying.engine import close, connect
 
 KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
 PADDLE = SAMPLES / "paddle331_cpu_fp32_noshapes.paddle_trace.json.gz"

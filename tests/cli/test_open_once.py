@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import SAMPLES, Ingested, run_cli
 from traceq import store as store_module
-from traceq.query.engine import Session
+from traceq.querying.engine import Session
 from traceq.store import Store
 
 FP32 = SAMPLES / "kineto_conformer_fp32_b4_2steps.json.gz"

@@ -64,8 +64,8 @@ class _Recorder:
 
 
 def test_progress_hears_every_byte_then_each_later_stage(tmp_path: Path, monkeypatch) -> None:
-    from traceq.ingest import metrics
-    from traceq.query.stored import SUMMARY
+    from traceq.ingestion import metrics
+    from traceq.querying.stored import SUMMARY
 
     monkeypatch.setattr(metrics, "STORE_MIN_EVENTS", 0)  # so that this small trace stores metrics (not the diagnosis)
     bars: dict[str, _Recorder] = {}

@@ -14,7 +14,7 @@ import pytest
 import traceq
 from tests.conftest import ROOT, SAMPLES, PairStore, shared
 from traceq.export import Target, export
-from traceq.query.engine import sql
+from traceq.querying.engine import sql
 
 README = " ".join((ROOT / "README.md").read_text().split())  # one line: quotes wrap in the file
 

@@ -14,8 +14,8 @@ import pytest
 
 import traceq
 from tests.conftest import SAMPLES, Ingested, run_cli
-from traceq.query.engine import sql, sql_shown
-from traceq.query.shown import Shown
+from traceq.querying.engine import sql, sql_shown
+from traceq.querying.shown import Shown
 from traceq.render import render
 from traceq.render.cells import SHOWN_ROWS, table
 from traceq.store import Store
@@ -52,7 +52,7 @@ def store(ingested: Ingested) -> Path:
         (("runs",), HEAVY),
         (("sql", "select 1"), ("polars", "pyarrow", "traceq.readers", "traceq.analysis")),
         (("sql", "select kind, count(*) n from events group by kind"), ("polars", "traceq.readers", "traceq.analysis")),
-        (("report", RUN), ("traceq.readers", "traceq.ingest.ingest")),
+        (("report", RUN), ("traceq.readers", "traceq.ingestion.ingest")),
     ],
     ids=" ".join,
 )

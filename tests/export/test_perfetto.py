@@ -20,7 +20,7 @@ from tests.conftest import SHARED
 from tests.export.conftest import TIMELINES, TRACES, run_id
 from tests.export.trace_format import check_trace
 from traceq.export.perfetto import CAUSE_NAMES, write_perfetto
-from traceq.query.engine import Session
+from traceq.querying.engine import Session
 
 _KINDS = (
     "select kind, count(*) n, sum(dur_ns) dur, count(launch_id) launched from events where run_id = '{}' group by kind"

@@ -15,8 +15,8 @@ import traceq
 from tests.conftest import run_cli
 from tests.export.conftest import TRACES, run_id
 from traceq.export.sqlite import SqliteExport, write_sqlite
-from traceq.query.engine import Session
-from traceq.query.files import doc, list_queries, query_text
+from traceq.querying.engine import Session
+from traceq.querying.files import doc, list_queries, query_text
 from traceq.schema import EVENTS, RANK_TABLES
 
 

@@ -249,7 +249,7 @@ def _events(path: Path) -> int:
 
 
 def test_a_file_replaced_after_hashing_is_refused_and_then_stored_as_itself(tmp_path: Path, monkeypatch) -> None:
-    from traceq.ingest import ingest as ingest_module
+    from traceq.ingestion import ingest as ingest_module
 
     trace, store = tmp_path / "trace.json.gz", tmp_path / "store"
     shutil.copyfile(SMALL, trace)
@@ -398,7 +398,7 @@ def test_stale_leftovers_of_dead_processes_are_removed_at_the_next_start(
 
 
 def test_temporary_folders_are_private(store: Path, monkeypatch) -> None:
-    from traceq.ingest import task
+    from traceq.ingestion import task
     from traceq.readers import nsys
 
     modes: list[int] = []

@@ -16,7 +16,7 @@ import pytest
 import traceq.store as store_module
 from tests.conftest import SAMPLES
 from traceq._utils import memory, parent
-from traceq.query import engine
+from traceq.querying import engine
 from traceq.store import Store
 
 #: every case below is counted in the README's reliability tally
@@ -41,7 +41,7 @@ def _running(pid: int) -> bool:
 def test_pool_workers_end_when_their_parent_is_killed(tmp_path: Path) -> None:
     script = tmp_path / "parent.py"
     script.write_text(
-        "import time\nfrom traceq.ingest.executors import run_tasks\n"
+        "import time\nfrom traceq.ingestion.executors import run_tasks\n"
         "if __name__ == '__main__':\n    for _ in run_tasks(time.sleep, [120, 120], jobs=2):\n        pass\n"
     )
     proc = subprocess.Popen([sys.executable, str(script)])

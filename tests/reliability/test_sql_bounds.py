@@ -10,7 +10,7 @@ import pytest
 import traceq
 from tests.conftest import SAMPLES, run_cli
 from traceq.errors import QueryError
-from traceq.query.engine import MAX_DEFAULT_MEMORY, default_memory_limit, memory_bytes
+from traceq.querying.engine import MAX_DEFAULT_MEMORY, default_memory_limit, memory_bytes
 
 KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
 #: 22,786 events with themselves: 519 M pairs, minutes of work

@@ -13,7 +13,7 @@ import pytest
 import traceq
 from tests.conftest import SAMPLES, run_cli
 from traceq.errors import QueryError
-from traceq.query.engine import connect
+from traceq.querying.engine import connect
 
 KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
 
@@ -134,7 +134,7 @@ def test_the_connection_itself_cannot_write_or_reach_outside_the_store(store: Pa
 
 
 def test_a_session_opened_for_users_cannot_write_on_any_of_its_cursors(store: Path, tmp_path: Path) -> None:
-    from traceq.query.engine import Session
+    from traceq.querying.engine import Session
 
     events = _events_file(store)
     before = _digests(store)

@@ -23,8 +23,8 @@ import pytest
 
 import traceq
 from tests.conftest import ROOT, SAMPLES, run_cli, shared
-from traceq.analysis.timeline import timeline
-from traceq.query.engine import Session
+from traceq.analysis.step_lanes import timeline
+from traceq.querying.engine import Session
 from traceq.render.html import CAUSE_COLOURS, CLASS_COLOURS, render_html
 
 PAIR = ("kineto_conformer_fp32_b4_2steps", "kineto_conformer_fp16_b4_2steps")

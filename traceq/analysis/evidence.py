@@ -23,7 +23,7 @@ from traceq.analysis.causes import (
     PYTHON_OVERHEAD,
     UNEXPLAINED,
 )
-from traceq.query.engine import Session
+from traceq.querying.engine import Session
 
 _MS = 1e6
 

@@ -32,8 +32,8 @@ from traceq.analysis.findings import Finding
 from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import RunReport
 from traceq.analysis.split import Split, split
-from traceq.analysis.timeline import timeline
-from traceq.query.engine import Session
+from traceq.analysis.step_lanes import timeline
+from traceq.querying.engine import Session
 from traceq.schema import has_timeline
 from traceq.store import Store
 
@@ -58,7 +58,7 @@ def run_report(
     """Compute the report of one stored run (a run id or a run name; :func:`traceq.run_report` also
     takes a trace file, ingested first).
 
-    ``session``: a :class:`~traceq.query.engine.Session` over this run and others (a comparison's two runs)
+    ``session``: a :class:`~traceq.querying.engine.Session` over this run and others (a comparison's two runs)
     whose metric results are shared; by default one is opened for this run alone. ``top``: how many ops
     the report lists (None: all).
     """

@@ -43,7 +43,7 @@ class Split:
 
 
 @dataclass(frozen=True)
-class Timeline:
+class StepLanes:
     """A run's representative step: its window and the lanes inside it (times in ms from its start)."""
 
     run_id: str
@@ -91,7 +91,7 @@ class RunReport:
     #: per window: its split into causes (ms) and its largest cause
     step_causes: pl.DataFrame = field(default_factory=pl.DataFrame)
     #: ``report --what-if``: per cause the replay models, the fix, the step without the profiler with the
-    #: fix and the saving with its band (:meth:`traceq.analysis.replay.api.Replayer.what_if`); empty otherwise
+    #: fix and the saving with its band (:meth:`traceq.analysis.replay.replayer.Replayer.what_if`); empty otherwise
     what_if: pl.DataFrame = field(default_factory=pl.DataFrame)
     #: ``report --unprofiled``: the step time estimated without the profiler (``Estimate.to_dict()``)
     unprofiled: dict[str, Any] | None = None
@@ -99,7 +99,7 @@ class RunReport:
     #: (each traced gap's causes scaled as the replay changed the gap; idle key ``estimate_rest``: the rest)
     unprofiled_split: Split | None = field(default=None, repr=False)
     #: the representative step (nearest the mean) as lanes to draw (None for summary text)
-    timeline: Timeline | None = field(default=None, repr=False)
+    timeline: StepLanes | None = field(default=None, repr=False)
     #: whether the run is a timeline of events (a trace); False: op tables only (summary text)
     has_timeline: bool = True
 
@@ -151,7 +151,7 @@ class Comparison:
     #: step times measured without the profiler, where given: base_ms, new_ms, delta_ms, traced_delta_ms
     measured: dict[str, float] | None = None
     #: ``report --compare --unprofiled``: both runs' step times estimated without the profiler and the
-    #: verdict on them (``Verdict.to_dict()`` of :mod:`traceq.analysis.replay.compare`)
+    #: verdict on them (``Verdict.to_dict()`` of :mod:`traceq.analysis.replay.verdict`)
     unprofiled: dict[str, Any] | None = None
     #: with ``unprofiled``, for runs of one rank: the estimated difference split by cause (each gap's traced
     #: causes scaled as the replay changed the gap), closing on the difference of the estimates

@@ -22,7 +22,7 @@ from traceq.analysis.causes import (
     MEMORY_COPIES,
 )
 from traceq.analysis.results import Split
-from traceq.query.engine import Session
+from traceq.querying.engine import Session
 
 _MS = 1e6
 _SEARCH, _COPIES = ALGORITHM_SEARCH.id, MEMORY_COPIES.id

@@ -48,7 +48,7 @@ def export(
     from traceq.analysis.report import run_report
     from traceq.export.perfetto import write_perfetto
     from traceq.export.sqlite import write_sqlite
-    from traceq.query.engine import Session
+    from traceq.querying.engine import Session
 
     target, path = Target(to), Path(path)
     ids = list(dict.fromkeys(run_ids))

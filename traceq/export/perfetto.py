@@ -51,8 +51,8 @@ import polars as pl
 from traceq._utils.outputs import atomic_output, check_output, starts_with
 from traceq.analysis.causes import CAUSES, IDLE_CAUSES
 from traceq.model.categories import kind_expr
-from traceq.query.engine import Session
-from traceq.query.files import query_text, requires
+from traceq.querying.engine import Session
+from traceq.querying.files import query_text, requires
 from traceq.readers.source import is_gzip
 from traceq.schema import GPU_WORK_KINDS
 

@@ -41,8 +41,8 @@ import sqlite_utils
 from traceq._utils.outputs import atomic_output, check_output
 from traceq._version import __version__
 from traceq.errors import QueryError
-from traceq.query.engine import Session
-from traceq.query.files import dependency_order, doc, list_queries, query_text
+from traceq.querying.engine import Session
+from traceq.querying.files import dependency_order, doc, list_queries, query_text
 from traceq.schema import KINDS, RANK_TABLES, RUNS, Table
 from traceq.store import Store
 

@@ -1,6 +1,6 @@
 """A run's report or a comparison as one self-contained HTML page: inline SVG charts, no scripts, no network.
 
-The page shows time: a timeline strip of each run's representative step (:mod:`traceq.analysis.timeline`:
+The page shows time: a timeline strip of each run's representative step (:mod:`traceq.analysis.step_lanes`:
 GPU lanes with kernels by class, idle gaps by cause, the launching threads' top-level ops; BASE above NEW
 on one ms scale), a cumulative waterfall on an ms axis (a comparison: BASE's step, each part's change,
 NEW's step; a run: its step built up from its parts), the findings with their evidence, and per-op charts
@@ -22,7 +22,7 @@ from traceq._utils.outputs import atomic_output, check_output, starts_with
 from traceq._utils.words import fixed
 from traceq.analysis.causes import CAUSES, COLOURS
 from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding, Waterfall
-from traceq.analysis.results import Comparison, RunReport, Timeline
+from traceq.analysis.results import Comparison, RunReport, StepLanes
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
 from traceq.render.reports import evidence_text, headline
 
@@ -250,11 +250,11 @@ def _mean_ms(report: RunReport) -> float | None:
     return report.summary.get("mean_step_time_ms")
 
 
-def _timeline_section(shown: list[tuple[str, Timeline, float | None]]) -> list[str]:
+def _timeline_section(shown: list[tuple[str, StepLanes, float | None]]) -> list[str]:
     if not shown:
         return []
 
-    def which(t: Timeline, mean: float | None) -> str:
+    def which(t: StepLanes, mean: float | None) -> str:
         step = f"step {t.step}" if t.step is not None else "the GPU span"
         if t.windows == 1:
             return f"{step}, the only one"
@@ -272,7 +272,7 @@ def _timeline_section(shown: list[tuple[str, Timeline, float | None]]) -> list[s
     ]
 
 
-def host_colours(runs: list[tuple[str, Timeline]]) -> dict[str, str]:
+def host_colours(runs: list[tuple[str, StepLanes]]) -> dict[str, str]:
     """The colour of each host op that gets one of its own (:data:`HOST_COLOURS`): the ops with the most
     time in the runs' host lanes, most first."""
     total: dict[str, float] = {}
@@ -289,7 +289,7 @@ def _text_colour(fill: str) -> str:
     return "#1b1b1b" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#fff"
 
 
-def _lanes_meaning(runs: list[tuple[str, Timeline]]) -> str:
+def _lanes_meaning(runs: list[tuple[str, StepLanes]]) -> str:
     if all(t.gpu.is_empty() for _, t in runs):
         return "No GPU work in this trace: the lanes are the top-level ops of the busiest host threads."
     return (
@@ -298,7 +298,7 @@ def _lanes_meaning(runs: list[tuple[str, Timeline]]) -> str:
     )
 
 
-def _timeline_svg(runs: list[tuple[str, Timeline]], hosts: dict[str, str]) -> str:
+def _timeline_svg(runs: list[tuple[str, StepLanes]], hosts: dict[str, str]) -> str:
     span = max(t.window_ms for _, t in runs) or 1.0
     scale = (WIDTH - _LABEL_W - 20) / span
     out: list[str] = []
@@ -346,7 +346,7 @@ def _rect(start: float, end: float, y: int, scale: float, colour: str, title: st
     return f'<rect {size} fill="{colour}"><title>{_e(title)}</title></rect>'
 
 
-def _legend(runs: list[tuple[str, Timeline]], hosts: dict[str, str]) -> str:
+def _legend(runs: list[tuple[str, StepLanes]], hosts: dict[str, str]) -> str:
     order = list(CLASS_COLOURS)
     present = {c for _, t in runs for c in t.gpu["kernel_class"].to_list()}
     classes = sorted(present, key=lambda c: (order.index(c) if c in order else len(order), c))

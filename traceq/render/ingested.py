@@ -13,7 +13,7 @@ from traceq.render.text import visible
 
 
 def ingest_lines(result: pl.DataFrame, out: TextIO | None = None, err: TextIO | None = None) -> None:
-    """``result`` (what :func:`~traceq.ingest.ingest.ingest` returns) as lines: first the files skipped (on
+    """``result`` (what :func:`~traceq.ingestion.ingest.ingest` returns) as lines: first the files skipped (on
     ``err``, stderr), then each run ingested or found stored (on ``out``, stdout; with its rank where a run
     has several), each followed by its warnings (on ``err``)."""
     out, err = out or sys.stdout, err or sys.stderr

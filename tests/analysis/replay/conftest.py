@@ -11,7 +11,7 @@ import pytest
 import traceq
 from tests.conftest import SAMPLES, SHARED, built_once
 from traceq.analysis.replay import Replayer
-from traceq.query.engine import Session
+from traceq.querying.engine import Session
 from traceq.store import Store
 
 PLANTED = SAMPLES / "planted"

@@ -15,7 +15,7 @@ from tests.analysis.replay.conftest import PLANTED
 from tests.conftest import built_once
 from traceq.analysis.replay import Replayer
 from traceq.analysis.replay.overhead import SEARCH_HIGH, SEARCH_LOW, OverheadModel
-from traceq.query.engine import Session
+from traceq.querying.engine import Session
 from traceq.store import Store
 
 LEASES = sorted(p.parent for p in PLANTED.glob("lease*/manifest.json"))
@@ -123,7 +123,7 @@ def test_autotuning_once_saves_about_what_benchmark_off_saved(replayers, measure
 def test_a_verdict_of_over_a_thousand_per_cent_reads_with_separators(replayers) -> None:
     """The autotuning pair on leaseC: NEW more than ten times BASE's step, in the verdict's words as in its
     numbers (``1,569.2%``), the change computed here from the two estimates."""
-    from traceq.analysis.replay.compare import compare_replayers
+    from traceq.analysis.replay.verdict import compare_replayers
 
     base, new = replayers["leaseC/cudnn_var_nobench_fp16"], replayers["leaseC/cudnn_var_fp16"]
     verdict = compare_replayers(base, new)

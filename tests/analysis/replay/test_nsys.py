@@ -15,7 +15,7 @@ import pytest
 import traceq
 from tests.analysis.replay.conftest import PLANTED
 from traceq.analysis.replay import Replayer
-from traceq.query.engine import Session
+from traceq.querying.engine import Session
 from traceq.store import Store
 
 CAPTURE = "nsys_sync_fp16_3steps"

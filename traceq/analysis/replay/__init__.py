@@ -11,12 +11,12 @@ The reports' use of it is :mod:`traceq.analysis.replay.explain`; the parts (time
 overhead model, scenarios) are in their own modules.
 """
 
-from traceq.analysis.replay.api import Estimate, Replayer, load_timeline, replayer, reproduce, unprofiled, what_if
-from traceq.analysis.replay.compare import Verdict, compare_replayers
 from traceq.analysis.replay.engine import replay
 from traceq.analysis.replay.graph import build_graph
 from traceq.analysis.replay.overhead import overhead_scenario
+from traceq.analysis.replay.replayer import Estimate, Replayer, load_timeline, replayer, reproduce, unprofiled, what_if
 from traceq.analysis.replay.scenario import Scenario
+from traceq.analysis.replay.verdict import Verdict, compare_replayers
 from traceq.analysis.replay.whatif import FIXES, SCENARIOS
 
 __all__ = [

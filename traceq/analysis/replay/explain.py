@@ -19,12 +19,12 @@ import polars as pl
 
 from traceq.analysis.compare import compare, comparison_sessions
 from traceq.analysis.findings import Finding
-from traceq.analysis.replay.api import Replayer
-from traceq.analysis.replay.compare import Verdict, change_words, compare_replayers
 from traceq.analysis.replay.idle_split import IDLE_PIECES, estimated_split, estimated_waterfall, idle_scale_by_cause
+from traceq.analysis.replay.replayer import Replayer
+from traceq.analysis.replay.verdict import Verdict, change_words, compare_replayers
 from traceq.analysis.report import TOP_OPS, run_report
 from traceq.analysis.results import Comparison, RunReport, Split
-from traceq.query.engine import Session
+from traceq.querying.engine import Session
 from traceq.store import Store
 
 

@@ -154,7 +154,7 @@ def overhead_scenario(
 ) -> Scenario:
     """``base`` (the trace by default) with the profiler's cost taken out of every slice; launch latencies
     shrink by what their launch call lost (the GPU work can start as much earlier). ``host_scale``
-    multiplies the CPU time left (a host-speed normalisation, see :mod:`traceq.analysis.replay.compare`)."""
+    multiplies the CPU time left (a host-speed normalisation, see :mod:`traceq.analysis.replay.verdict`)."""
     model = model or OverheadModel()
     W = base.W if base is not None and base.W is not None else graph.nodes["W0"]
     cost = profiler_cost(graph, model, W)

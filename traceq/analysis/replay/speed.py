@@ -4,7 +4,7 @@ Their durations move with the host's speed under the profiler: between the steps
 trivial ops took 25-47% longer in the slowest step of some traces than in the fastest) and between
 traces of one machine (a Conformer's fp32 trace ran them 1.4x slower than its fp16 trace; both were
 measured at about the same speed without the profiler). A comparison of two runs can scale one run's host
-time to the other's speed (:mod:`traceq.analysis.replay.compare`).
+time to the other's speed (:mod:`traceq.analysis.replay.verdict`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One rank of one run: the compact frames the replay reads (loaded by :mod:`traceq.analysis.replay.api` from
+"""One rank of one run: the compact frames the replay reads (loaded by :mod:`traceq.analysis.replay.replayer` from
 the query files ``replay_host``, ``replay_gpu``, ``replay_steps``, ``_windows`` and ``_search_calls``).
 
 Times are rebased on the rank's first host range or GPU work (``t0_ns``) so that they fit a float exactly.

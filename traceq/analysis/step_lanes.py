@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceq.analysis.results import Timeline
-from traceq.query.engine import Session
+from traceq.analysis.results import StepLanes
+from traceq.querying.engine import Session
 
 _MS = 1e6
 
 
-def timeline(session: Session, run_id: str) -> Timeline | None:
+def timeline(session: Session, run_id: str) -> StepLanes | None:
     """The representative step of ``run_id`` (None where the run has no window: summary text)."""
     step = session.query("_typical_step").filter(pl.col("run_id") == run_id)
     if step.is_empty():
@@ -27,7 +27,7 @@ def timeline(session: Session, run_id: str) -> Timeline | None:
     def lanes(name: str) -> pl.DataFrame:
         return session.query(name).filter(pl.col("run_id") == run_id).drop("run_id", "rank")
 
-    return Timeline(
+    return StepLanes(
         run_id=run_id,
         rank=int(w["rank"]),
         step=w["step"],

@@ -2,7 +2,7 @@
 
 A report of a large run otherwise recomputes every metric from every event (seconds for millions of
 events); with the results stored, ``report`` and ``report --compare`` read small tables. They are
-written at ingest by :mod:`traceq.ingest.metrics` (the same queries of ``queries/``, run over the
+written at ingest by :mod:`traceq.ingestion.metrics` (the same queries of ``queries/``, run over the
 rank's tables) and read here: they are used only when every rank of every run in a session has them
 and they were made by the current query files (a fingerprint of their text); otherwise the session
 computes the metric from the events. Layout::
@@ -32,7 +32,7 @@ SUMMARY: tuple[str, ...] = (
 )
 #: The diagnosis a report reads: idle time by cause and call site, the host calls and searches behind it,
 #: the analysis windows and the idle pieces the HTML page's timeline draws (stored for the largest runs
-#: only: see :data:`traceq.ingest.metrics.DIAGNOSIS_MIN_EVENTS`).
+#: only: see :data:`traceq.ingestion.metrics.DIAGNOSIS_MIN_EVENTS`).
 DIAGNOSIS: tuple[str, ...] = (
     "idle_causes",
     "idle_sites",

@@ -10,9 +10,9 @@ import pytest
 
 import traceq
 from tests.conftest import PairStore, raw_trace, shared, window_offsets
-from traceq.ingest.ingest import run_name
+from traceq.ingestion.ingest import run_name
 from traceq.model.build import build_run_tables
-from traceq.query.engine import query
+from traceq.querying.engine import query
 from traceq.store import Store
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}

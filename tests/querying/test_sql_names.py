@@ -12,8 +12,8 @@ import pytest
 
 import traceq
 from tests.conftest import SAMPLES, raw_trace, run_cli, window_offsets
-from tests.query.test_gpu_busy import _independent_busy
-from traceq.query.engine import sql
+from tests.querying.test_gpu_busy import _independent_busy
+from traceq.querying.engine import sql
 from traceq.schema import TABLES
 
 FP32 = SAMPLES / "kineto_conformer_fp32_b4_2steps.json.gz"

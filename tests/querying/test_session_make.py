@@ -13,10 +13,10 @@ import pytest
 import traceq
 from tests.conftest import SAMPLES
 from traceq.errors import QueryError
-from traceq.query import engine
-from traceq.query.engine import Session
-from traceq.query.files import query_text, requires
-from traceq.query.stored import CACHED
+from traceq.querying import engine
+from traceq.querying.engine import Session
+from traceq.querying.files import query_text, requires
+from traceq.querying.stored import CACHED
 from traceq.store import Store
 
 KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"

@@ -20,10 +20,10 @@ import polars as pl
 from traceq._utils.jobs import default_jobs
 from traceq._version import __version__
 from traceq.errors import InputError, StoreError, TraceqError, as_text
-from traceq.ingest.executors import Executor, run_tasks
-from traceq.ingest.ranks import assign_ranks, natural_key
-from traceq.ingest.run_refs import comparable, looks_like_a_file, picked_refs, stored_id
-from traceq.ingest.task import FileTask, ingest_file
+from traceq.ingestion.executors import Executor, run_tasks
+from traceq.ingestion.ranks import assign_ranks, natural_key
+from traceq.ingestion.run_refs import comparable, looks_like_a_file, picked_refs, stored_id
+from traceq.ingestion.task import FileTask, ingest_file
 from traceq.readers import sniff_format
 from traceq.readers.source import Identity, file_sha256, head_bytes, identity
 from traceq.store import NameTaken, RunWriter, Store, name_problem
@@ -147,7 +147,7 @@ def ingest(
     ``steps_from``: a regular expression naming the host ranges that are the steps (the runs found so are
     other runs than the same files ingested without it). Without ``name`` (or with one file) each file
     becomes one run. With ``name`` and several files or a
-    directory, the files become one multi-rank run, ranked by :func:`traceq.ingest.ranks.assign_ranks`.
+    directory, the files become one multi-rank run, ranked by :func:`traceq.ingestion.ranks.assign_ranks`.
     Files are read in parallel by ``executor``: ``local`` uses ``jobs`` processes (default all cores),
     ``ray`` runs one Ray task per file; each task writes its rank partition itself and every run is
     published atomically once all its ranks are written. Content already stored (same sha256) is

@@ -17,8 +17,8 @@ import pytest
 import traceq
 from tests.conftest import ROOT, SAMPLES, shared
 from traceq.model.kernel_classes import KERNEL_CLASSES
-from traceq.query.engine import Session
-from traceq.query.files import doc, query_text, requires, source_dir
+from traceq.querying.engine import Session
+from traceq.querying.files import doc, query_text, requires, source_dir
 from traceq.schema import GPU_WORK_KINDS, TABLES
 
 FILES = sorted(source_dir().glob("*.sql"))
@@ -143,7 +143,7 @@ def test_no_metric_sql_outside_the_query_files() -> None:
     """What ingests, analyses, renders and exports reads comes from query files: the only SQL there,
     f-strings included, is the catalog read and the SQLite export's generic copies (:data:`_GENERIC_COPIES`)."""
     found = []
-    for stage in ("ingest", "analysis", "render", "export"):
+    for stage in ("ingestion", "analysis", "render", "export"):
         for path in sorted((ROOT / "traceq" / stage).rglob("*.py")):
             module = path.relative_to(ROOT).as_posix()
             allowed = {_CATALOG_READ, *_GENERIC_COPIES.get(module, ())}

@@ -17,8 +17,8 @@ import pytest
 
 import traceq
 from tests.conftest import SAMPLES, raw_trace, run_cli, tree_state
-from traceq.ingest import executors
-from traceq.ingest.ranks import assign_ranks
+from traceq.ingestion import executors
+from traceq.ingestion.ranks import assign_ranks
 
 DDP32 = SAMPLES / "ddp" / "fp32"
 DDP16 = SAMPLES / "ddp" / "fp16"

@@ -27,7 +27,7 @@ from traceq.analysis.replay.speed import step_spread
 from traceq.analysis.replay.timeline import Timeline, timeline_from_frames
 from traceq.analysis.replay.whatif import CHANGES, FIXES, SCENARIOS
 from traceq.errors import QueryError
-from traceq.query.engine import Session
+from traceq.querying.engine import Session
 
 #: The query files a replay reads (made once per session, for all its runs).
 QUERIES = ("replay_host", "replay_gpu", "replay_steps", "_windows", "_search_calls")

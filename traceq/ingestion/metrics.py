@@ -1,4 +1,4 @@
-"""The metric results stored at ingest beside each rank's tables (read back by :mod:`traceq.query.stored`).
+"""The metric results stored at ingest beside each rank's tables (read back by :mod:`traceq.querying.stored`).
 
 Only ranks of at least :data:`STORE_MIN_EVENTS` events get them: for smaller ones recomputing is
 cheaper than storing. The stored results are the same queries of ``queries/`` run over the rank's
@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 
 from traceq.errors import QueryError
-from traceq.query.engine import Session, available_memory
-from traceq.query.stored import DIAGNOSIS, FINGERPRINT, FOLDER, SUMMARY, fingerprint
+from traceq.querying.engine import Session, available_memory
+from traceq.querying.stored import DIAGNOSIS, FINGERPRINT, FOLDER, SUMMARY, fingerprint
 from traceq.readers.source import Progress, report_stage
 from traceq.store import write_parquet
 
@@ -30,7 +30,7 @@ def stores_metrics(n_events: int) -> bool:
     return n_events >= max(STORE_MIN_EVENTS, 1)
 
 
-#: The diagnosis (:data:`~traceq.query.stored.DIAGNOSIS`) is stored too from this many events per rank.
+#: The diagnosis (:data:`~traceq.querying.stored.DIAGNOSIS`) is stored too from this many events per rank.
 #: It costs about as much as the rest of an ingest, paid once at ingest or by every report: below about
 #: 2 M events a report computes it in seconds; above, reports would take tens of seconds and gigabytes
 #: each time (README, "Performance"; benchmarks/README.md, "Constants in the code").
@@ -49,7 +49,7 @@ def stored_names(n_events: int) -> tuple[str, ...]:
 #: when they start, within these bounds, bytes: the upper bound keeps the ingest's peak under about 1 GB,
 #: the lower one lets a machine short of memory still finish, more slowly (benchmarks/README.md, eighth
 #: and ninth rounds). A query that cannot keep to the limit runs again on fewer DuckDB threads, then
-#: without it (see :meth:`traceq.query.engine.Session.over_ranks`).
+#: without it (see :meth:`traceq.querying.engine.Session.over_ranks`).
 BOUNDED_MEMORY_MIN, BOUNDED_MEMORY_MAX = 256 * 10**6, 640 * 10**6
 
 

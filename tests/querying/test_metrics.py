@@ -13,7 +13,7 @@ import pytest
 import traceq
 from tests.conftest import PairStore, raw_trace, shared, window_offsets
 from tests.raw_casts import raw_conversions
-from traceq.query.engine import query
+from traceq.querying.engine import query
 
 STEP = re.compile(r"^ProfilerStep#(\d+)")
 

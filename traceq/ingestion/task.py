@@ -21,7 +21,7 @@ import polars as pl
 from traceq._utils.memory import release_free_memory
 from traceq._utils.words import count
 from traceq.errors import StoreError, TraceqError, as_text
-from traceq.ingest import metrics
+from traceq.ingestion import metrics
 from traceq.model.steps import step_rule
 from traceq.readers import ReadResult, read_trace
 from traceq.readers.source import hashing_reads, identity, report_stage

@@ -30,10 +30,10 @@ from traceq._utils.on_first_use import OnFirstUse
 from traceq._utils.signal_watch import calling_on_signal
 from traceq.errors import QueryError, StoreError, TraceqError
 from traceq.model.step_names import STEP_NAME
-from traceq.query import DEFAULT_TIMEOUT_S
-from traceq.query.files import dependency_order, doc, query_names, query_text, requires, used_queries
-from traceq.query.shown import PLAIN, Shown, numeric, shown
-from traceq.query.stored import stored_files
+from traceq.querying import DEFAULT_TIMEOUT_S
+from traceq.querying.files import dependency_order, doc, query_names, query_text, requires, used_queries
+from traceq.querying.shown import PLAIN, Shown, numeric, shown
+from traceq.querying.stored import stored_files
 from traceq.schema import RUNS, TABLES, keys_of
 from traceq.store import Damage, Store, check_store
 
@@ -302,7 +302,7 @@ def sql_shown(
     memory_limit: int | str | None = None,
 ) -> Shown | pl.DataFrame:
     """:func:`sql`'s result for a terminal table of at most ``shown_rows`` rows: where every column is
-    text, a boolean or a number DuckDB gives as Python shows it (:data:`~traceq.query.shown.PLAIN`) and
+    text, a boolean or a number DuckDB gives as Python shows it (:data:`~traceq.querying.shown.PLAIN`) and
     no column name repeats, the rows the table shows, fetched without a frame (:func:`shown`); else the
     frame."""
     with _users_query(query, store, runs, timeout, memory_limit) as (con, result):

@@ -1,7 +1,7 @@
 """Which run a reference names: a run id, a unique run id prefix, a run name or a trace file; the run
 ingested last; BASE and NEW of a comparison. Read from the store's catalog only (its rows, without Polars
 where the store has their copies), never loading the readers: a trace file that is not stored is named as
-such (None), and ingested by the caller (:func:`traceq.ingest.ingest.run_id_of`)."""
+such (None), and ingested by the caller (:func:`traceq.ingestion.ingest.run_id_of`)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def latest_run(store: Store) -> str:
 def picked_refs(
     store: Store, base_ref: str | None, new_ref: str | None, stored: Callable[[str], str | None]
 ) -> tuple[str, str]:
-    """BASE and NEW as :func:`traceq.ingest.ingest.pick_runs` picks them, as references (run ids, names or
+    """BASE and NEW as :func:`traceq.ingestion.ingest.pick_runs` picks them, as references (run ids, names or
     files); ``stored``: the run id of a reference in ``store`` (None: a file not stored, whose BASE is the
     run ingested last)."""
     if new_ref is None and base_ref is not None:
@@ -61,7 +61,7 @@ def comparable(store: Store, base: tuple[str, str], new: tuple[str, str]) -> Non
 
 def stored_ids(store: Store, refs: list[str]) -> list[str] | None:
     """The run ids ``refs`` name where each names a stored run; None where one does not (a trace file to
-    ingest, or no run: :func:`traceq.ingest.ingest.run_id_of` says which)."""
+    ingest, or no run: :func:`traceq.ingestion.ingest.run_id_of` says which)."""
     try:
         return [store.resolve(ref) for ref in refs]
     except StoreError:

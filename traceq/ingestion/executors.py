@@ -17,7 +17,7 @@ from typing import Any, Literal
 from traceq._utils.jobs import default_jobs
 from traceq._utils.parent import exit_with_parent
 from traceq.errors import TraceqError
-from traceq.ingest import EXECUTORS
+from traceq.ingestion import EXECUTORS
 
 Executor = Literal["local", "ray"]
 RAY_ADDRESS_ENV = "RAY_ADDRESS"

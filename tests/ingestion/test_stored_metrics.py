@@ -11,10 +11,10 @@ import pytest
 import traceq
 from tests.conftest import SAMPLES, shared
 from traceq.errors import QueryError
-from traceq.ingest import metrics
+from traceq.ingestion import metrics
 from traceq.model import on_disk
-from traceq.query.engine import Session
-from traceq.query.stored import CACHED, DIAGNOSIS, SUMMARY, stored_files, stored_metrics
+from traceq.querying.engine import Session
+from traceq.querying.stored import CACHED, DIAGNOSIS, SUMMARY, stored_files, stored_metrics
 from traceq.store import Store
 
 
@@ -96,7 +96,7 @@ def test_summary_text_runs_store_no_metrics(store_dir: Path) -> None:
 
 
 def test_the_diagnosis_is_stored_from_its_own_size_on(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Below :data:`~traceq.ingest.metrics.DIAGNOSIS_MIN_EVENTS` a rank stores the summary metrics alone, and
+    """Below :data:`~traceq.ingestion.metrics.DIAGNOSIS_MIN_EVENTS` a rank stores the summary metrics alone, and
     a report computes the diagnosis from its events: the same report as from a run that stored it."""
     full = traceq.ingest([RUNS["kineto"]], store=store_dir / "full", jobs=1)["run_id"][0]
     monkeypatch.setattr(metrics, "DIAGNOSIS_MIN_EVENTS", 10**12)

@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from traceq.analysis.replay.api import Estimate, Replayer
 from traceq.analysis.replay.overhead import RATIO_SHARE
+from traceq.analysis.replay.replayer import Estimate, Replayer
 from traceq.analysis.replay.speed import speed_ratio
 
 #: Host speed ratio between two traces above which the slower one is scaled to the faster one's speed.
