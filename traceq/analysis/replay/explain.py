@@ -42,12 +42,12 @@ def replay_report(
     replayer: Replayer,
     what_if: bool,
     unprofiled: bool,
-    pieces: pl.DataFrame | None = None,
+    session: Session | None = None,
     host_scale: float = 1.0,
 ) -> RunReport:
     """``report`` with the replay's what-ifs on its findings and the step without the profiler, as asked;
-    with ``pieces`` (``_idle_pieces``), that step split by cause (:func:`split_of_estimate`). ``host_scale``:
-    the host speed scaling the estimate was made with (a comparison's)."""
+    with the ``session`` the report read, that step split by cause (:func:`split_of_estimate`).
+    ``host_scale``: the host speed scaling the estimate was made with (a comparison's)."""
     notes = list(report.notes)
     if report.run.get("n_ranks", 1) > 1:
         notes.append(f"The replay is of rank {replayer.timeline.rank}; the other ranks are not replayed.")
@@ -63,7 +63,7 @@ def replay_report(
     if unprofiled:
         estimated = replayer.unprofiled(host_scale)
         estimate = estimated.to_dict()
-        split = split_of_estimate(report, replayer, estimated.step_ms, pieces, host_scale)
+        split = split_of_estimate(report, replayer, estimated.step_ms, session, host_scale)
     findings = with_what_if(report.findings, frame) if what_if else report.findings
     return dataclasses.replace(
         report, findings=findings, what_if=frame, unprofiled=estimate, unprofiled_split=split, notes=notes
@@ -71,15 +71,16 @@ def replay_report(
 
 
 def split_of_estimate(
-    report: RunReport, replayer: Replayer, step_ms: float, pieces: pl.DataFrame | None, host_scale: float = 1.0
+    report: RunReport, replayer: Replayer, step_ms: float, session: Session | None, host_scale: float = 1.0
 ) -> Split | None:
-    """The step estimated without the profiler split by cause (:func:`estimated_split`), or None: without
-    ``pieces``, for a run of several ranks (one is replayed), or where the steps are no host ranges (an
-    nsys capture's one window, whose end the replay cannot move: the time it takes out of gaps would stay
-    in the window as rest)."""
+    """The step estimated without the profiler split by cause (:func:`estimated_split`, from the traced
+    ``_idle_pieces`` of ``session``), or None: without a session, for a run of several ranks (one is
+    replayed), or where the steps are no host ranges (an nsys capture's one window, whose end the replay
+    cannot move: the time it takes out of gaps would stay in the window as rest)."""
     tl = replayer.timeline
-    if pieces is None or report.split is None or report.run.get("n_ranks", 1) != 1 or tl.steps["row"].is_null().all():
+    if session is None or report.split is None or report.run.get("n_ranks", 1) != 1 or tl.steps["row"].is_null().all():
         return None
+    pieces = session.query(IDLE_PIECES)  # made by the report already, unless its metrics were stored
     scale = idle_scale_by_cause(tl, replayer.unprofiled_replay(replayer.model, host_scale), pieces)
     return estimated_split(report.split, scale, step_ms)
 
@@ -152,17 +153,14 @@ def with_replay(
         return result
     if why_not is not None:
         return dataclasses.replace(result, notes=[*result.notes, why_not])
-    run_ids = [r.run["run_id"] for r in reports]
     if session is None:
+        run_ids = [r.run["run_id"] for r in reports]
         with Session(Store.of(store), run_ids, own_queries=True) as opened:
-            replayers = [Replayer.load(opened, run_id) for run_id in run_ids]
-            pieces = [opened.query(IDLE_PIECES)] * len(run_ids) if unprofiled else [None] * len(run_ids)
-    else:
-        sessions = session if isinstance(session, tuple) else (session, session)
-        replayers = [Replayer.load(s, run_id) for s, run_id in zip(sessions, run_ids, strict=False)]
-        pieces = [s.query(IDLE_PIECES) if unprofiled else None for s in sessions[: len(run_ids)]]
+            return with_replay(result, store, what_if, unprofiled, opened)
+    sessions = session if isinstance(session, tuple) else (session, session)
+    replayers = [Replayer.load(s, r.run["run_id"]) for s, r in zip(sessions, reports, strict=False)]
     if isinstance(result, RunReport):
-        return replay_report(result, replayers[0], what_if, unprofiled, pieces[0])
+        return replay_report(result, replayers[0], what_if, unprofiled, sessions[0])
     base, new = replayers
     changes: dict[str, object] = {}
     if what_if:
@@ -178,8 +176,8 @@ def with_replay(
         changes["verdict"] = unprofiled_verdict(verdict, result)
         changes["notes"] = [*result.notes, *verdict.notes]
         estimates, scales = (verdict.base, verdict.new), (verdict.base_scale, verdict.new_scale)
-        sides = zip(reports, replayers, estimates, pieces, scales, strict=True)
-        splits = [split_of_estimate(r, rp, e.step_ms, p, k) for r, rp, e, p, k in sides]
+        sides = zip(reports, replayers, estimates, sessions, scales, strict=True)
+        splits = [split_of_estimate(r, rp, e.step_ms, s, k) for r, rp, e, s, k in sides]
         if splits[0] is not None and splits[1] is not None:
             changes["unprofiled_waterfall"] = estimated_waterfall(splits[0], splits[1])
     return dataclasses.replace(result, **changes)  # type: ignore[arg-type]
