@@ -147,13 +147,17 @@ def test_a_run_built_on_disk_stores_the_same_events_and_metrics(
     assert events.height > 5 * on_disk.BUCKET_ROWS
     assert events.equals(expected)
     assert not list((store_dir / "tmp").iterdir())  # the model's files went with the spill folder
-    store = Store(store_dir)
+    _assert_stored_metrics_are_the_queries(Store(store_dir), run_id, Store(tmp_path / "memory"), in_memory)
+
+
+def _assert_stored_metrics_are_the_queries(store: Store, run_id: str, reference: Store, reference_id: str) -> None:
+    """Each stored metric of ``run_id`` equals the query computed from the events of the same trace
+    ingested in memory (``reference_id`` in ``reference``), row for row."""
     with Session(store, [run_id]) as session:
         for name in CACHED:
             stored = _gaps_by_start(session.query(name))
             key = [c for c in stored.columns if stored.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
-            live = _live(Store(tmp_path / "memory"), in_memory, name).with_columns(pl.lit(run_id).alias("run_id"))
-            live = _gaps_by_start(live)
+            live = _gaps_by_start(_live(reference, reference_id, name).with_columns(pl.lit(run_id).alias("run_id")))
             assert stored.sort(key, nulls_last=True).equals(live.cast(stored.schema).sort(key, nulls_last=True)), name
 
 
@@ -183,13 +187,7 @@ def test_metrics_that_cannot_keep_to_the_limit_are_computed_without_it(
     monkeypatch.setattr(metrics, "bounded_memory_limit", lambda: "1MB")
     run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
     assert memory_limits == [None, "1MB"]
-    with Session(Store(store_dir), [run_id]) as session:
-        for name in CACHED:
-            stored = _gaps_by_start(session.query(name))
-            key = [c for c in stored.columns if stored.schema[c] in (pl.String, pl.Int64, pl.Int32, pl.Boolean)]
-            live = _live(Store(tmp_path / "memory"), in_memory, name).with_columns(pl.lit(run_id).alias("run_id"))
-            live = _gaps_by_start(live)
-            assert stored.sort(key, nulls_last=True).equals(live.cast(stored.schema).sort(key, nulls_last=True)), name
+    _assert_stored_metrics_are_the_queries(Store(store_dir), run_id, Store(tmp_path / "memory"), in_memory)
 
 
 def test_a_metric_that_fails_leaves_the_run_ingested_without_stored_metrics(
