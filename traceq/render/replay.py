@@ -39,8 +39,16 @@ def unprofiled_lines(estimate: dict[str, Any]) -> list[str]:
     cost = traced - step
     lines = [
         f"estimated {step:,.2f} ms per step (band {estimate['low_ms']:,.2f} to {estimate['high_ms']:,.2f}) against "
-        f"{traced:,.2f} ms traced: the profiler's own cost is about {cost:,.2f} ms per step ({cost / traced:.0%})"
+        f"{traced:,.2f} ms traced: {_taken_out(estimate)} about {cost:,.2f} ms per step ({cost / traced:.0%})"
         if traced and cost >= 0
         else f"estimated {step:,.2f} ms per step against {traced:,.2f} ms traced"
     ]
     return lines + [f"note: {note}" for note in estimate.get("notes", [])]
+
+
+def _taken_out(estimate: dict[str, Any]) -> str:
+    """What the difference between a traced step and its estimate is: the profiler's cost, and the host
+    speed where a comparison scaled this run's host time to the other's."""
+    if estimate.get("host_scale", 1.0) != 1.0:
+        return "the profiler's cost and the host-speed scaling take"
+    return "the profiler's own cost is"

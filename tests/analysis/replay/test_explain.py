@@ -104,6 +104,12 @@ def test_the_waterfall_closes_on_the_estimated_difference(replay_store):
     assert last["NEW - BASE"] / last["BASE ms"] * 100 == pytest.approx(est["change_pct"], abs=0.05)
     assert traced["NEW - BASE"] + taken["NEW - BASE"] == pytest.approx(last["NEW - BASE"], abs=2e-3)
     assert (last["NEW - BASE"] > 0) == (est["change_pct"] > 0) != (traced["NEW - BASE"] > 0)  # the flip
+    from traceq.render.replay import unprofiled_lines
+
+    for side in ("base", "new"):  # a run whose host time was scaled is not said to lose the profiler's cost alone
+        scaled = est["scaled"] == side
+        assert est[side]["host_scale"] != 1.0 if scaled else est[side]["host_scale"] == 1.0
+        assert ("host-speed scaling" in unprofiled_lines(est[side])[0]) == scaled
     plain = waterfall_table(compare(base, new, replay_store))
     assert plain["part"][-1] == "= step time (mean), NEW - BASE"  # traced only: the traced steps alone
 

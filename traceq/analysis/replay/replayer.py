@@ -64,6 +64,8 @@ class Estimate:
     per_step: pl.DataFrame
     notes: list[str] = field(default_factory=list)
     width: float = 0.0
+    #: what the host CPU time left was multiplied by (1.0: not scaled; a comparison's host-speed scaling)
+    host_scale: float = 1.0
 
     @property
     def profiler_ms(self) -> float:
@@ -79,6 +81,7 @@ class Estimate:
             "high_ms": round(self.high_ms, 3),
             "band_width": round(self.width, 4),
             "profiler_ms": round(self.profiler_ms, 3),
+            "host_scale": round(self.host_scale, 3),
             "per_step": self.per_step.to_dicts(),
             "notes": self.notes,
         }
@@ -189,6 +192,7 @@ class Replayer:
             per_step=per_step,
             notes=notes,
             width=width,
+            host_scale=host_scale,
         )
 
     def _searched(self) -> bool:
