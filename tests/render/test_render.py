@@ -77,7 +77,8 @@ def test_findings_are_typed_and_written_with_the_json_keys(results: dict[str, Re
     assert comparison.findings and all(isinstance(f, Finding) for f in comparison.findings)
     written = json.loads(_written(comparison, Format.json))
     for finding, row in zip(comparison.findings, written["findings"], strict=True):
-        assert list(row) == ["id", "title", "impact_ms", "evidence", "next_step"]
+        extra = ["unprofiled_ms"] if finding.unprofiled_ms is not None else []
+        assert list(row) == ["id", "title", "impact_ms", "evidence", "next_step", *extra]
         assert (row["id"], row["title"]) == (finding.id, finding.title)
     parts = written["waterfall"]
     assert [p["part"] for p in parts] == [p.part for p in comparison.waterfall.parts]  # every cause, in order

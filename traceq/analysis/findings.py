@@ -17,7 +17,9 @@ class Finding:
     it, its estimated impact in ms per step (for a comparison NEW minus BASE, positive: NEW is slower;
     None for summary text, which has no steps), the numbers behind it and what to try next.
     ``what_if_ms``: where a replay was asked for (``report --what-if``) and can model the cause, the step
-    time it predicts the fix saves, ms per step without the profiler (for a comparison, in NEW)."""
+    time it predicts the fix saves, ms per step without the profiler (for a comparison, in NEW).
+    ``unprofiled_ms``: where the step estimated without the profiler was split by cause, the cause's ms per
+    step in it (for a comparison, its change NEW minus BASE)."""
 
     id: str
     title: str
@@ -25,6 +27,7 @@ class Finding:
     evidence: dict[str, Any]
     next_step: str
     what_if_ms: float | None = None
+    unprofiled_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: ``id``, ``title``, ``impact_ms``, ``evidence``, ``next_step``, and ``what_if_ms``
@@ -38,6 +41,8 @@ class Finding:
         }
         if self.what_if_ms is not None:
             out["what_if_ms"] = self.what_if_ms
+        if self.unprofiled_ms is not None:
+            out["unprofiled_ms"] = self.unprofiled_ms
         return out
 
 

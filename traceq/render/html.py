@@ -23,7 +23,7 @@ from traceq._utils.words import fixed
 from traceq.analysis.causes import CAUSES, COLOURS
 from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding, Waterfall
 from traceq.analysis.results import Comparison, RunReport, StepLanes
-from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
+from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, unprofiled_text, what_if_table
 from traceq.render.reports import evidence_text, headline
 
 if TYPE_CHECKING:
@@ -511,6 +511,9 @@ def _findings(findings: list[Finding], signed: bool) -> list[str]:
         if f.what_if_ms is not None:
             where = " in NEW" if signed else ""
             rows += f"<tr><td>what if fixed{where} (replay)</td><td>{_e(saving_text(f.what_if_ms))}</td></tr>"
+        if f.unprofiled_ms is not None:
+            words, value = unprofiled_text(f.unprofiled_ms, signed).split(": ", 1)
+            rows += f"<tr><td>{_e(words)}</td><td>{_e(value)}</td></tr>"
         out.append(
             f"<li class='finding'><b>{_e(f.title)}</b>{_e(impact)}<table>{rows}</table>"
             f"<div class='next'>Next: {_e(f.next_step)}</div></li>"

@@ -18,6 +18,16 @@ def saving_text(ms: float) -> str:
     return f"the step would be {abs(ms):,.2f} ms/step {'shorter' if ms > 0 else 'longer'}"
 
 
+def unprofiled_text(ms: float, change: bool) -> str:
+    """A cause's part of the step estimated without the profiler, as "words: value": its ms per step, or
+    for a comparison its change NEW minus BASE, in words whose sign agrees with the number."""
+    if not change:
+        return f"without the profiler (estimated): {ms:,.2f} ms per step"
+    if abs(ms) < 0.005:
+        return "without the profiler (estimated): no change (0.00 ms per step)"
+    return f"without the profiler (estimated): {abs(ms):,.2f} ms per step {'more' if ms > 0 else 'less'} in NEW"
+
+
 def what_if_table(frame: pl.DataFrame) -> pl.DataFrame:
     """The replay's what-ifs as printed: each cause's fix, the step without the profiler with the fix,
     and the saving with its band (ms per step)."""

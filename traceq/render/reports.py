@@ -24,7 +24,7 @@ from traceq.analysis.results import REST, REST_LABEL, Comparison, RunReport
 from traceq.render.cells import cell
 from traceq.render.cells import console as make_console
 from traceq.render.frames import markdown, table
-from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, what_if_table
+from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, unprofiled_text, what_if_table
 from traceq.render.text import literal, visible
 
 #: Sites listed under "Where the idle time went".
@@ -133,6 +133,8 @@ def finding_lines(i: int, f: Finding, signed: bool) -> list[str]:
     if f.what_if_ms is not None:
         where = " in NEW" if signed else ""
         lines.append(f"   what if fixed{where} (replay): {saving_text(f.what_if_ms)}")
+    if f.unprofiled_ms is not None:
+        lines.append(f"   {unprofiled_text(f.unprofiled_ms, signed)}")
     lines.append(f"   next: {f.next_step}")
     return lines
 

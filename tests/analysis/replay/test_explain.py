@@ -140,6 +140,8 @@ def test_the_estimated_difference_is_split_by_cause(replay_store):
     grew = {c for c, p in parts.items() if p.delta_ms > 0.5}
     assert {"cast_overhead", "launch_overhead"} <= grew and parts["gpu_compute"].delta_ms < 0
     assert result.to_dict()["unprofiled"]["waterfall"] == water.rows()
+    assert result.findings
+    assert all(f.unprofiled_ms == pytest.approx(parts[f.id].delta_ms, abs=1e-3) for f in result.findings)
 
 
 def test_a_runs_estimate_is_split_by_cause(replay_store):
@@ -158,6 +160,8 @@ def test_a_runs_estimate_is_split_by_cause(replay_store):
     assert all(split.idle[c] <= ms + 1e-9 for c, ms in traced.idle.items())
     assert sum(split.idle.values()) < sum(traced.idle.values())
     assert report.to_dict()["unprofiled"]["split"]["idle"] == split.idle
+    assert report.findings
+    assert all(f.unprofiled_ms == pytest.approx(split.part(f.id), abs=1e-3) for f in report.findings)
     assert with_replay(plain, replay_store, unprofiled=False).unprofiled_split is None
 
 

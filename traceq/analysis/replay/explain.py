@@ -37,6 +37,12 @@ def with_what_if(findings: list[Finding], what_if: pl.DataFrame) -> list[Finding
     ]
 
 
+def with_unprofiled(findings: list[Finding], ms: dict[str, float]) -> list[Finding]:
+    """``findings`` with ``unprofiled_ms`` set from ``ms`` (a cause's ms per step, or its change, in the
+    step estimated without the profiler) for each finding of a cause it holds."""
+    return [dataclasses.replace(f, unprofiled_ms=round(ms[f.id], 3)) if f.id in ms else f for f in findings]
+
+
 def replay_report(
     report: RunReport,
     replayer: Replayer,
@@ -65,6 +71,8 @@ def replay_report(
         estimate = estimated.to_dict()
         split = split_of_estimate(report, replayer, estimated.step_ms, session, host_scale)
     findings = with_what_if(report.findings, frame) if what_if else report.findings
+    if split is not None:
+        findings = with_unprofiled(findings, {c: split.part(c) for c in split.parts()})
     return dataclasses.replace(
         report, findings=findings, what_if=frame, unprofiled=estimate, unprofiled_split=split, notes=notes
     )
@@ -179,7 +187,10 @@ def with_replay(
         sides = zip(reports, replayers, estimates, sessions, scales, strict=True)
         splits = [split_of_estimate(r, rp, e.step_ms, s, k) for r, rp, e, s, k in sides]
         if splits[0] is not None and splits[1] is not None:
-            changes["unprofiled_waterfall"] = estimated_waterfall(splits[0], splits[1])
+            water = estimated_waterfall(splits[0], splits[1])
+            findings = changes.get("findings", result.findings)
+            changes["unprofiled_waterfall"] = water
+            changes["findings"] = with_unprofiled(findings, {p.part: p.delta_ms for p in water.parts})  # type: ignore[arg-type]
     return dataclasses.replace(result, **changes)  # type: ignore[arg-type]
 
 
