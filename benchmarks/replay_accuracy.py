@@ -9,7 +9,8 @@ replayed without the profiler's host cost over a grid of the model's ``alpha``. 
 - leave one model out: each run is estimated with the constant fitted on the *other models'* runs only,
   and its error against the measured step;
 - per pair (BASE -> NEW on one host): the estimated NEW/BASE ratio with its band against the measured
-  ratio (the reference), inside or not, the direction right or not; the traced ratio beside it (what a
+  ratio (the reference: the median over rounds of NEW's time over BASE's in that round, with the
+  lowest and highest of those), inside or not, the direction right or not; the traced ratio beside it (what a
   reader of the raw trace would conclude);
 - the summary figures: share of pairs within 10 % of the measured ratio, bands that hold the measured
   ratio, directions right where the measured difference is larger than its rounds' spread.
@@ -24,9 +25,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import operator
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +76,7 @@ class Run:
     measured: float
     rounds: list[float]
     same_host: bool
+    round_numbers: list[int] | None
     lease: str = ""
     stacks: bool = False
     traced: float = 0.0
@@ -90,10 +94,10 @@ def lease_runs(folder: Path, suffix: str) -> dict[str, Run]:
     for file, v in {**doc["traces"], **doc["captures"]}.items():
         name = file.split("_3steps")[0].split("_4steps")[0] + suffix
         out[name] = Run(name, folder / file, v["model"], v["step_ms"], v["step_ms_rounds"], v["same_host"],
-                        v["measured_on"])  # fmt: skip
+                        v.get("round_numbers"), v["measured_on"])  # fmt: skip
     for name, v in doc["measured_only"].items():  # fixes timed without a committed trace
         out[name + suffix] = Run(name + suffix, Path(), v["model"], v["step_ms"], v["step_ms_rounds"], True,
-                                 v["measured_on"])  # fmt: skip
+                                 v.get("round_numbers"), v["measured_on"])  # fmt: skip
     return out
 
 
@@ -109,11 +113,11 @@ def runs() -> dict[str, Run]:
         if "shapes" in name:
             continue
         out[name] = Run(name, SHARED / "kineto" / v["trace"], "conformer", v["step_ms_clean"],
-                        v["step_ms_clean_rounds"], True, "kineto")  # fmt: skip
+                        v["step_ms_clean_rounds"], True, None, "kineto")  # fmt: skip
         layout = SHARED / "paddle-gpu-layout" / f"paddlefmt_{v['trace']}"
         if layout.exists():  # the same events in Paddle's layout
             out[f"paddlefmt_{name}"] = Run(f"paddlefmt_{name}", layout, "conformer", v["step_ms_clean"],
-                                           v["step_ms_clean_rounds"], True, "kineto")  # fmt: skip
+                                           v["step_ms_clean_rounds"], True, None, "kineto")  # fmt: skip
     return out
 
 
@@ -126,6 +130,18 @@ def lease_pairs(rs: dict[str, Run], pairs: list[tuple[str, ...]]) -> list[tuple[
         for pair in pairs
         if all(x + (f"@{lease}" if lease else "") in rs for x in pair[:2])
     ]
+
+
+def paired(new: Run, base: Run, op: Callable[[float, float], float]) -> tuple[float, float, float]:
+    """(median, lowest, highest) of ``op(new, base)`` over the rounds both runs had: a round times a pair's two
+    modes next to each other (their order alternating), so the host's drift over the rounds (one lease's
+    launch-bound steps slowed 60 % over nine minutes) cancels in the pair where it would not across rounds."""
+    if new.round_numbers and base.round_numbers:
+        of_base = dict(zip(base.round_numbers, base.rounds, strict=True))
+        vals = [op(n, of_base[k]) for k, n in zip(new.round_numbers, new.rounds, strict=True) if k in of_base]
+    else:  # rounds listed in order (manifests before round numbers were kept)
+        vals = [op(n, b) for n, b in zip(new.rounds, base.rounds, strict=False)]
+    return statistics.median(vals), min(vals), max(vals)
 
 
 def alpha_needed(curve: list[float], target: float) -> float | None:
@@ -256,8 +272,7 @@ def main() -> None:
             v = compare_replayers(b.replayer, n.replayer, normalize_host=scaled)  # type: ignore[arg-type]
             est = v.new.step_ms / v.base.step_ms
             band = (1 + v.change_low / 100, 1 + v.change_high / 100)
-            meas = n.measured / b.measured
-            rng = (min(n.rounds) / max(b.rounds), max(n.rounds) / min(b.rounds))
+            meas, *rng = paired(n, b, operator.truediv)
             ok_band = band[0] <= meas <= band[1]
             share_need.append((b.lease, abs(math.log(est / meas)) / math.hypot(v.base.width, v.new.width)))
             ok_close = abs(est / meas - 1) <= 0.10
@@ -277,7 +292,8 @@ def main() -> None:
         print(f"direction right where the measured difference exceeds its rounds' spread: {right} of {decisive} "
               f"(target: all)")  # fmt: skip
         traced_right = sum(
-            (rs[n].traced > rs[b].traced) == (rs[n].measured > rs[b].measured) for b, n in lease_pairs(rs, PAIRS)
+            (rs[n].traced > rs[b].traced) == (paired(rs[n], rs[b], operator.truediv)[0] > 1)
+            for b, n in lease_pairs(rs, PAIRS)
         )
         print(f"reference, the traced steps: direction right on {traced_right} of {k} pairs")
         held = sum(need <= q([x for ls, x in share_need if ls != lease] or [RATIO_SHARE], 0.8)
@@ -295,8 +311,7 @@ def main() -> None:
     for run, fixed, cause in lease_pairs({**rs, **only}, FIXES):
         r, f = rs[run], rs.get(fixed) or only[fixed]
         w = r.replayer.what_if([cause]).row(0, named=True)  # type: ignore[attr-defined]
-        meas = r.measured - f.measured
-        lo, hi = min(r.rounds) - max(f.rounds), max(r.rounds) - min(f.rounds)
+        meas, lo, hi = paired(r, f, operator.sub)
         err = (w["saving_ms"] / meas - 1) * 100 if meas else float("nan")
         print(f"| {cause} | {run} -> {fixed} | {w['saving_ms']:.2f} ({w['saving_low']:.2f}-{w['saving_high']:.2f}) | "
               f"{meas:.2f} ({lo:.2f} to {hi:.2f}) | {err:+.0f}% | {'yes' if abs(err) <= 25 else 'no'} |")  # fmt: skip

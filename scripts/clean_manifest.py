@@ -36,6 +36,12 @@ def run_of(trace: str) -> str:
     return name.removeprefix("nsys_")
 
 
+def conformer_settings(run: str) -> dict | None:
+    """The settings of a run of the shared Conformer generator (``conformer_MODE_bBATCH``)."""
+    m = re.fullmatch(r"conformer_(fp32|fp16|bf16)_b(\d+)", run)
+    return {"model": "conformer", "mode": m[1], "batch": int(m[2]), "layers": 6} if m else None
+
+
 def generator_settings() -> dict[str, dict]:
     """``gen_planted_traces.RUNS`` read without importing it (it needs PyTorch)."""
     tree = ast.parse((Path(__file__).parent / "gen_planted_traces.py").read_text())
@@ -56,6 +62,7 @@ def main() -> None:
     ap.add_argument("profiled")
     ap.add_argument("out")
     ap.add_argument("--old", default=None)
+    ap.add_argument("--lease-note", default="", help="what this lease's rounds showed, kept in the manifest")
     ap.add_argument("--measured-only", default="half_fp16,alloc_fp16,sync_fp16,enc_b128_fp16,sync_b128_fp16")
     a = ap.parse_args()
     rounds: dict[str, list[dict]] = defaultdict(list)
@@ -70,6 +77,7 @@ def main() -> None:
     old = json.loads(Path(a.old).read_text()) if a.old else {"traces": {}, "captures": {}}
     old_by_run = {run_of(k): v for k, v in {**old["traces"], **old.get("captures", {})}.items()}
     gen = generator_settings()
+    gen |= {run: c for run in rounds if (c := conformer_settings(run))}
 
     def clean(run: str) -> dict:
         rs = sorted(rounds[run], key=lambda r: r["round"])
@@ -77,7 +85,8 @@ def main() -> None:
         return {
             "step_ms": round(statistics.median(ms), 3),
             "step_ms_rounds": ms,
-            "step_ms_each_median_rounds": [r["step_ms_each_median"] for r in rs],
+            "round_numbers": [r["round"] for r in rs],
+            "step_ms_each_median_rounds": [r.get("step_ms_each_median") for r in rs],
             "steps_timed": rs[0]["steps_timed"],
             "measured_on": rs[0]["machine"],
             "host_cpu": rs[0]["cpu"],
@@ -111,6 +120,7 @@ def main() -> None:
         "gpu": "NVIDIA H200",
         "torch": "2.11.0+cu130",
         "note": NOTE,
+        **({"lease_note": a.lease_note} if a.lease_note else {}),
         "traces": traces,
         "captures": captures,
         "measured_only": only,

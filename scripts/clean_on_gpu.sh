@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The clean protocol on a CUDA machine (scripts/measure_clean.py): every run timed in fresh processes that
-# never profile, 3 rounds alternating, then each run profiled in a fresh process, then Nsight Systems
+# never profile, 3 rounds alternating, each run profiled in a fresh process halfway through them, then Nsight Systems
 # captures; traces cut to three steps and packed as xz tar parts of at most 15 MB.
 # Usage: scripts/clean_on_gpu.sh WORK_DIR BUDGET_S MACHINE_LABEL   (nsys needs NSYS and DEBS as in planted_on_gpu.sh;
 # RUNS, PROFILE and WARM, comma-separated, choose the runs timed, those profiled and those timed once first)

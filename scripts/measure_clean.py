@@ -10,12 +10,20 @@ and from round to round. The protocol therefore:
    first process on a host fills CUDA's on-disk kernel cache: cudnn_var_fp16 took 951 ms, then 404, 338);
 2. repeats that for ``--rounds`` rounds (at least 3), the runs' order reversed every other round, so each
    pair's two modes alternate which goes first; every round is kept;
-3. only then records each run's trace, again each in a fresh process (``profile``), and, with ``--nsys``,
-   captures under Nsight Systems.
+3. records each run's trace halfway through the rounds, again each in a fresh process (``profile``), so
+   that a host whose speed drifts over the rounds is timed on both sides of the traces (traces recorded
+   first on one lease were followed by rounds that slowed 1.3-1.8x); ``clean_on_gpu.sh`` then captures
+   under Nsight Systems.
 
-The truth of a run is the median of its rounds; the rounds' spread is kept beside it.
+The truth of a run is the median of its rounds; the rounds' spread is kept beside it. A pair's truth is
+the median over rounds of one mode's time over the other's in that round (the two timed next to each
+other), which a drifting host moves less than the ratio of the two medians.
 
-Usage (on a CUDA machine with PyTorch; run names are ``gen_planted_traces.py``'s):
+Run names are ``gen_planted_traces.py``'s, or ``conformer_MODE_bBATCH`` for the Conformer of the shared
+Kineto traces, built by the generator that made them (``CONFORMER_TOOL``, default
+``../shared/tools/gen_gpu_traces.py``). Each record carries the host's one-minute load average.
+
+Usage (on a CUDA machine with PyTorch):
   python3 measure_clean.py protocol --runs A,B,... --rounds 3 --out DIR [--machine LABEL] [--budget S]
   python3 measure_clean.py time RUN [--steps N]          # one timing, printed as a JSON line
   python3 measure_clean.py profile RUN --out DIR         # one trace (gzipped chrome JSON) in DIR
@@ -24,16 +32,32 @@ Usage (on a CUDA machine with PyTorch; run names are ``gen_planted_traces.py``'s
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+CONFORMER = re.compile(r"conformer_(fp32|fp16|bf16)_b(\d+)")
+CONFORMER_LAYERS = 6  # as the shared Kineto traces
+
+
+def conformer_tool() -> types.ModuleType:
+    """The generator of the shared Conformer traces, imported from ``CONFORMER_TOOL``."""
+    path = os.environ.get("CONFORMER_TOOL", str(HERE.parent.parent / "shared" / "tools" / "gen_gpu_traces.py"))
+    spec = importlib.util.spec_from_file_location("gen_gpu_traces", path)
+    assert spec is not None and spec.loader is not None, path
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    tool.torch.backends.cudnn.benchmark = True  # as its main() sets it
+    return tool
 
 
 def host() -> dict:
@@ -49,8 +73,19 @@ def host() -> dict:
     return {"cpu": cpu, "cores": os.cpu_count(), "node": platform.node()}
 
 
+def load1() -> float | None:
+    """The host's one-minute load average (other work slows a launch-bound run)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
 def time_run(name: str, steps: int) -> dict:
     """Time one run in this process, which must never have started a profiler."""
+    if m := CONFORMER.fullmatch(name):
+        r = conformer_tool().run(m[1], int(m[2]), CONFORMER_LAYERS, "", steps, 0)  # 0: no profiler
+        return {"run": name, "steps_timed": steps, "step_ms": r["step_ms"], "step_ms_each_median": None}
     sys.path.insert(0, str(HERE))
     import gen_planted_traces as gen  # imports torch; starts no profiler
 
@@ -66,6 +101,14 @@ def time_run(name: str, steps: int) -> dict:
 
 def profile_run(name: str, out: str, prof_steps: int) -> dict:
     """Record one run's trace in this fresh process (its timing before the profile is clean too)."""
+    if m := CONFORMER.fullmatch(name):
+        os.makedirs(out, exist_ok=True)
+        t0 = time.perf_counter()
+        r = conformer_tool().run(m[1], int(m[2]), CONFORMER_LAYERS, out, 20, prof_steps)
+        return {"run": name, "model": "conformer", "mode": m[1], "batch": int(m[2]), "trace": r["trace"],
+                "prof_steps": prof_steps, "with_stack": False, "record_shapes": False, "json_bytes": r["json_bytes"],
+                "step_ms_before_profile": r["step_ms"], "profiled_wall_ms_per_step": None,
+                "process_wall_s": round(time.perf_counter() - t0, 1)}  # fmt: skip
     sys.path.insert(0, str(HERE))
     import gen_planted_traces as gen
 
@@ -87,6 +130,7 @@ def child(args: list[str], timeout: float) -> dict:
         return {"error": (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1][:300]}
     rec = json.loads(lines[-1])
     rec["process_s"] = round(time.perf_counter() - t0, 1)
+    rec["load1_after"] = load1()
     return rec
 
 
@@ -102,10 +146,14 @@ def protocol(a: argparse.Namespace) -> None:
         with log.open("a") as f:
             f.write(json.dumps(rec) + "\n")
         print(json.dumps(rec), flush=True)
-    for rnd in range(1, a.rounds + 1):
+    profiles = [r for r in a.profile.split(",") if r]
+    middle = a.first_round + a.rounds // 2  # the traces are recorded before this round
+    for rnd in range(a.first_round, a.first_round + a.rounds):
+        if rnd == middle:
+            profile_all(profiles, out, a.budget - (time.time() - start), meta)
         order = runs if rnd % 2 else runs[::-1]
         for pos, name in enumerate(order):
-            left = a.budget - (time.time() - start)
+            left = a.budget - (time.time() - start) - (60 * len(profiles) if rnd < middle else 0)
             if left < 30:
                 print(f"round {rnd}: out of time before {name}", flush=True)
                 break
@@ -114,8 +162,15 @@ def protocol(a: argparse.Namespace) -> None:
             with log.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
             print(json.dumps(rec), flush=True)
-    for name in [r for r in a.profile.split(",") if r] if a.profile else []:
-        left = a.budget - (time.time() - start)
+
+
+def profile_all(profiles: list[str], out: Path, budget: float, meta: dict) -> None:
+    """Record each run's trace, each in a fresh process, between the rounds: a host that drifts over the
+    rounds (one lease's launch-bound steps slowed 1.3-1.8x over nine minutes) then drifts on both sides
+    of the traces, not only after them."""
+    start = time.time()
+    for name in profiles:
+        left = budget - (time.time() - start)
         if left < 45:
             print(f"profile: out of time before {name}", flush=True)
             break
@@ -131,11 +186,13 @@ def main() -> None:
     p = sub.add_parser("protocol")
     p.add_argument("--runs", required=True)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--first-round", type=int, default=1, help="the number of the first round: rounds taken after "
+                   "the profiles (as well as before) continue the numbering")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--out", required=True)
     p.add_argument("--machine", default="")
     p.add_argument("--budget", type=float, default=1e9, help="seconds for the whole protocol")
-    p.add_argument("--profile", default="", help="runs to profile after every round (fresh processes)")
+    p.add_argument("--profile", default="", help="runs to profile halfway through the rounds (fresh processes)")
     p.add_argument("--warm", default="", help="runs timed once before the rounds, kept as warm-up records: the "
                    "first process on a host fills CUDA's on-disk kernel cache (cudnn_var_fp16: 951 ms, then 404)")
     t = sub.add_parser("time")

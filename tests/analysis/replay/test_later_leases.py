@@ -58,7 +58,7 @@ def replayers(store: Store, measured: dict[str, dict]) -> dict[str, Replayer]:
 
 
 def test_the_leases_hold_the_runs_the_benchmark_names() -> None:
-    assert [p.name for p in LEASES] == ["leaseB", "leaseC", "leaseD"]
+    assert [p.name for p in LEASES] == ["leaseB", "leaseC", "leaseD", "leaseE", "leaseF"]
 
 
 def test_each_time_is_the_median_of_the_rounds_recorded_and_warm_ups_are_not_rounds(measured) -> None:
@@ -72,7 +72,7 @@ def test_each_time_is_the_median_of_the_rounds_recorded_and_warm_ups_are_not_rou
             run = name.split("/")[1]
             rounds = [r["step_ms"] for r in records if r["run"] == run and not r.get("warmup")]
             assert len(rounds) >= 3 and v["step_ms_rounds"] == rounds, name
-            assert v["step_ms"] == pytest.approx(statistics.median(rounds)) and v["same_host"], name
+            assert v["step_ms"] == pytest.approx(statistics.median(rounds), abs=5e-4) and v["same_host"], name
     warm = [r for r in (PLANTED / "leaseC" / "clean_rounds.jsonl").read_text().splitlines() if '"warmup"' in r]
     assert len(warm) == 1 and json.loads(warm[0])["step_ms"] > 2 * measured["leaseC/cudnn_var_fp16"]["step_ms"]
 
