@@ -172,18 +172,26 @@ def _change(
     detail = _mechanism(cause, ev_b, ev_n)
     if detail:
         title += f"; {detail}"
-    if d > 0:
-        step = CAUSES[cause].next_step(flavour)
-    elif cause == GPU_COMPUTE.id:
-        step = "Kernels got faster: the parts that grew say where the saving went."
-    elif step_ms > 0 and n >= STILL_LARGE_SHARE * step_ms:
-        step = (
-            f"{CAUSES[cause].label.capitalize()} cost less in NEW than in BASE but still takes {n:.2f} of NEW's "
-            f"{step_ms:.2f} ms traced step ({n / step_ms:.0%}): {_lower_first(CAUSES[cause].next_step(flavour))}"
-        )
-    else:
-        step = f"No action needed: {CAUSES[cause].label} cost less in NEW than in BASE."
+    step = change_next_step(cause, d, n, step_ms, flavour, "traced")
     return Finding(id=cause, title=title, impact_ms=d, evidence=_paired(ev_b, ev_n), next_step=step)
+
+
+def change_next_step(cause: str, change_ms: float, new_ms: float, step_ms: float, flavour: str | None,
+                     basis: str) -> str:  # fmt: skip
+    """What to do about a part that changed by ``change_ms`` (NEW minus BASE) and holds ``new_ms`` of NEW's
+    ``step_ms``, on the ``basis`` named ("traced", or "estimated" without the profiler): its fix where it grew
+    or still holds a large share of the step, "no action needed" only where it shrank and is small."""
+    if change_ms > 0:
+        return CAUSES[cause].next_step(flavour)
+    if cause == GPU_COMPUTE.id:
+        return "Kernels got faster: the parts that grew say where the saving went."
+    if step_ms > 0 and new_ms >= STILL_LARGE_SHARE * step_ms:
+        return (
+            f"{CAUSES[cause].label.capitalize()} cost less in NEW than in BASE but still takes {new_ms:.2f} of "
+            f"NEW's {step_ms:.2f} ms {basis} step ({new_ms / step_ms:.0%}): "
+            f"{_lower_first(CAUSES[cause].next_step(flavour))}"
+        )
+    return f"No action needed: {CAUSES[cause].label} cost less in NEW than in BASE."
 
 
 def _lower_first(text: str) -> str:

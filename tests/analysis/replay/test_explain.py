@@ -144,6 +144,35 @@ def test_the_estimated_difference_is_split_by_cause(replay_store):
     assert all(f.unprofiled_ms == pytest.approx(parts[f.id].delta_ms, abs=1e-3) for f in result.findings)
 
 
+def test_next_steps_follow_the_estimate_where_it_leads(replay_store):
+    """A part that fell in the trace but grew without the profiler, or that still holds a large share of NEW's
+    estimated step, keeps its fix: "no action needed" only where the estimate says the part shrank and is
+    small. On Conformer b4 the traced launch and Python parts fell (the profiler's cost fell with them) while
+    both grew without the profiler."""
+    from traceq.analysis.causes import CAUSES
+    from traceq.analysis.compare import STILL_LARGE_SHARE
+
+    base, new = CONFORMER
+    traced = {f.id: f for f in compare(base, new, replay_store).findings}
+    result = with_replay(compare(base, new, replay_store), replay_store, unprofiled=True)
+    assert result.unprofiled_waterfall is not None and result.unprofiled is not None
+    new_parts = {p.part: p.new_ms for p in result.unprofiled_waterfall.parts}
+    step = result.unprofiled["new"]["unprofiled_ms"]
+    flavour = result.new.run["flavour"]
+    flipped = 0
+    for f in result.findings:
+        assert f.unprofiled_ms is not None
+        fix = CAUSES[f.id].next_step(flavour)
+        if f.unprofiled_ms > 0:
+            assert f.next_step == fix, f.id
+        if f.next_step.startswith("No action needed"):
+            assert f.unprofiled_ms <= 0 and new_parts[f.id] < STILL_LARGE_SHARE * step, f.id
+        if traced[f.id].impact_ms < 0 < f.unprofiled_ms and f.id != "gpu_compute":
+            flipped += 1
+            assert traced[f.id].next_step != fix
+    assert flipped >= 2  # launch_overhead and python_overhead
+
+
 def test_a_runs_estimate_is_split_by_cause(replay_store):
     """A run's report splits its step without the profiler like its traced one: busy parts as traced, each
     idle cause no longer than traced (the profiler only adds host time), the parts adding up to the

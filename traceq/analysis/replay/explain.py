@@ -17,7 +17,8 @@ from typing import overload
 
 import polars as pl
 
-from traceq.analysis.compare import compare, comparison_sessions
+from traceq._utils.words import rounded
+from traceq.analysis.compare import change_next_step, compare, comparison_sessions
 from traceq.analysis.findings import Finding
 from traceq.analysis.replay.idle_split import IDLE_PIECES, estimated_split, estimated_waterfall, idle_scale_by_cause
 from traceq.analysis.replay.replayer import Replayer
@@ -41,6 +42,22 @@ def with_unprofiled(findings: list[Finding], ms: dict[str, float]) -> list[Findi
     """``findings`` with ``unprofiled_ms`` set from ``ms`` (a cause's ms per step, or its change, in the
     step estimated without the profiler) for each finding of a cause it holds."""
     return [dataclasses.replace(f, unprofiled_ms=round(ms[f.id], 3)) if f.id in ms else f for f in findings]
+
+
+def with_estimated_changes(
+    findings: list[Finding], change: dict[str, float], new_split: Split, step_ms: float, flavour: str | None
+) -> list[Finding]:
+    """A comparison's ``findings`` with each cause's ``change`` in the step estimated without the profiler
+    (``unprofiled_ms``) and the next step that change calls for: a part that fell in the trace but grew
+    without the profiler gets its fix, as does one that still holds a large share of NEW's estimated step
+    (``new_split``, ``step_ms``), whatever the trace says."""
+    out = []
+    for f in with_unprofiled(findings, change):
+        if f.id in change:
+            step = change_next_step(f.id, rounded(change[f.id]), new_split.part(f.id), step_ms, flavour, "estimated")
+            f = dataclasses.replace(f, next_step=step)
+        out.append(f)
+    return out
 
 
 def replay_report(
@@ -186,11 +203,14 @@ def with_replay(
         estimates, scales = (verdict.base, verdict.new), (verdict.base_scale, verdict.new_scale)
         sides = zip(reports, replayers, estimates, sessions, scales, strict=True)
         splits = [split_of_estimate(r, rp, e.step_ms, s, k) for r, rp, e, s, k in sides]
+        n_step = verdict.new.step_ms
         if splits[0] is not None and splits[1] is not None:
             water = estimated_waterfall(splits[0], splits[1])
             findings = changes.get("findings", result.findings)
             changes["unprofiled_waterfall"] = water
-            changes["findings"] = with_unprofiled(findings, {p.part: p.delta_ms for p in water.parts})  # type: ignore[arg-type]
+            changes["findings"] = with_estimated_changes(
+                findings, {p.part: p.delta_ms for p in water.parts}, splits[1], n_step, result.new.run["flavour"]
+            )
     return dataclasses.replace(result, **changes)  # type: ignore[arg-type]
 
 
