@@ -144,6 +144,26 @@ def paired(new: Run, base: Run, op: Callable[[float, float], float]) -> tuple[fl
     return statistics.median(vals), min(vals), max(vals)
 
 
+def round_ratios(new: Run, base: Run) -> list[float]:
+    """NEW's time over BASE's in each round both runs had."""
+    if new.round_numbers and base.round_numbers:
+        of_base = dict(zip(base.round_numbers, base.rounds, strict=True))
+        return [n / of_base[k] for k, n in zip(new.round_numbers, new.rounds, strict=True) if k in of_base]
+    return [n / b for n, b in zip(new.rounds, base.rounds, strict=False)]  # rounds in order
+
+
+def repeatability(pairs: list[tuple[Run, Run]]) -> tuple[int, int, int]:
+    """How often the measurement agrees with itself within 10 %: (rounds whose NEW/BASE lies within 10 % of
+    the median of the pair's other rounds, rounds, pairs whose rounds do so every time). No estimate can be
+    expected to meet the measured ratio within 10 % more often than one round meets the others'."""
+    hits = total = steady = 0
+    for base, new in pairs:
+        ratios = round_ratios(new, base)
+        ok = [abs(r / statistics.median(ratios[:i] + ratios[i + 1 :]) - 1) <= 0.10 for i, r in enumerate(ratios)]
+        hits, total, steady = hits + sum(ok), total + len(ok), steady + all(ok)
+    return hits, total, steady
+
+
 def alpha_needed(curve: list[float], target: float) -> float | None:
     """The alpha at which the (decreasing) curve meets ``target``, or None outside the grid."""
     if curve[0] <= target:
@@ -288,6 +308,10 @@ def main() -> None:
                   f"{'' if clear else ' (measured within noise)'} | {v.scaled or '-'} |")  # fmt: skip
         k = len(lease_pairs(rs, PAIRS))
         print(f"\nestimated ratio within 10 % of the measured one: {close} of {k} pairs (target: 90 %)")
+        hits, total, steady = repeatability([(rs[b], rs[n]) for b, n in lease_pairs(rs, PAIRS)])
+        print(f"reference, the measurement against itself: a round's NEW/BASE within 10 % of the median of the "
+              f"pair's other rounds on {hits} of {total} rounds ({hits / total:.0%}); every round so on {steady} "
+              f"of {k} pairs")  # fmt: skip
         print(f"band holds the measured ratio: {inside} of {k} pairs (target: 80 %)")
         print(f"direction right where the measured difference exceeds its rounds' spread: {right} of {decisive} "
               f"(target: all)")  # fmt: skip
