@@ -259,5 +259,5 @@ def test_a_store_path_with_glob_characters_reads_its_own_runs_only(tmp_path: Pat
     assert [r["run_id"] for r in json.loads(done.stdout)] == [run_id]
     assert traceq.runs(store)["run_id"].to_list() == [run_id]
     report = traceq.run_report(run_id, store)  # DuckDB's own reader, given the files as literal paths
-    assert report.summary["steps"] == 2 and report.run["run_id"] == run_id
+    assert report.summary.steps == 2 and report.run["run_id"] == run_id
     assert traceq.query("gpu_busy", store)["run_id"].unique().to_list() == [run_id]

@@ -67,8 +67,8 @@ REGISTRY = "traceq.analysis.causes"
 #: Words that are cause ids but name something else where they are written: word -> (modules, why).
 HOMONYMS: dict[str, tuple[set[str], str]] = {
     "cast_overhead": (
-        {"traceq.querying.stored", "traceq.analysis.evidence", "traceq.analysis.report", "traceq.render.reports"},
-        "the metric query queries/cast_overhead.sql, and the report's headline key (calls, CPU and GPU ms of "
+        {"traceq.querying.stored", "traceq.analysis.evidence", "traceq.analysis.report", "traceq.render.json_form"},
+        "the metric query queries/cast_overhead.sql, and the report's JSON headline key (calls, CPU and GPU ms of "
         "casts) named after it",
     ),
     "optimizer": (
@@ -308,3 +308,75 @@ def format_words() -> list[str]:
 
 def test_analysis_rendering_and_export_name_no_reader_format() -> None:
     assert format_words() == []
+
+
+#: Calls that cut rows to a count: a frame's, a lazy frame's or an expression's.
+CUTS = ("head", "tail", "limit", "top_k", "bottom_k")
+#: Rounding and literal row counts in the analysis that are analysis, not presentation, as written there
+#: (module -> exact source text -> why).
+ANALYTICAL = {
+    "traceq.analysis.replay.whatif": {
+        "round(keep or 0)": "a searching op's typical kernel count, a mean, made the whole number of launches kept",
+    },
+    "traceq.analysis.evidence": {
+        'pl.col("input_shapes").drop_nulls().unique(maintain_order=True).head(3)': "an op's first three distinct "
+        "input shapes are what its evidence gives as examples (strings, not rows of a table)",
+    },
+    "traceq.analysis.compare": {
+        "text[:1]": "the first letter of a sentence, not rows",
+        "[f for f in findings if (f.impact_ms or 0.0) * delta > 0][:3]": "the verdict's sentence names at most "
+        "three parts that moved the step its way",
+        "[f for f in findings if (f.impact_ms or 0.0) * delta < 0][:2]": "... and two that moved it the other way",
+    },
+}
+
+
+def _literal(node: ast.expr | None, sign: int = 1) -> bool:
+    """Whether ``node`` is a whole number written out, above 0 (``sign`` -1: below 0)."""
+    if sign < 0:
+        if not (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)):
+            return False
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value > 0
+
+
+def _count_cut(s: ast.Slice) -> bool:
+    """Whether a slice keeps a number of rows written out: the first (``x[:30]``) or the last (``x[-5:]``)."""
+    first = s.lower is None and _literal(s.upper)
+    last = s.upper is None and _literal(s.lower, -1)
+    return s.step is None and (first or last)
+
+
+def presentation_in_analysis() -> dict[str, set[str]]:
+    """Per analysis module, the source text of each ``round(...)`` call and each cut to a row count written
+    out: ``.head(30)`` (or ``tail``, ``limit``, ``top_k``, ``bottom_k``), ``x[:50]``, ``x[-5:]`` (a slice that
+    drops one end, ``x[1:]``, keeps no count)."""
+    found: dict[str, set[str]] = {}
+    for module, path in modules().items():
+        if stage(module) != "analysis":
+            continue
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            hit = False
+            if isinstance(node, ast.Call):
+                f = node.func
+                given = [*node.args, *(k.value for k in node.keywords)]
+                hit = (isinstance(f, ast.Name) and f.id == "round") or (
+                    isinstance(f, ast.Attribute) and f.attr in CUTS and any(_literal(a) for a in given)
+                )
+            elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+                hit = _count_cut(node.slice)
+            if hit:
+                found.setdefault(module, set()).add(ast.get_source_segment(source, node) or "")
+    return found
+
+
+def test_the_analysis_neither_rounds_nor_cuts_to_a_row_count() -> None:
+    """Results carry full values and every row (``traceq.render`` rounds and cuts them as each format writes
+    them): no ``round(`` and no cut to a literal row count under ``traceq/analysis/`` but what
+    :data:`ANALYTICAL` lists with its reason; and everything it lists is still written there."""
+    found = presentation_in_analysis()
+    stray = {m: texts - ANALYTICAL.get(m, {}).keys() for m, texts in found.items()}
+    assert {m: t for m, t in stray.items() if t} == {}, "round and cut in traceq/render/, or list it with a reason"
+    listed = {(m, t) for m, texts in ANALYTICAL.items() for t in texts}
+    assert listed <= {(m, t) for m, texts in found.items() for t in texts}, "an allowed text no longer written"

@@ -65,7 +65,7 @@ def test_other_pairs_close_their_waterfall(pair: str, request: pytest.FixtureReq
     result = compare(runs.base, runs.new, runs.path)
     assert result.findings and result.waterfall is not None
     assert sum(p.delta_ms for p in result.waterfall.parts) == pytest.approx(result.step_time_delta_ms, abs=1e-6)
-    longer = max(result.base.summary["mean_step_time_ms"], result.new.summary["mean_step_time_ms"])
+    longer = max(result.base.summary.mean_step_time_ms, result.new.summary.mean_step_time_ms)
     assert abs(result.unexplained_ms) <= max(0.15 * abs(result.step_time_delta_ms), 0.02 * longer)
     assert {f.id for f in result.findings} >= {"launch_overhead", "cast_overhead"}
     cast = next(f for f in result.findings if f.id == "cast_overhead")
@@ -111,7 +111,7 @@ def test_nsys_pair_shows_conv_cpu_growth(nsys_b4: PairStore) -> None:
     """In the nsys captures (no profiler steps: windows between optimizer steps), FP16's conv1d CPU time
     per step more than doubles, far more than the GPU time it causes grows."""
     result = compare(nsys_b4.base, nsys_b4.new, nsys_b4.path)
-    assert "optimizer steps" in result.new.summary["step_rule"]
+    assert "optimizer steps" in result.new.summary.step_rule
     conv = result.op_deltas.filter(name="aten::conv1d").row(0, named=True)
     assert conv["new_cpu_ms"] > 2 * conv["base_cpu_ms"]
     assert conv["gpu_delta_ms"] < 0.1 * conv["cpu_delta_ms"]

@@ -16,6 +16,7 @@ from traceq.analysis.report import run_report
 from traceq.analysis.results import RunReport
 from traceq.ingestion import metrics
 from traceq.querying.stored import CACHED, stored_metrics
+from traceq.render import json_form
 from traceq.store import Store
 
 FP32 = SAMPLES / "kineto_conformer_fp32_b4_2steps.json.gz"
@@ -62,7 +63,7 @@ def test_mixed_comparison_computes_only_the_missing_metrics(tmp_path: Path, monk
 
 
 def _json(report: RunReport) -> str:
-    return json.dumps(report.to_dict(), default=str, sort_keys=True)
+    return json.dumps(json_form.report(report), default=str, sort_keys=True)
 
 
 def _same(a: object, b: object) -> bool:

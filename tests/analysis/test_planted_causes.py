@@ -19,6 +19,7 @@ import pytest
 import traceq
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.results import Comparison
+from traceq.render import rounding
 
 PLANTED = Path(__file__).resolve().parents[2] / "sample_traces" / "planted"
 MANIFEST = json.loads((PLANTED / "manifest.json").read_text())["traces"]
@@ -85,7 +86,7 @@ def test_the_top_finding_is_the_planted_cause(store: Path, base: str, new: str, 
     # cause first among what grew
     assert result.unprofiled is not None
     assert result.verdict.startswith("Estimated without the profiler (replay), NEW ")
-    est = result.unprofiled
+    est = rounding.verdict(result.unprofiled)
     assert est["uncertain"] or est["change_pct"] > 0
     traced = result.verdict.split("Traced: ", 1)[1]
     assert traced.startswith(f"NEW is {abs(result.step_time_delta_ms):.1f} ms per step slower")
@@ -155,14 +156,14 @@ def test_nsys_capture_with_user_named_steps(store: Path) -> None:
     top finding with the convolutions named."""
     run = "nsys_cudnn_var_fp16_4steps.sqlite.gz"
     report = traceq.run_report(PLANTED / run, store=store)
-    assert report.summary["steps"] == 4
-    assert "user ranges" in report.summary["step_rule"] and "train_step" in report.summary["step_rule"]
+    assert report.summary.steps == 4
+    assert "user ranges" in report.summary.step_rule and "train_step" in report.summary.step_rule
     assert not report.ops.filter(pl.col("name").str.starts_with("train_step")).height
     top = max(report.findings, key=lambda f: f.impact_ms or 0.0)
     assert top.id == "algorithm_search"
     assert {o["op"] for o in top.evidence["ops"]} & {"aten::cudnn_convolution", "aten::convolution_backward"}
     # the step time is of the size timed under nsys without the capture's cost (the 4 kept of its 12 steps)
-    assert 0.3 * MANIFEST[run]["nsys_step_ms"] <= report.summary["step_time_ms"] <= 1.5 * MANIFEST[run]["nsys_step_ms"]
+    assert 0.3 * MANIFEST[run]["nsys_step_ms"] <= report.summary.step_time_ms <= 1.5 * MANIFEST[run]["nsys_step_ms"]
 
 
 def test_nsys_pair_with_user_named_steps_names_the_syncs(store: Path) -> None:
@@ -170,7 +171,7 @@ def test_nsys_pair_with_user_named_steps_names_the_syncs(store: Path) -> None:
     sync's call site named. (This run is launch-bound where the syncs happen: the checks' own ops cost more
     launch time than the drained queue, so host_sync is named but need not be the largest.)"""
     result = _compare(store, "nsys_enc_b128_fp16_4steps.sqlite.gz", "nsys_sync_b128_fp16_4steps.sqlite.gz")
-    assert result.base.summary["steps"] == result.new.summary["steps"] == 4
+    assert result.base.summary.steps == result.new.summary.steps == 4
     assert result.warnings == []
     finding = next(f for f in result.findings if f.id == "host_sync")
     assert finding.impact_ms > 0

@@ -18,6 +18,7 @@ from tests.conftest import SAMPLES, raw_trace, window_offsets
 from traceq.analysis.compare import compare
 from traceq.analysis.report import run_report
 from traceq.querying.engine import query
+from traceq.render import json_form
 
 DDP = SAMPLES / "ddp"
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
@@ -99,9 +100,9 @@ def test_report_names_the_straggler_and_the_spread(ddp_store: Path) -> None:
     ]
     assert finding.impact_ms == pytest.approx(sum(waits) / len(waits) / 1e6, abs=1e-3)
     assert "launch work" in finding.evidence["cause"]  # the sleep is host time, not GPU work
-    spread = report.summary["rank_spread"]
+    spread = report.summary.rank_spread
     assert spread["launch_bound_ratio"]["max_rank"] == 1
-    assert report.to_dict()["stragglers"][0]["straggler"] == 1
+    assert json_form.report(report)["stragglers"][0]["straggler"] == 1
 
 
 def test_compare_is_rank_aligned(ddp_store: Path) -> None:
@@ -114,7 +115,7 @@ def test_compare_is_rank_aligned(ddp_store: Path) -> None:
         mean = lambda ref: sum(v["window"] for v in ref.values()) / len(ref) / 1e6  # noqa: E731
         row = ranks.filter(ranks["rank"] == rank).row(0, named=True)
         assert row["step_delta"] == pytest.approx(mean(new) - mean(base), abs=1e-5)
-    parts = {row["part"]: row["ms_per_step"] for row in result.waterfall.rows()}
+    parts = {row["part"]: row["ms_per_step"] for row in json_form.waterfall(result.waterfall)}
     assert sum(parts.values()) == pytest.approx(result.step_time_delta_ms, abs=0.01)
     assert "communication" in parts
 

@@ -54,8 +54,8 @@ def test_amp_b64_is_explained_as_launch_overhead_with_cast_overhead(amp_b64: dic
 
 def test_report_on_summary_text_gives_op_level_results(tmp_path: Path) -> None:
     report = run_report(str(SHARED / "paddle" / "issue48321_fp32_operator_summary.txt"), tmp_path / "s")
-    assert report.summary["gpu_idle_ratio"] is None and report.summary["launch_bound_ratio"] is None
-    assert report.summary["fp16_coverage"] == 0  # the FP32 table: sgemm / scudnn kernels only
+    assert report.summary.gpu_idle_ratio is None and report.summary.launch_bound_ratio is None
+    assert report.summary.fp16_coverage == 0  # the FP32 table: sgemm / scudnn kernels only
     names = report.ops["name"].to_list()
     assert names[0] == "matmul_v2_grad" and "conv2d_grad" in names
     assert any("needs a trace" in n or "need a" in n for n in report.notes)
@@ -84,12 +84,12 @@ def test_a_cpu_only_trace_gets_its_host_step_times(tmp_path: Path) -> None:
     events = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"] if e.get("cat") == "ProfileStep"]
     durations = sorted(e["dur"] / 1e3 for e in events)
     report = run_report(str(path), tmp_path / "s")
-    assert report.summary["steps"] == len(durations) == 5
-    assert report.summary["step_time_ms"] == pytest.approx(statistics.median(durations), abs=1e-3)
+    assert report.summary.steps == len(durations) == 5
+    assert report.summary.step_time_ms == pytest.approx(statistics.median(durations), abs=1e-3)
     # the windows tile the run (each starts where the step before ended): their mean spans first to last
     span_ms = (max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)) / 1e3
-    assert report.summary["mean_step_time_ms"] == pytest.approx(span_ms / len(events), abs=1e-3)
-    assert report.summary["gpu_busy_ms"] is None
+    assert report.summary.mean_step_time_ms == pytest.approx(span_ms / len(events), abs=1e-3)
+    assert report.summary.gpu_busy_ms is None
     assert any("No GPU work" in n for n in report.notes)
 
 
@@ -101,8 +101,8 @@ def test_a_run_of_two_gpus_splits_each_gpu_s_step(tmp_path: Path) -> None:
     s = report.split
     assert s is not None
     assert sum(s.busy.values()) + sum(s.idle.values()) == pytest.approx(s.window_ms)
-    assert s.busy_ms == pytest.approx(report.summary["gpu_busy_ms"])  # the mean over the two GPUs
-    assert report.summary["cast_overhead"]["gpu_ms"] <= 2 * report.summary["gpu_busy_ms"]
+    assert s.busy_ms == pytest.approx(report.summary.gpu_busy_ms)  # the mean over the two GPUs
+    assert report.summary.cast_overhead.gpu_ms <= 2 * report.summary.gpu_busy_ms
     assert s.busy["memory_copies"] > 0.9 * s.busy_ms  # the capture is dominated by its copies
 
 

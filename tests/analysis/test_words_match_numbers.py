@@ -27,9 +27,9 @@ def test_a_change_title_says_grew_or_fell_with_its_size(
         return
     step = n + rest
     f = _change(cause, b, n, {}, {}, flavour, step)
-    assert f.impact_ms == round(n - b, 3)
+    assert f.impact_ms == n - b  # in full: the formats round it
     word = "grew" if n > b else "fell"
-    # the change as kept (rounded once, to a thousandth), so that the title and the finding's size agree
+    # the change as stated (rounded once, to a thousandth), so that the title and the finding's size agree
     assert f" {word} by {abs(round(n - b, 3)):.2f} ms per step ({b:.2f} -> {n:.2f} ms)" in f.title
     assert ("grew" in f.title) != ("fell" in f.title)
     if n < b and step and n >= 0.2 * step and cause != "gpu_compute":  # shrank, yet a large share: its fix stays

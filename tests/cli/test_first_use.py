@@ -103,7 +103,7 @@ def test_a_cpu_only_run_gets_no_launch_bound_note(tmp_path: Path) -> None:
     gpu_cats = {"Kernel", "Memcpy", "Memset", "kernel", "gpu_memcpy", "gpu_memset"}
     assert not any(e.get("cat") in gpu_cats for e in events)  # no GPU work in the file
     report = traceq.run_report(str(CPU_ONLY), store=tmp_path / "store")
-    assert report.summary["steps"] == sum(e.get("cat") == "ProfileStep" for e in events)
+    assert report.summary.steps == sum(e.get("cat") == "ProfileStep" for e in events)
     assert any("No GPU work" in n for n in report.notes)
     assert not any("a launch-bound run" in n for n in report.notes), report.notes
 

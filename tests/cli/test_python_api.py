@@ -35,7 +35,7 @@ def test_query_and_run_report_from_the_library(tmp_path: Path) -> None:
     busy = traceq.query("gpu_busy", store, run)
     assert busy.filter(busy["step"].is_not_null()).height == steps == 2
     report = traceq.run_report(run, store)
-    assert report.summary["steps"] == steps
+    assert report.summary.steps == steps
 
 
 def test_ingest_of_a_small_trace_does_not_load_the_sql_engine(tmp_path: Path) -> None:

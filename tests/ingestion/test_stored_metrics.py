@@ -15,6 +15,7 @@ from traceq.ingestion import metrics
 from traceq.model import on_disk
 from traceq.querying.engine import Session
 from traceq.querying.stored import CACHED, DIAGNOSIS, SUMMARY, stored_files, stored_metrics
+from traceq.render import json_form
 from traceq.store import Store
 
 
@@ -103,7 +104,8 @@ def test_the_diagnosis_is_stored_from_its_own_size_on(store_dir: Path, monkeypat
     part = traceq.ingest([RUNS["kineto"]], store=store_dir / "part", jobs=1)["run_id"][0]
     assert stored_metrics(Store(store_dir / "full").runs_dir, full) == frozenset(SUMMARY + DIAGNOSIS)
     assert stored_metrics(Store(store_dir / "part").runs_dir, part) == frozenset(SUMMARY)
-    reports = [_rounded(traceq.run_report(r, store_dir / s).to_dict()) for r, s in ((full, "full"), (part, "part"))]
+    runs = ((full, "full"), (part, "part"))
+    reports = [_rounded(json_form.report(traceq.run_report(r, store_dir / s))) for r, s in runs]
     assert reports[0]["findings"] and reports[0]["step_causes"]
     assert reports[0] == reports[1]
 

@@ -17,7 +17,7 @@ from tests.conftest import SAMPLES
 from traceq.analysis.findings import Finding
 from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import TraceqError
-from traceq.render import Format, render
+from traceq.render import Format, json_form, render
 from traceq.render.html import write_html
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def test_every_result_is_written_in_each_of_its_formats(results: dict[str, Resul
     text = _written(result, fmt)
     assert text.strip()
     if fmt is Format.json and not isinstance(result, pl.DataFrame):
-        assert json.loads(text) == json.loads(json.dumps(result.to_dict(), default=str))
+        assert json.loads(text) == json.loads(json.dumps(_json_form(result), default=str))
     if fmt is Format.json and isinstance(result, pl.DataFrame):
         assert len(json.loads(text)) == result.height == 2
     if fmt is Format.html:
@@ -103,3 +103,7 @@ def test_a_long_table_shows_its_ends_and_says_how_many_rows_it_has() -> None:
     assert len(json.loads(_written(frame, Format.json))) == 1000
     short = _written(frame.head(40), Format.table)
     assert "shown" not in short and "op0039" in short
+
+
+def _json_form(result: RunReport | Comparison) -> dict:
+    return json_form.report(result) if isinstance(result, RunReport) else json_form.comparison(result)

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from traceq._utils.words import fixed, rounded
+from traceq._utils.words import fixed
 from traceq.analysis import ranks as rank_views
 from traceq.analysis.causes import CAUSES, GPU_COMPUTE
 from traceq.analysis.findings import Finding, Part, Waterfall
@@ -117,7 +117,7 @@ def _compare(
     findings.sort(key=lambda f: -abs(f.impact_ms or 0.0))
     explained = sum(f.impact_ms or 0.0 for f in findings)
     notes = []
-    if measured is None and max(new.summary["launch_bound_ratio"] or 0, base.summary["launch_bound_ratio"] or 0) >= 0.2:
+    if measured is None and max(new.summary.launch_bound_ratio or 0, base.summary.launch_bound_ratio or 0) >= 0.2:
         notes.append(
             "Profiled step times include the profiler's own CPU cost per op: a launch-bound run is slowed more "
             "by the profiler, so the traced difference can exceed the difference measured without it."
@@ -166,7 +166,7 @@ def _change(
 ) -> Finding:
     """The finding for one part that changed: its title says which way, by how much, from what to what; a
     part that shrank but still holds a large share of NEW's step (``step_ms``) keeps its fix."""
-    d = rounded(n - b)  # the change as the title, the findings' size and the waterfall print it
+    d = n - b
     way = "grew" if d > 0 else "fell"
     title = f"{CAUSES[cause].change} {way} by {fixed(abs(d))} ms per step ({fixed(b)} -> {fixed(n)} ms)"
     detail = _mechanism(cause, ev_b, ev_n)
@@ -227,9 +227,9 @@ def comparability(base: RunReport, new: RunReport) -> list[str]:
             "differ (nsys adds far less per op than torch.profiler), so launch and Python times do not compare; "
             "GPU busy time does."
         )
-    bs, ns = base.summary.get("steps") or 0, new.summary.get("steps") or 0
-    whole = [label for label, r in (("BASE", base), ("NEW", new)) if (r.summary.get("steps") or 0) == 1
-             and r.summary.get("step_rule") == "whole capture"]  # fmt: skip
+    bs, ns = base.summary.steps or 0, new.summary.steps or 0
+    whole = [label for label, r in (("BASE", base), ("NEW", new)) if (r.summary.steps or 0) == 1
+             and r.summary.step_rule == "whole capture"]  # fmt: skip
     if whole:
         out.append(
             f"{' and '.join(whole)} has no steps: its one window is the whole capture, so 'per step' compares a "
@@ -237,8 +237,8 @@ def comparability(base: RunReport, new: RunReport) -> list[str]:
         )
     elif min(bs, ns) < FEW_STEPS:
         out.append(f"BASE has {bs} and NEW {ns} steps: means over so few steps are noisy.")
-    b_gpu = (base.summary.get("gpu_busy_ms") or 0) > 0
-    n_gpu = (new.summary.get("gpu_busy_ms") or 0) > 0
+    b_gpu = (base.summary.gpu_busy_ms or 0) > 0
+    n_gpu = (new.summary.gpu_busy_ms or 0) > 0
     if b_gpu != n_gpu:
         out.append(f"{'NEW' if b_gpu else 'BASE'} has no GPU work: only host time and op CPU times compare.")
     return out
@@ -260,9 +260,9 @@ def verdict(
         real = measured["delta_ms"]
         times = f"({measured['base_ms']:,.1f} -> {measured['new_ms']:,.1f} ms)"
         head = f"Measured without the profiler, {_moved(real)} {times}"
-        if round(delta - real, 1) == 0:
+        if _nil(delta - real):
             text = f"{head}; the traced difference is the same. Traced: {text}"
-        elif round(real, 1) == 0 or round(delta, 1) == 0 or (real > 0) == (delta > 0):
+        elif _nil(real) or _nil(delta) or (real > 0) == (delta > 0):
             text = f"{head}; the profiler added {delta - real:+,.1f} ms to the traced difference. Traced: {text}"
         else:
             text = (
@@ -276,9 +276,14 @@ def verdict(
 
 def _moved(delta: float) -> str:
     """``NEW is 1.2 ms per step slower``, ``... faster``, or the same where it rounds to 0.0 ms."""
-    if round(delta, 1) == 0:
+    if _nil(delta):
         return "NEW takes the same time per step as BASE"
     return f"NEW is {abs(delta):,.1f} ms per step {'slower' if delta > 0 else 'faster'}"
+
+
+def _nil(ms: float) -> bool:
+    """Whether ``ms`` reads 0.0 to one decimal, as the verdict writes ms per step."""
+    return abs(ms) < 0.05
 
 
 def _traced(delta: float, b: Split, n: Split, findings: list[Finding]) -> str:
@@ -290,7 +295,7 @@ def _traced(delta: float, b: Split, n: Split, findings: list[Finding]) -> str:
     against = [f for f in findings if (f.impact_ms or 0.0) * delta < 0][:2]
 
     def named(group: list[Finding]) -> str:
-        items = [f"{CAUSES[f.id].label} {f.impact_ms:+,.1f} ms" for f in group]
+        items = [f"{CAUSES[f.id].label} {f.impact_ms or 0.0:+,.1f} ms" for f in group]
         return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
     if not same:

@@ -2,7 +2,8 @@
 
 Everything comes from the metric queries (``idle_sites``, ``host_calls``, ``_search_calls``,
 ``launch_bound``, ``cast_overhead``, ``precision_coverage``, ``op_summary``, ``gpu_gap_buckets``) restricted
-to one run and divided by its number of windows; nothing is counted here that a query does not count.
+to one run and divided by its number of windows, at full precision (the render layer states each number
+with its digits); nothing is counted here that a query does not count.
 """
 
 from __future__ import annotations
@@ -49,13 +50,13 @@ def evidence(session: Session, run_id: str, windows: int) -> dict[str, dict[str,
             .sort(["idle_ms_per_step", *by], descending=[True] + [False] * len(by), nulls_last=True)
             .head(n)
         )
-        return [{k: _clean(v) for k, v in r.items()} for r in rows.iter_rows(named=True)]
+        return list(rows.iter_rows(named=True))
 
     def per_step_calls(cause: str) -> dict[str, float]:
         rows = calls.filter((pl.col("cause") == cause) & pl.col("bytes").is_null())
         rows = rows.group_by("name").agg(pl.col("calls").sum() / w)
         rows = rows.sort(["calls", "name"], descending=[True, False])
-        return {name: round(n, 2) for name, n in rows.iter_rows()}
+        return dict(rows.iter_rows())
 
     bound = session.query("launch_bound").filter(mine)
     out[LAUNCH_OVERHEAD.id] = {
@@ -72,10 +73,10 @@ def evidence(session: Session, run_id: str, windows: int) -> dict[str, dict[str,
     data = calls.filter(pl.col("cause") == INPUT_PIPELINE.id)
     copies = data.filter(pl.col("bytes").is_not_null())
     out[INPUT_PIPELINE.id] = {
-        "data_loading_ms_per_step": round(data.filter(pl.col("bytes").is_null())["dur_ns"].sum() / w / _MS, 3),
+        "data_loading_ms_per_step": data.filter(pl.col("bytes").is_null())["dur_ns"].sum() / w / _MS,
         "data_loading_calls": per_step_calls(INPUT_PIPELINE.id),
-        "pageable_copies_per_step": round(copies["calls"].sum() / w, 2),
-        "pageable_mb_per_step": round(copies["bytes"].sum() / w / 1e6, 3),
+        "pageable_copies_per_step": copies["calls"].sum() / w,
+        "pageable_mb_per_step": copies["bytes"].sum() / w / 1e6,
         "sites": top_sites(INPUT_PIPELINE.id, ["site", "frame"]),
     }
     out[ALGORITHM_SEARCH.id] = _search_evidence(session.query("_search_calls").filter(mine), w)
@@ -86,15 +87,15 @@ def evidence(session: Session, run_id: str, windows: int) -> dict[str, dict[str,
     casts = session.query("cast_overhead").filter(mine)
     trips = casts["round_trips"] if casts.height else pl.Series([], dtype=pl.Int64)
     out[CAST_OVERHEAD.id] = {
-        "conversions_per_step": round(casts["calls"].sum() / w, 1) if casts.height else 0.0,
-        "cast_op_cpu_ms_per_step": round(casts["cpu_ns"].sum() / w / _MS, 3) if casts.height else 0.0,
-        "cast_kernel_ms_per_step": round(casts["gpu_ns"].sum() / w / _MS, 3) if casts.height else 0.0,
-        "round_trips_per_step": round(trips.sum() / w, 1) if trips.null_count() < trips.len() else None,
+        "conversions_per_step": casts["calls"].sum() / w if casts.height else 0.0,
+        "cast_op_cpu_ms_per_step": casts["cpu_ns"].sum() / w / _MS if casts.height else 0.0,
+        "cast_kernel_ms_per_step": casts["gpu_ns"].sum() / w / _MS if casts.height else 0.0,
+        "round_trips_per_step": trips.sum() / w if trips.null_count() < trips.len() else None,
         "idle_in_casts_by_op": top_sites(CAST_OVERHEAD.id, ["top_op"]),
     }
     out[PYTHON_OVERHEAD.id] = {"frames": [s for s in top_sites(PYTHON_OVERHEAD.id, ["frame"]) if s["frame"]]}
     gaps = session.query("gpu_gap_buckets").filter(mine & pl.col("kind").is_in(["dependency", "unknown"]))
-    out[UNEXPLAINED.id] = {"waits_with_work_queued_per_step": round(gaps["gaps"].sum() / w, 1) if gaps.height else 0.0}
+    out[UNEXPLAINED.id] = {"waits_with_work_queued_per_step": gaps["gaps"].sum() / w if gaps.height else 0.0}
     cover = session.query("precision_coverage").filter(mine)
     ops = session.query("op_summary").filter(mine)
     out[GPU_COMPUTE.id] = {
@@ -128,16 +129,16 @@ def _search_evidence(searches: pl.DataFrame, w: int) -> dict[str, Any]:
         ops.append(
             {
                 "op": r["name"],
-                "calls_per_step": round(r["calls"] / w, 2),
-                "ms_per_call": round(r["ms_per_call"], 2),
-                "typical_ms_per_call": round(r["typical_ms_per_call"], 3),
-                "kernels_per_call": round(r["kernels_per_call"], 1),
+                "calls_per_step": r["calls"] / w,
+                "ms_per_call": r["ms_per_call"],
+                "typical_ms_per_call": r["typical_ms_per_call"],
+                "kernels_per_call": r["kernels_per_call"],
                 "typical_kernels_per_call": r["typical_kernels_per_call"],
                 "calls_on_new_shapes": r["new_shapes"],
                 "example_shapes": [_shape(s) for s in r["shapes"]],
             }
         )
-    return {"searching_calls_per_step": round(searches.height / w, 2), "ops": ops}
+    return {"searching_calls_per_step": searches.height / w, "ops": ops}
 
 
 def _shape(text: str) -> Any:
@@ -153,19 +154,16 @@ def _still_fp32(ops: pl.DataFrame, w: int, n: int = 5) -> dict[str, float]:
         return {}
     heavy = ops.filter(pl.col("fp16_coverage") < 0.5).group_by("name").agg(pl.col("gpu_ns").sum())
     heavy = heavy.sort(["gpu_ns", "name"], descending=[True, False]).head(n)
-    return {name: round(ns / w / _MS, 3) for name, ns in heavy.iter_rows() if ns}
+    return {name: ns / w / _MS for name, ns in heavy.iter_rows() if ns}
 
 
 def _mean(frame: pl.DataFrame, column: str) -> float | None:
     if frame.is_empty() or column not in frame.columns:
         return None
     value = frame[column].mean()
-    return None if value is None else round(float(value), 4)  # type: ignore[arg-type]
+    return None if value is None else float(value)  # type: ignore[arg-type]
 
 
 def _scaled(value: float | None, by: float) -> float | None:
-    return None if value is None else round(value / by, 2)
+    return None if value is None else value / by
 
-
-def _clean(v: Any) -> Any:
-    return round(v, 3) if isinstance(v, float) else v

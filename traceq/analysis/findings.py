@@ -2,7 +2,8 @@
 
 The rules that name findings are in :mod:`traceq.analysis.report` (one run), :mod:`traceq.analysis.compare`
 (two runs) and :mod:`traceq.analysis.ranks` (the straggler of a multi-rank run); the causes they name are
-declared in :mod:`traceq.analysis.causes`; the render layer turns them into text, and ``to_dict`` into JSON.
+declared in :mod:`traceq.analysis.causes`; the render layer turns them into text and JSON
+(:mod:`traceq.render.json_form`), rounding their numbers.
 """
 
 from __future__ import annotations
@@ -28,22 +29,6 @@ class Finding:
     next_step: str
     what_if_ms: float | None = None
     unprofiled_ms: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form: ``id``, ``title``, ``impact_ms``, ``evidence``, ``next_step``, and ``what_if_ms``
-        where a replay predicted it."""
-        out = {
-            "id": self.id,
-            "title": self.title,
-            "impact_ms": self.impact_ms,
-            "evidence": self.evidence,
-            "next_step": self.next_step,
-        }
-        if self.what_if_ms is not None:
-            out["what_if_ms"] = self.what_if_ms
-        if self.unprofiled_ms is not None:
-            out["unprofiled_ms"] = self.unprofiled_ms
-        return out
 
 
 @dataclass(frozen=True)
@@ -79,11 +64,3 @@ class Waterfall:
         """The parts that changed by at least ``min_ms``, largest change first, and the rest summed."""
         kept = sorted((p for p in self.parts if abs(p.delta_ms) >= min_ms), key=lambda p: -abs(p.delta_ms))
         return kept, self.delta_ms - sum(p.delta_ms for p in kept)
-
-    def rows(self) -> list[dict[str, Any]]:
-        """The JSON form: one ``{"part", "label", "base_ms", "new_ms", "ms_per_step"}`` per part, where
-        ``ms_per_step`` is NEW minus BASE."""
-        return [
-            {"part": p.part, "label": p.label, "base_ms": p.base_ms, "new_ms": p.new_ms, "ms_per_step": p.delta_ms}
-            for p in self.parts
-        ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from traceq.analysis.evidence import evidence as evidence_of
 from traceq.analysis.findings import Finding
 from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import RunReport
+from traceq.analysis.run_summary import CastOverhead, OutlierStep, RunSummary
 from traceq.analysis.split import Split, split
 from traceq.analysis.step_lanes import timeline
 from traceq.querying.engine import Session
@@ -47,8 +49,6 @@ LOW_TENSOR_CORE_COVERAGE = 0.5
 OUTLIER_RATIO = 1.5
 #: Ops listed by default (largest CPU time first); ``top=None`` lists every op.
 TOP_OPS = 30
-#: Metrics that need a timeline, reported as unavailable for summary-text runs.
-TIMELINE_METRICS = ("gpu_busy_ms", "gpu_idle_ms", "gpu_idle_ratio", "launch_bound_ratio", "step_time_ms")
 _MS = 1e6
 
 
@@ -92,37 +92,37 @@ def run_report(
     cover_row = cover.row(0, named=True) if cover.height else {}
     cast_calls = int(casts["calls"].sum()) if casts.height else 0
     host_ms = host["win_end"] - host["win_start"]
-    summary = {
-        "steps": windows if run["n_steps"] else 0,
-        "step_rule": run.get("step_rule"),
-        "step_time_ms": _ms(host_ms.median()) if cpu_only else _ms(busy["window_ns"].median()),
-        "mean_step_time_ms": _ms(host_ms.mean()) if cpu_only else parts.window_ms if busy.height else None,
-        "gpu_busy_ms": _ms(busy["busy_ns"].mean()),
-        "gpu_kernel_busy_ms": _ms(busy["kernel_busy_ns"].mean()),
-        "gpu_idle_ms": _ms(busy["idle_ns"].mean()),
-        "gpu_idle_ratio": _f(busy["idle_ratio"].mean()),
-        "launch_bound_ratio": _f(bound["launch_bound_ratio"].mean()),
-        "host_launch_gap_ms": _ms(bound["host_launch_gap_ns"].mean()),
-        "gpu_events_per_step": _f(bound["gpu_events"].mean()),
-        "kernels_per_step": _f(bound["kernels"].mean()),
-        "median_kernel_us": _us(bound["median_kernel_ns"].mean()),
-        "median_launch_us": _us(bound["median_launch_ns"].mean()),
-        "short_kernel_share": _f(bound["short_kernel_share"].mean()),
-        "median_queue_depth": _f(bound["median_queue_depth"].mean()),
-        "fp16_coverage": _f(cover_row.get("fp16_coverage")),
-        "tensor_core_coverage": _f(cover_row.get("tensor_core_coverage")),
-        "compute_ms": _ms((cover_row.get("compute_ns") or 0) / windows),
-        "cast_overhead": {
-            "calls": cast_calls / windows,
-            "cpu_ms": _ms(casts["cpu_ns"].sum() / windows) if casts.height else 0.0,
-            "gpu_ms": _ms(casts["gpu_ns"].sum() / windows) if casts.height else 0.0,
-            "cpu_share": _f(casts["cpu_share"].mean()) if casts.height else 0.0,
-            "round_trips": (casts["round_trips"].sum() / windows)
+    summary = RunSummary(
+        steps=windows if run["n_steps"] else 0,
+        step_rule=run.get("step_rule"),
+        step_time_ms=_ms(host_ms.median()) if cpu_only else _ms(busy["window_ns"].median()),
+        mean_step_time_ms=_ms(host_ms.mean()) if cpu_only else parts.window_ms if busy.height else None,
+        gpu_busy_ms=_ms(busy["busy_ns"].mean()),
+        gpu_kernel_busy_ms=_ms(busy["kernel_busy_ns"].mean()),
+        gpu_idle_ms=_ms(busy["idle_ns"].mean()),
+        gpu_idle_ratio=_f(busy["idle_ratio"].mean()),
+        launch_bound_ratio=_f(bound["launch_bound_ratio"].mean()),
+        host_launch_gap_ms=_ms(bound["host_launch_gap_ns"].mean()),
+        gpu_events_per_step=_f(bound["gpu_events"].mean()),
+        kernels_per_step=_f(bound["kernels"].mean()),
+        median_kernel_us=_us(bound["median_kernel_ns"].mean()),
+        median_launch_us=_us(bound["median_launch_ns"].mean()),
+        short_kernel_share=_f(bound["short_kernel_share"].mean()),
+        median_queue_depth=_f(bound["median_queue_depth"].mean()),
+        fp16_coverage=_f(cover_row.get("fp16_coverage")),
+        tensor_core_coverage=_f(cover_row.get("tensor_core_coverage")),
+        compute_ms=_ms((cover_row.get("compute_ns") or 0) / windows),
+        cast_overhead=CastOverhead(
+            calls=cast_calls / windows,
+            cpu_ms=_ms(casts["cpu_ns"].sum() / windows) if casts.height else 0.0,
+            gpu_ms=_ms(casts["gpu_ns"].sum() / windows) if casts.height else 0.0,
+            cpu_share=_f(casts["cpu_share"].mean()) if casts.height else 0.0,
+            round_trips=(casts["round_trips"].sum() / windows)
             if casts.height and casts["round_trips"].null_count() < casts.height
             else None,
-        },
-        "step_split_ms": {"busy": parts.busy, "idle": parts.idle},
-    }
+        ),
+        ops_total=0,  # set below, once the ops are combined over ranks
+    )
     devices = busy.group_by("rank", "step").agg(pl.col("device").n_unique())["device"].max() if busy.height else 1
     _check_invariants(summary, parts, int(devices or 1))
     gap_histogram = (
@@ -139,7 +139,7 @@ def run_report(
             for c in ("cpu_incl_ns", "cpu_self_ns", "gpu_ns", "gpu_incl_ns")
         ),
     )
-    summary["ops_total"] = per_step_ops.height
+    summary = replace(summary, ops_total=per_step_ops.height)
     per_step_ops = top_ops(per_step_ops, top)
     ev = evidence_of(session, run_id, windows)
     findings = run_findings(parts, ev, summary, run_info["flavour"])
@@ -147,12 +147,12 @@ def run_report(
     if busy.select("rank").n_unique() > 1:
         balance = q("rank_balance")
         ranks, straggling = rank_views.per_rank(balance), rank_views.stragglers(balance)
-        summary["rank_spread"] = rank_views.spread(ranks)
-        finding = rank_views.straggler_finding(ranks, straggling, summary["step_time_ms"])
+        summary = replace(summary, rank_spread=rank_views.spread(ranks))
+        finding = rank_views.straggler_finding(ranks, straggling, summary.step_time_ms)
         if finding:
             findings = _largest_first([*findings, finding])
     step_causes, outliers = _step_causes(parts)
-    summary["outlier_steps"] = outliers
+    summary = replace(summary, outlier_steps=outliers)
     notes = []
     if cpu_only:
         notes.append(
@@ -186,7 +186,7 @@ def run_report(
 
 
 def run_findings(
-    parts: Split, ev: dict[str, dict[str, Any]], summary: dict[str, Any], flavour: str | None
+    parts: Split, ev: dict[str, dict[str, Any]], summary: RunSummary, flavour: str | None
 ) -> list[Finding]:
     """The causes of a run's steps that cost at least :data:`RUN_MIN_MS` and :data:`RUN_MIN_SHARE` of its
     step, and the coverage findings, largest first, each with its evidence and next step."""
@@ -197,14 +197,14 @@ def run_findings(
             continue
         sides = {}
         if cause in parts.idle:
-            sides["gpu_idle_ms_per_step"] = round(parts.idle[cause], 3)
+            sides["gpu_idle_ms_per_step"] = parts.idle[cause]
         if cause in BUSY_PARTS:
-            sides["gpu_busy_ms_per_step"] = round(parts.busy[cause], 3)
+            sides["gpu_busy_ms_per_step"] = parts.busy[cause]
         out.append(
             Finding(
                 id=cause,
                 title=_title(cause, ms, step, ev.get(cause, {})),
-                impact_ms=round(ms, 3),
+                impact_ms=ms,
                 evidence={**sides, **ev.get(cause, {})},
                 next_step=CAUSES[cause].next_step(flavour),
             )
@@ -223,51 +223,51 @@ def _title(cause: str, ms: float, step: float, ev: dict[str, Any]) -> str:
     return c.title.format(ms=fixed(ms), share=share, n=n, calls=calls, Label=label)
 
 
-def _fp32_compute(summary: dict[str, Any], ev: dict[str, dict[str, Any]], flavour: str | None) -> Finding | None:
-    fp16 = summary["fp16_coverage"]
-    if not (fp16 is not None and fp16 < LOW_FP16_COVERAGE and summary["compute_ms"]):
+def _fp32_compute(summary: RunSummary, ev: dict[str, dict[str, Any]], flavour: str | None) -> Finding | None:
+    fp16, compute = summary.fp16_coverage, summary.compute_ms
+    if not (fp16 is not None and fp16 < LOW_FP16_COVERAGE and compute):
         return None
     return Finding(
         id=FP32_COMPUTE.id,
         title=f"Only {fp16:.0%} of the GEMM/conv/attention time runs in half precision",
-        impact_ms=round(summary["compute_ms"] * (1 - fp16) / 2, 3),
+        impact_ms=compute * (1 - fp16) / 2,
         evidence={
             "fp16_coverage": fp16,
-            "compute_ms_per_step": summary["compute_ms"],
+            "compute_ms_per_step": compute,
             "ops_still_fp32_ms_per_step": ev.get(GPU_COMPUTE.id, {}).get("ops_still_fp32_ms_per_step", {}),
         },
         next_step=FP32_COMPUTE.next_step(flavour),
     )
 
 
-def _no_tensor_cores(summary: dict[str, Any], ev: dict[str, dict[str, Any]], flavour: str | None) -> Finding | None:
-    fp16, tc = summary["fp16_coverage"], summary["tensor_core_coverage"]
+def _no_tensor_cores(summary: RunSummary, ev: dict[str, dict[str, Any]], flavour: str | None) -> Finding | None:
+    fp16, tc, compute = summary.fp16_coverage, summary.tensor_core_coverage, summary.compute_ms or 0.0
     if not (fp16 is not None and fp16 >= LOW_FP16_COVERAGE and tc is not None and tc < LOW_TENSOR_CORE_COVERAGE):
         return None
     return Finding(
         id=NO_TENSOR_CORES.id,
         title=f"Half-precision compute is on tensor cores only {tc:.0%} of the time",
-        impact_ms=round(summary["compute_ms"] * (1 - tc) / 2, 3),
+        impact_ms=compute * (1 - tc) / 2,
         evidence={"tensor_core_coverage": tc, "fp16_coverage": fp16},
         next_step=NO_TENSOR_CORES.next_step(flavour),
     )
 
 
 #: Findings from the compute kernels' precision (their impact: half the compute time not yet reduced).
-_COVERAGE_RULES: tuple[Callable[[dict[str, Any], dict[str, dict[str, Any]], str | None], Finding | None], ...] = (
+_COVERAGE_RULES: tuple[Callable[[RunSummary, dict[str, dict[str, Any]], str | None], Finding | None], ...] = (
     _fp32_compute,
     _no_tensor_cores,
 )
 
 
-def _check_invariants(summary: dict[str, Any], parts: Split, devices: int = 1) -> None:
+def _check_invariants(summary: RunSummary, parts: Split, devices: int = 1) -> None:
     """What must hold whatever the trace: ratios in [0, 1], busy within the step, casts' GPU time within the
     busy time of the rank's ``devices`` GPUs, and the split adding up to the step (a broken rule fails
     loudly, not silently)."""
     for key in ("gpu_idle_ratio", "launch_bound_ratio", "fp16_coverage", "tensor_core_coverage", "short_kernel_share"):
-        v = summary.get(key)
+        v = getattr(summary, key)
         assert v is None or -1e-9 <= v <= 1 + 1e-9, f"{key}={v} is not a ratio"
-    cast_gpu, busy = summary["cast_overhead"]["gpu_ms"] or 0.0, summary.get("gpu_busy_ms")
+    cast_gpu, busy = summary.cast_overhead.gpu_ms or 0.0, summary.gpu_busy_ms
     if busy is not None:  # cast kernels run inside the GPU's busy time (on each of a rank's GPUs)
         assert cast_gpu <= busy * devices + 1e-6, f"cast GPU time {cast_gpu:.3f} ms exceeds GPU busy {busy:.3f} ms"
     total = sum(parts.busy.values()) + sum(parts.idle.values())
@@ -289,12 +289,12 @@ def _sites(sites: pl.DataFrame, windows: int) -> pl.DataFrame:
     )
 
 
-def _step_causes(parts: Split) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+def _step_causes(parts: Split) -> tuple[pl.DataFrame, tuple[OutlierStep, ...]]:
     """Each window's split with its largest cause, and the outlier steps (much longer than the median) with
     the cause that grew most over its median."""
     table = parts.per_step
     if table.is_empty():
-        return table, []
+        return table, ()
     causes = [c for c in table.columns if c not in ("rank", "step", "window_ms", "busy_ms")]
     table = table.with_columns(
         pl.concat_list([pl.struct(pl.lit(c).alias("c"), pl.col(c).alias("v")) for c in causes if c != GPU_COMPUTE.id])
@@ -308,16 +308,9 @@ def _step_causes(parts: Split) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
         grew = {c: row[c] - (table[c].median() or 0.0) for c in causes}
         cause = max(grew, key=grew.get)  # type: ignore[arg-type]
         outliers.append(
-            {
-                "step": row["step"],
-                "rank": row["rank"],
-                "step_ms": round(row["window_ms"], 3),
-                "median_step_ms": round(median, 3),
-                "cause": cause.removeprefix("idle_"),
-                "cause_ms_over_median": round(grew[cause], 3),
-            }
+            OutlierStep(row["step"], row["rank"], row["window_ms"], median, cause.removeprefix("idle_"), grew[cause])
         )
-    return table, outliers
+    return table, tuple(outliers)
 
 
 def _json_list(text: str | None) -> list[dict[str, Any]]:
@@ -361,19 +354,13 @@ def _summary_report(run: dict[str, Any], q: Callable[[str], pl.DataFrame], top: 
     ops = top_ops(ops, top)
     cover = q("summary_coverage")
     cover_row = cover.row(0, named=True) if cover.height else {}
-    summary: dict[str, Any] = {key: None for key in TIMELINE_METRICS}
-    summary.update(
-        {
-            "steps": None,
-            "fp16_coverage": cover_row.get("fp16_coverage"),
-            "tensor_core_coverage": cover_row.get("tensor_core_coverage"),
-            "cast_overhead": {
-                "calls": int(casts["calls"].sum()),
-                "cpu_ms": _ms(casts["cpu_incl_ns"].sum()),
-                "gpu_ms": _ms(casts["gpu_ns"].sum()),
-            },
-            "ops_total": total,
-        }
+    summary = RunSummary(
+        fp16_coverage=cover_row.get("fp16_coverage"),
+        tensor_core_coverage=cover_row.get("tensor_core_coverage"),
+        cast_overhead=CastOverhead(
+            calls=int(casts["calls"].sum()), cpu_ms=_ms(casts["cpu_incl_ns"].sum()), gpu_ms=_ms(casts["gpu_ns"].sum())
+        ),
+        ops_total=total,
     )
     notes = [
         "Summary text has no timeline: GPU idle time, gaps, the launch-bound ratio and step times need a "

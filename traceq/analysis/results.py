@@ -1,14 +1,18 @@
-"""The results the analysis hands to rendering: a run's report and a comparison of two runs."""
+"""The results the analysis hands to rendering: a run's report and a comparison of two runs, at full precision."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from traceq.analysis.causes import BUSY_PARTS, IDLE_CAUSES
 from traceq.analysis.findings import Finding, Waterfall
+from traceq.analysis.run_summary import RunSummary
+
+if TYPE_CHECKING:
+    from traceq.analysis.replay.estimates import Estimate, Verdict
 
 #: The idle part of a step estimated without the profiler that no cause holds (the replay's windows are
 #: drawn a little differently from the trace's): small where the split by cause holds.
@@ -64,10 +68,11 @@ class StepLanes:
 
 @dataclass
 class RunReport:
-    """A run's report: headline numbers (``summary``), findings and the tables behind them."""
+    """A run's report: headline numbers (``summary``), findings and the tables behind them, at full
+    precision (:mod:`traceq.render` rounds and cuts them as each format writes them)."""
 
     run: dict[str, Any]
-    summary: dict[str, Any]
+    summary: RunSummary
     findings: list[Finding]
     #: per window and device: window, busy and idle ns, launch-bound ratio, GPU events
     steps: pl.DataFrame = field(default_factory=pl.DataFrame)
@@ -75,7 +80,7 @@ class RunReport:
     gap_histogram: pl.DataFrame = field(default_factory=pl.DataFrame)
     #: where each cause's idle time went: cause, site (call), op, top_op, frame, calls and ms per step
     sites: pl.DataFrame = field(default_factory=pl.DataFrame)
-    #: per op: calls, CPU and GPU time per step (the top ops; ``summary['ops_total']`` says how many there are)
+    #: per op: calls, CPU and GPU time per step (the top ops; ``summary.ops_total`` says how many there are)
     ops: pl.DataFrame = field(default_factory=pl.DataFrame)
     notes: list[str] = field(default_factory=list)
     #: the metric frames behind the report, by query name (reused by comparisons)
@@ -93,8 +98,8 @@ class RunReport:
     #: ``report --what-if``: per cause the replay models, the fix, the step without the profiler with the
     #: fix and the saving with its band (:meth:`traceq.analysis.replay.replayer.Replayer.what_if`); empty otherwise
     what_if: pl.DataFrame = field(default_factory=pl.DataFrame)
-    #: ``report --unprofiled``: the step time estimated without the profiler (``Estimate.to_dict()``)
-    unprofiled: dict[str, Any] | None = None
+    #: ``report --unprofiled``: the step time estimated without the profiler
+    unprofiled: Estimate | None = None
     #: with ``unprofiled``, for a run of one rank whose steps are host ranges: that step split like ``split``
     #: (each traced gap's causes scaled as the replay changed the gap; idle key ``estimate_rest``: the rest)
     unprofiled_split: Split | None = field(default=None, repr=False)
@@ -102,30 +107,6 @@ class RunReport:
     timeline: StepLanes | None = field(default=None, repr=False)
     #: whether the run is a timeline of events (a trace); False: op tables only (summary text)
     has_timeline: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form: headline keys, ``ops`` rows, ``findings``, per-step causes and, for several
-        ranks, rank views."""
-        out = {
-            "run": self.run,
-            **self.summary,
-            "ops": self.ops.to_dicts(),
-            "findings": [f.to_dict() for f in self.findings],
-            "idle_sites": self.sites.head(50).to_dicts(),
-            "step_causes": self.step_causes.drop("top_cause", strict=False).to_dicts(),
-            "notes": self.notes,
-        }
-        if not self.ranks.is_empty():
-            out["ranks"] = self.ranks.to_dicts()
-            out["stragglers"] = self.stragglers.to_dicts()
-        if not self.what_if.is_empty():
-            out["what_if"] = self.what_if.to_dicts()
-        if self.unprofiled is not None:
-            out["unprofiled"] = self.unprofiled
-            if self.unprofiled_split is not None:
-                parts = {"busy": self.unprofiled_split.busy, "idle": self.unprofiled_split.idle}
-                out["unprofiled"] = {**self.unprofiled, "split": parts}
-        return out
 
 
 @dataclass
@@ -151,8 +132,8 @@ class Comparison:
     #: step times measured without the profiler, where given: base_ms, new_ms, delta_ms, traced_delta_ms
     measured: dict[str, float] | None = None
     #: ``report --compare --unprofiled``: both runs' step times estimated without the profiler and the
-    #: verdict on them (``Verdict.to_dict()`` of :mod:`traceq.analysis.replay.verdict`)
-    unprofiled: dict[str, Any] | None = None
+    #: verdict on them
+    unprofiled: Verdict | None = None
     #: with ``unprofiled``, for runs of one rank: the estimated difference split by cause (each gap's traced
     #: causes scaled as the replay changed the gap), closing on the difference of the estimates
     unprofiled_waterfall: Waterfall | None = None
@@ -164,30 +145,8 @@ class Comparison:
         if self.measured is not None and self.measured["base_ms"]:
             return self.measured["delta_ms"] / self.measured["base_ms"] * 100, "measured without the profiler"
         if self.unprofiled is not None:
-            return float(self.unprofiled["change_pct"]), "estimated without the profiler"
-        window = self.base.summary.get("mean_step_time_ms")
+            return self.unprofiled.change_pct, "estimated without the profiler"
+        window = self.base.summary.mean_step_time_ms
         if self.step_time_delta_ms is None or not window:
             return None
         return self.step_time_delta_ms / window * 100, "traced"
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {
-            "base": self.base.to_dict(),
-            "new": self.new.to_dict(),
-            "step_time_delta_ms": self.step_time_delta_ms,
-            "explained_ms": self.explained_ms,
-            "unexplained_ms": self.unexplained_ms,
-            "verdict": self.verdict,
-            "warnings": self.warnings,
-            "measured": self.measured,
-            "waterfall": [] if self.waterfall is None else self.waterfall.rows(),
-            "findings": [f.to_dict() for f in self.findings],
-            "op_deltas": self.op_deltas.head(30).to_dicts(),
-            "ranks": self.ranks.to_dicts(),
-            "notes": self.notes,
-        }
-        if self.unprofiled is not None:
-            out["unprofiled"] = self.unprofiled
-            if self.unprofiled_waterfall is not None:
-                out["unprofiled"] = {**self.unprofiled, "waterfall": self.unprofiled_waterfall.rows()}
-        return out

@@ -22,9 +22,11 @@ from traceq._utils.outputs import atomic_output, check_output, starts_with
 from traceq._utils.words import fixed
 from traceq.analysis.causes import CAUSES, COLOURS
 from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding, Waterfall
+from traceq.analysis.replay.estimates import Estimate
 from traceq.analysis.results import Comparison, RunReport, StepLanes
+from traceq.render import rounding
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, unprofiled_text, what_if_table
-from traceq.render.reports import evidence_text, headline
+from traceq.render.reports import estimated_steps, evidence_text, headline
 
 if TYPE_CHECKING:
     from traceq.store import Store
@@ -153,14 +155,14 @@ def _comparison(result: Comparison) -> list[str]:
     timelines = [(f"BASE {b.run['name']}", b.timeline, b), (f"NEW {n.run['name']}", n.timeline, n)]
     parts += _timeline_section([(label, t, _mean_ms(r)) for label, t, r in timelines if t is not None])
     if result.unprofiled_waterfall is not None and result.unprofiled is not None:
-        est_b, est_n = result.unprofiled["base"]["unprofiled_ms"], result.unprofiled["new"]["unprofiled_ms"]
+        est_b, est_n = estimated_steps(result)
         title = "Waterfall without the profiler: from BASE's estimated step to NEW's (ms per step)"
         parts += _waterfall_section(result.unprofiled_waterfall, est_b, est_n, title)
     if result.waterfall is not None and b.split is not None and n.split is not None:
         title = "Waterfall of the traced steps: from BASE's step to NEW's (mean ms per step)"
         parts += _waterfall_section(result.waterfall, b.split.window_ms, n.split.window_ms, title)
     if result.unprofiled is not None:
-        parts += _unprofiled({side: result.unprofiled[side] for side in ("base", "new")})
+        parts += _unprofiled({"base": result.unprofiled.base, "new": result.unprofiled.new})
     parts += _findings(result.findings, signed=True)
     if not result.new.what_if.is_empty():
         parts += [f"<h2>NEW: {_e(WHAT_IF_TITLE)}</h2>", _table(what_if_table(result.new.what_if))]
@@ -179,10 +181,10 @@ def _comparison(result: Comparison) -> list[str]:
             _paired_bars(by_cpu["name"].to_list(), by_cpu["base_cpu_ms"].to_list(), by_cpu["new_cpu_ms"].to_list()),
         ]
     cov = [
-        ("FP16/BF16 coverage, BASE", (b.summary.get("fp16_coverage") or 0.0) * 100),
-        ("FP16/BF16 coverage, NEW", (n.summary.get("fp16_coverage") or 0.0) * 100),
-        ("tensor-core coverage, BASE", (b.summary.get("tensor_core_coverage") or 0.0) * 100),
-        ("tensor-core coverage, NEW", (n.summary.get("tensor_core_coverage") or 0.0) * 100),
+        ("FP16/BF16 coverage, BASE", (b.summary.fp16_coverage or 0.0) * 100),
+        ("FP16/BF16 coverage, NEW", (n.summary.fp16_coverage or 0.0) * 100),
+        ("tensor-core coverage, BASE", (b.summary.tensor_core_coverage or 0.0) * 100),
+        ("tensor-core coverage, NEW", (n.summary.tensor_core_coverage or 0.0) * 100),
     ]
     parts += ["<h2>Coverage of GEMM/conv/attention time (%)</h2>", _bars(cov, unit="%")]
     if not result.steps.is_empty():
@@ -247,7 +249,7 @@ def _cause_of(label: str) -> str:
 
 def _mean_ms(report: RunReport) -> float | None:
     """The page's one step time of a run: its mean window (what the verdict, headline and waterfall state)."""
-    return report.summary.get("mean_step_time_ms")
+    return report.summary.mean_step_time_ms
 
 
 def _timeline_section(shown: list[tuple[str, StepLanes, float | None]]) -> list[str]:
@@ -483,11 +485,11 @@ def _steps_chart(steps: pl.DataFrame) -> str:
     return f'<svg width="{WIDTH}" height="{h * len(rows) + 44}" role="img">{"".join(out)}{axis}{legend}</svg>'
 
 
-def _unprofiled(estimates: dict[str, dict]) -> list[str]:
+def _unprofiled(estimates: dict[str, Estimate]) -> list[str]:
     """The replay's step time without the profiler, per run."""
     out = ["<h2>Without the profiler (replay)</h2>"]
     for side, estimate in estimates.items():
-        lines = "<br>".join(_e(line) for line in unprofiled_lines(estimate))
+        lines = "<br>".join(_e(line) for line in unprofiled_lines(rounding.estimate(estimate)))
         out.append(f"<p><b>{_e(side.upper() if side in ('base', 'new') else side)}</b>: {lines}</p>")
     return out
 
@@ -504,15 +506,16 @@ def _findings(findings: list[Finding], signed: bool) -> list[str]:
             impact = f" ({size} ms per step)"
         rows = "".join(
             f"<tr><td>{_e(k.replace('_', ' '))}</td><td>{_e(evidence_text(v, paired=signed))}</td></tr>"
-            for k, v in f.evidence.items()
+            for k, v in rounding.evidence(f).items()
             if v not in (None, {}, [])
             and not (isinstance(v, list) and len(v) == 2 and all(x in (None, {}, []) for x in v))
         )
         if f.what_if_ms is not None:
             where = " in NEW" if signed else ""
-            rows += f"<tr><td>what if fixed{where} (replay)</td><td>{_e(saving_text(f.what_if_ms))}</td></tr>"
+            saving = saving_text(rounding.ms(f.what_if_ms) or 0.0)
+            rows += f"<tr><td>what if fixed{where} (replay)</td><td>{_e(saving)}</td></tr>"
         if f.unprofiled_ms is not None:
-            words, value = unprofiled_text(f.unprofiled_ms, signed).split(": ", 1)
+            words, value = unprofiled_text(rounding.ms(f.unprofiled_ms) or 0.0, signed).split(": ", 1)
             rows += f"<tr><td>{_e(words)}</td><td>{_e(value)}</td></tr>"
         out.append(
             f"<li class='finding'><b>{_e(f.title)}</b>{_e(impact)}<table>{rows}</table>"

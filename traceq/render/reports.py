@@ -21,6 +21,8 @@ from traceq._utils.words import count, fixed, rounded
 from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding, Waterfall
 from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import REST, REST_LABEL, Comparison, RunReport
+from traceq.analysis.run_summary import OutlierStep
+from traceq.render import json_form, rounding
 from traceq.render.cells import cell
 from traceq.render.cells import console as make_console
 from traceq.render.frames import markdown, table
@@ -126,15 +128,15 @@ def finding_lines(i: int, f: Finding, signed: bool) -> list[str]:
     else:
         impact = f"  {fixed(f.impact_ms, sign=True)} ms/step" if signed else f"  ~{fixed(f.impact_ms)} ms/step"
     lines = [f"{i}. {f.title}{impact}"]
-    for k, v in f.evidence.items():
+    for k, v in rounding.evidence(f).items():
         if _empty(v) or (isinstance(v, list) and len(v) == 2 and all(map(_empty, v))):
             continue
         lines.append(f"   {k.replace('_', ' ')}: {evidence_text(v, paired=signed)}")
     if f.what_if_ms is not None:
         where = " in NEW" if signed else ""
-        lines.append(f"   what if fixed{where} (replay): {saving_text(f.what_if_ms)}")
+        lines.append(f"   what if fixed{where} (replay): {saving_text(rounding.ms(f.what_if_ms) or 0.0)}")
     if f.unprofiled_ms is not None:
-        lines.append(f"   {unprofiled_text(f.unprofiled_ms, signed)}")
+        lines.append(f"   {unprofiled_text(rounding.ms(f.unprofiled_ms) or 0.0, signed)}")
     lines.append(f"   next: {f.next_step}")
     return lines
 
@@ -145,26 +147,26 @@ def _empty(v: Any) -> bool:
 
 def headline(report: RunReport) -> list[tuple[str, str]]:
     s = report.summary
-    cast = s["cast_overhead"]
-    steps = str(s["steps"]) if s["steps"] else "(whole GPU span)" if s["steps"] == 0 else "n/a"
-    if s.get("step_rule"):
-        steps += f" ({s['step_rule']})"
-    calls = count(cast["calls"], "call")
+    cast = s.cast_overhead
+    steps = str(s.steps) if s.steps else "(whole GPU span)" if s.steps == 0 else "n/a"
+    if s.step_rule:
+        steps += f" ({s.step_rule})"
+    calls = count(cast.calls, "call")
     # summary text has no steps: its totals are the whole profile's
     casts_label = "casts / step" if report.has_timeline else "casts (whole profile)"
     return [
-        *(_rank_headline(s["rank_spread"]) if "rank_spread" in s else []),
+        *(_rank_headline(s.rank_spread) if s.rank_spread is not None else []),
         ("steps", steps),
         (  # the page's one step time: the mean window, which the split and the timeline's step refer to
             "step time (mean)",
-            _fmt(s["mean_step_time_ms"], " ms") if s.get("mean_step_time_ms") is not None else "n/a (no timeline)",
+            _fmt(s.mean_step_time_ms, " ms") if s.mean_step_time_ms is not None else "n/a (no timeline)",
         ),
-        ("GPU busy / step", _fmt(s["gpu_busy_ms"], " ms")),
-        ("GPU idle / step", f"{_fmt(s['gpu_idle_ms'], ' ms')}  ({_fmt(s['gpu_idle_ratio'], '%')})"),
-        ("launch-bound ratio", _fmt(s["launch_bound_ratio"], "%")),
-        ("FP16/BF16 coverage", _fmt(s["fp16_coverage"], "%")),
-        ("tensor-core coverage", _fmt(s["tensor_core_coverage"], "%")),
-        (casts_label, f"{calls}, CPU {fixed(cast['cpu_ms'])} ms, GPU {fixed(cast['gpu_ms'])} ms"),
+        ("GPU busy / step", _fmt(s.gpu_busy_ms, " ms")),
+        ("GPU idle / step", f"{_fmt(s.gpu_idle_ms, ' ms')}  ({_fmt(s.gpu_idle_ratio, '%')})"),
+        ("launch-bound ratio", _fmt(s.launch_bound_ratio, "%")),
+        ("FP16/BF16 coverage", _fmt(s.fp16_coverage, "%")),
+        ("tensor-core coverage", _fmt(s.tensor_core_coverage, "%")),
+        (casts_label, f"{calls}, CPU {fixed(cast.cpu_ms or 0.0)} ms, GPU {fixed(cast.gpu_ms or 0.0)} ms"),
     ]
 
 
@@ -251,7 +253,8 @@ def report_blocks(report: RunReport) -> list[Block]:
     """What a run's report says, in order."""
     blocks = []
     if report.unprofiled is not None:  # the question is about the run without the profiler: its estimate leads
-        blocks.append(Block("Step time without the profiler (replay)", unprofiled_lines(report.unprofiled)))
+        lines = unprofiled_lines(rounding.estimate(report.unprofiled))
+        blocks.append(Block("Step time without the profiler (replay)", lines))
     estimated = split_table(report, estimated=True)
     if not estimated.is_empty():
         blocks.append(Block("Where the step goes without the profiler (estimated ms per step)", frame=estimated))
@@ -266,7 +269,7 @@ def report_blocks(report: RunReport) -> list[Block]:
     sites = sites_table(report)
     if not sites.is_empty():
         blocks.append(Block("Where the GPU's idle time went (top calls)", frame=sites))
-    outliers = report.summary.get("outlier_steps") or []
+    outliers = report.summary.outlier_steps
     if outliers:
         blocks.append(Block("Outlier steps", [_outlier(o, report.run["n_ranks"] > 1) for o in outliers]))
     blocks += [Block("Note", [note]) for note in report.notes]
@@ -281,22 +284,22 @@ def report_blocks(report: RunReport) -> list[Block]:
         )
         blocks.append(Block("GPU idle gaps by kind and length", frame=hist))
     if not report.ops.is_empty():
-        total = report.summary.get("ops_total")
+        total = report.summary.ops_total
         more = f" (of {total:,}; --all lists every op)" if total and total > report.ops.height else ""
         blocks.append(Block(f"Top ops by CPU time{more}", frame=_top_ops(report)))
     return blocks
 
 
-def _outlier(o: dict[str, Any], ranked: bool) -> str:
-    rank = f" (rank {o['rank']})" if ranked else ""
+def _outlier(o: OutlierStep, ranked: bool) -> str:
+    rank = f" (rank {o.rank})" if ranked else ""
     return (
-        f"step {o['step']}{rank}: {fixed(o['step_ms'])} ms against a median of {fixed(o['median_step_ms'])} ms; "
-        f"{o['cause']} {fixed(o['cause_ms_over_median'], sign=True)} ms over its median"
+        f"step {o.step}{rank}: {fixed(o.step_ms)} ms against a median of {fixed(o.median_step_ms)} ms; "
+        f"{o.cause} {fixed(o.cause_ms_over_median, sign=True)} ms over its median"
     )
 
 
 def to_json(report: RunReport, out: TextIO | None = None) -> None:
-    (out or sys.stdout).write(json.dumps(report.to_dict(), default=str) + "\n")
+    (out or sys.stdout).write(json.dumps(json_form.report(report), default=str) + "\n")
 
 
 def to_markdown(report: RunReport, out: TextIO | None = None) -> None:
@@ -322,8 +325,8 @@ def waterfall_table(result: Comparison, min_share: float = WATERFALL_MIN_SHARE) 
     estimate without the profiler leads) the rows that carry it to the estimated one."""
     if result.waterfall is None or result.step_time_delta_ms is None:
         return pl.DataFrame()
-    b = result.base.summary.get("mean_step_time_ms")
-    n = result.new.summary.get("mean_step_time_ms")
+    b = result.base.summary.mean_step_time_ms
+    n = result.new.summary.mean_step_time_ms
     rows = _waterfall_rows(result.waterfall, b, n, "= step time (mean), NEW - BASE", min_share)
     return _waterfall_frame(rows + _closed_on_the_estimate(result, b, n))
 
@@ -333,9 +336,17 @@ def estimated_waterfall_table(result: Comparison, min_share: float = WATERFALL_M
     :func:`waterfall_table`), closing on the estimated steps; empty where it was not split."""
     if result.unprofiled_waterfall is None or result.unprofiled is None:
         return pl.DataFrame()
-    b, n = result.unprofiled["base"]["unprofiled_ms"], result.unprofiled["new"]["unprofiled_ms"]
+    b, n = estimated_steps(result)
     label = "= step time without the profiler (estimated), NEW - BASE"
     return _waterfall_frame(_waterfall_rows(result.unprofiled_waterfall, b, n, label, min_share, n - b))
+
+
+def estimated_steps(result: Comparison) -> tuple[float, float]:
+    """BASE's and NEW's steps estimated without the profiler, ms, as stated (a comparison with the estimate)."""
+    assert result.unprofiled is not None
+    b, n = rounding.ms(result.unprofiled.base.step_ms), rounding.ms(result.unprofiled.new.step_ms)
+    assert b is not None and n is not None
+    return b, n
 
 
 def _waterfall_rows(
@@ -365,11 +376,10 @@ def _waterfall_frame(rows: list[tuple]) -> pl.DataFrame:
 def _closed_on_the_estimate(result: Comparison, base_ms: float | None, new_ms: float | None) -> list[tuple]:
     """Two rows that carry the traced difference over to the one estimated without the profiler (where the
     replay ran): what the estimate takes out of each traced step, then the estimated steps."""
-    est = result.unprofiled
-    if est is None or base_ms is None or new_ms is None:
+    if result.unprofiled is None or base_ms is None or new_ms is None:
         return []
-    b, n = est["base"]["unprofiled_ms"], est["new"]["unprofiled_ms"]
-    what = "the profiler's cost and host speed" if est.get("scaled") else "the profiler's own cost"
+    b, n = estimated_steps(result)
+    what = "the profiler's cost and host speed" if result.unprofiled.scaled else "the profiler's own cost"
     return [
         (f"{what}, taken out (estimated)", b - base_ms, n - new_ms, (n - new_ms) - (b - base_ms)),
         ("= step time without the profiler (estimated)", b, n, n - b),
@@ -380,9 +390,9 @@ def compare_blocks(result: Comparison) -> list[Block]:
     """What a comparison says, in order."""
     blocks = [Block("", [result.verdict])]
     if result.unprofiled is not None:
-        for side in ("base", "new"):
+        for side, estimate in (("base", result.unprofiled.base), ("new", result.unprofiled.new)):
             title = f"{side.upper()} without the profiler (replay)"
-            blocks.append(Block(title, unprofiled_lines(result.unprofiled[side])))
+            blocks.append(Block(title, unprofiled_lines(rounding.estimate(estimate))))
     estimated = estimated_waterfall_table(result)
     if not estimated.is_empty():
         blocks.append(Block("Waterfall without the profiler (estimated ms per step)", frame=estimated))
@@ -423,7 +433,7 @@ def op_deltas_block(op_deltas: pl.DataFrame) -> Block:
 
 
 def compare_json(result: Comparison, out: TextIO | None = None) -> None:
-    (out or sys.stdout).write(json.dumps(result.to_dict(), default=str) + "\n")
+    (out or sys.stdout).write(json.dumps(json_form.comparison(result), default=str) + "\n")
 
 
 def compare_markdown(result: Comparison, out: TextIO | None = None) -> None:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from traceq.analysis.replay import compare_replayers
+from traceq.render import rounding
 
 
 def test_conformer_b4_flip(replayers, manifest):
@@ -21,7 +22,7 @@ def test_conformer_b4_flip(replayers, manifest):
     assert v.change_low <= measured <= v.change_high
     assert v.change_pct == pytest.approx(measured, abs=10)
     assert v.scaled == "base" and v.host_ratio < 1 / 1.2
-    json.dumps(v.to_dict())
+    json.dumps(rounding.verdict(v))
 
 
 def test_without_host_scaling_the_conformer_verdict_stays_wrong(replayers):

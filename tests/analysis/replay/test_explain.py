@@ -13,6 +13,7 @@ from traceq.analysis.compare import compare
 from traceq.analysis.replay.explain import with_replay
 from traceq.analysis.replay.whatif import FIXES
 from traceq.analysis.report import run_report
+from traceq.render import json_form, rounding
 
 CONFORMER = ("kineto_conformer_fp32_b4_2steps", "kineto_conformer_fp16_b4_2steps")
 
@@ -28,10 +29,10 @@ def test_findings_of_modelled_causes_carry_the_what_if_saving(input_report):
     assert set(saving) == set(FIXES)
     assert {f.id for f in input_report.findings} & set(FIXES), "no finding of a modelled cause"
     for f in input_report.findings:
-        d = f.to_dict()
+        d = json_form.finding(f)
         if f.id in FIXES:
-            assert f.what_if_ms == pytest.approx(saving[f.id], abs=1e-3)
-            assert d["what_if_ms"] == f.what_if_ms
+            assert f.what_if_ms == saving[f.id]
+            assert d["what_if_ms"] == round(f.what_if_ms, 3)
         else:
             assert f.what_if_ms is None and "what_if_ms" not in d
 
@@ -45,10 +46,10 @@ def test_the_input_pipeline_saving_is_the_measured_one(input_report, manifest):
 
 def test_the_estimate_is_in_the_report_and_its_json(input_report, manifest):
     est = input_report.unprofiled
-    assert est is not None and est["low_ms"] <= est["unprofiled_ms"] <= est["high_ms"]
-    assert est["low_ms"] <= manifest["input8_fp16_3steps"]["step_ms"] <= est["high_ms"]
-    doc = json.loads(json.dumps(input_report.to_dict(), default=str))
-    assert doc["unprofiled"]["unprofiled_ms"] == pytest.approx(est["unprofiled_ms"], abs=1e-3)
+    assert est is not None and est.low_ms <= est.step_ms <= est.high_ms
+    assert est.low_ms <= manifest["input8_fp16_3steps"]["step_ms"] <= est.high_ms
+    doc = json.loads(json.dumps(json_form.report(input_report), default=str))
+    assert doc["unprofiled"]["unprofiled_ms"] == pytest.approx(est.step_ms, abs=1e-3)
     assert [r["cause"] for r in doc["what_if"]] == list(FIXES)
 
 
@@ -56,10 +57,10 @@ def test_traced_only_leaves_the_report_unchanged_and_the_default_adds_the_estima
     plain = run_report("enc_fp16_3steps", replay_store)
     same = with_replay(plain, replay_store, unprofiled=False)
     assert same is plain and same.what_if.is_empty() and same.unprofiled is None
-    assert all("what_if_ms" not in f.to_dict() for f in plain.findings)
+    assert all("what_if_ms" not in json_form.finding(f) for f in plain.findings)
     default = with_replay(plain, replay_store)
     assert default.unprofiled is not None and default.what_if.is_empty()
-    assert default.unprofiled["unprofiled_ms"] < default.unprofiled["traced_ms"]
+    assert default.unprofiled.step_ms < default.unprofiled.traced_ms
 
 
 def test_the_verdict_without_the_profiler_flips_the_traced_one(replay_store, manifest):
@@ -70,15 +71,16 @@ def test_the_verdict_without_the_profiler_flips_the_traced_one(replay_store, man
     result = with_replay(compare(base, new, replay_store), replay_store, unprofiled=True)
     measured = manifest[new]["step_ms"] / manifest[base]["step_ms"] * 100 - 100
     assert measured > 0 > result.step_time_delta_ms
-    est = result.unprofiled
-    assert est is not None and est["flips"] and est["change_pct"] > 0
+    assert result.unprofiled is not None
+    est = rounding.verdict(result.unprofiled)  # as the formats state it
+    assert est["flips"] and est["change_pct"] > 0
     assert est["change_low"] <= measured <= est["change_high"]
     assert result.verdict.startswith(f"Estimated without the profiler (replay), NEW is {est['change_pct']:.1f}% slower")
     if est["uncertain"]:
         assert "the band includes no change: the difference is within the estimate's noise" in result.verdict
     else:
         assert "flips the traced conclusion" in result.verdict
-    assert result.to_dict()["unprofiled"]["new"]["run_id"] == result.new.run["run_id"]
+    assert json_form.comparison(result)["unprofiled"]["new"]["run_id"] == result.new.run["run_id"]
 
 
 def test_the_waterfall_closes_on_the_estimated_difference(replay_store):
@@ -89,8 +91,8 @@ def test_the_waterfall_closes_on_the_estimated_difference(replay_store):
 
     base, new = CONFORMER
     result = with_replay(compare(base, new, replay_store), replay_store, unprofiled=True)
-    est = result.unprofiled
-    assert est is not None
+    assert result.unprofiled is not None
+    est = rounding.verdict(result.unprofiled)
     rows = {r["part"]: r for r in waterfall_table(result).to_dicts()}
     traced = rows["= step time (mean), NEW - BASE"]
     taken = next(r for name, r in rows.items() if name.endswith("taken out (estimated)"))
@@ -124,8 +126,9 @@ def test_the_estimated_difference_is_split_by_cause(replay_store):
 
     base, new = CONFORMER
     result = with_replay(compare(base, new, replay_store), replay_store, unprofiled=True)
-    water, est = result.unprofiled_waterfall, result.unprofiled
-    assert water is not None and est is not None
+    water, verdict = result.unprofiled_waterfall, result.unprofiled
+    assert water is not None and verdict is not None
+    est = rounding.verdict(verdict)
     parts = {p.part: p for p in water.parts}
     for side, split, total in (("base", result.base.split, est["base"]["unprofiled_ms"]),
                                ("new", result.new.split, est["new"]["unprofiled_ms"])):  # fmt: skip
@@ -139,7 +142,7 @@ def test_the_estimated_difference_is_split_by_cause(replay_store):
     assert water.delta_ms == pytest.approx(est["new"]["unprofiled_ms"] - est["base"]["unprofiled_ms"], abs=2e-3)
     grew = {c for c, p in parts.items() if p.delta_ms > 0.5}
     assert {"cast_overhead", "launch_overhead"} <= grew and parts["gpu_compute"].delta_ms < 0
-    assert result.to_dict()["unprofiled"]["waterfall"] == water.rows()
+    assert json_form.comparison(result)["unprofiled"]["waterfall"] == json_form.waterfall(water)
     assert result.findings
     assert all(f.unprofiled_ms == pytest.approx(parts[f.id].delta_ms, abs=1e-3) for f in result.findings)
 
@@ -181,14 +184,15 @@ def test_a_runs_estimate_is_split_by_cause(replay_store):
 
     plain = run_report("enc_fp16_3steps", replay_store)
     report = with_replay(plain, replay_store)
-    est, split, traced = report.unprofiled, report.unprofiled_split, plain.split
-    assert est is not None and split is not None and traced is not None
+    estimate, split, traced = report.unprofiled, report.unprofiled_split, plain.split
+    assert estimate is not None and split is not None and traced is not None
+    est = rounding.estimate(estimate)
     assert split.busy == traced.busy and split.window_ms == pytest.approx(est["unprofiled_ms"], abs=1e-3)
     assert sum(split.busy.values()) + sum(split.idle.values()) == pytest.approx(split.window_ms)
     assert abs(split.idle[REST]) < 0.02 * split.window_ms
     assert all(split.idle[c] <= ms + 1e-9 for c, ms in traced.idle.items())
     assert sum(split.idle.values()) < sum(traced.idle.values())
-    assert report.to_dict()["unprofiled"]["split"]["idle"] == split.idle
+    assert json_form.report(report)["unprofiled"]["split"]["idle"] == split.idle
     assert report.findings
     assert all(f.unprofiled_ms == pytest.approx(split.part(f.id), abs=1e-3) for f in report.findings)
     assert with_replay(plain, replay_store, unprofiled=False).unprofiled_split is None
@@ -200,7 +204,7 @@ def test_the_estimate_is_not_split_for_runs_of_several_ranks(tmp_path):
     (run_id,) = traceq.runs(store)["run_id"].to_list()
     result = with_replay(compare(run_id, run_id, store), store, unprofiled=True)
     assert result.unprofiled is not None and result.unprofiled_waterfall is None
-    assert "waterfall" not in result.to_dict()["unprofiled"]
+    assert "waterfall" not in json_form.comparison(result)["unprofiled"]
 
 
 def test_measured_step_times_win_over_the_estimate(replay_store, manifest):
@@ -265,4 +269,4 @@ def test_a_one_file_run_replays_the_rank_its_trace_declares(tmp_path):
     traceq.ingest([path], store=tmp_path / "store", jobs=1)
     report = with_replay(run_report("ddp_fp16_rank1", tmp_path / "store"), tmp_path / "store", unprofiled=True)
     assert declared == 1 and report.unprofiled is not None
-    assert report.unprofiled["per_step"] and report.unprofiled["traced_ms"] > report.unprofiled["unprofiled_ms"] > 0
+    assert report.unprofiled.per_step.height and report.unprofiled.traced_ms > report.unprofiled.step_ms > 0

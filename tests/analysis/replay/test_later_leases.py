@@ -16,6 +16,7 @@ from tests.conftest import built_once
 from traceq.analysis.replay import Replayer
 from traceq.analysis.replay.overhead import SEARCH_HIGH, SEARCH_LOW, OverheadModel
 from traceq.querying.engine import Session
+from traceq.render import json_form
 from traceq.store import Store
 
 LEASES = sorted(p.parent for p in PLANTED.glob("lease*/manifest.json"))
@@ -138,7 +139,9 @@ def test_a_comparison_reads_the_same_every_time(store: Store) -> None:
     the same runs give the same words on every read (the shapes and the allocator calls once came out in
     another order from one read to the next)."""
     first, second = (
-        _rounded(traceq.compare("leaseC.cudnn_var_nobench_fp16", "leaseC.cudnn_var_fp16", store=store).to_dict())
+        _rounded(
+            json_form.comparison(traceq.compare("leaseC.cudnn_var_nobench_fp16", "leaseC.cudnn_var_fp16", store=store))
+        )
         for _ in range(2)
     )
     assert first == second  # floats to 9 digits: parallel sums may differ in the last bits, never in print

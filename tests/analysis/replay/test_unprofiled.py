@@ -9,6 +9,7 @@ import statistics
 import pytest
 
 from traceq.analysis.replay.overhead import BAND_FLOOR, OverheadModel
+from traceq.render import rounding
 
 #: Runs traced on the host their clean rounds were timed on (the manifest's ``same_host``; launch-bound
 #: runs differ 10-25 % between hosts, so the others count only in ratios with their twins).
@@ -57,7 +58,7 @@ def test_band_and_per_step(replayers, name):
     assert (steps["low_ms"] <= steps["unprofiled_ms"] + 1e-9).all()
     assert (steps["unprofiled_ms"] <= steps["high_ms"] + 1e-9).all()
     assert steps["unprofiled_ms"].mean() == pytest.approx(est.step_ms)
-    json.dumps(est.to_dict())
+    json.dumps(rounding.estimate(est))
 
 
 def test_the_profiler_costs_a_launch_bound_run_its_measured_share_and_a_gpu_bound_one_nothing(replayers, manifest):

@@ -12,11 +12,12 @@ overhead model, scenarios) are in their own modules.
 """
 
 from traceq.analysis.replay.engine import replay
+from traceq.analysis.replay.estimates import Estimate, Verdict
 from traceq.analysis.replay.graph import build_graph
 from traceq.analysis.replay.overhead import overhead_scenario
-from traceq.analysis.replay.replayer import Estimate, Replayer, load_timeline, replayer, reproduce, unprofiled, what_if
+from traceq.analysis.replay.replayer import Replayer, load_timeline, replayer, reproduce, unprofiled, what_if
 from traceq.analysis.replay.scenario import Scenario
-from traceq.analysis.replay.verdict import Verdict, compare_replayers
+from traceq.analysis.replay.verdict import compare_replayers
 from traceq.analysis.replay.whatif import FIXES, SCENARIOS
 
 __all__ = [

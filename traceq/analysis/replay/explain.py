@@ -20,9 +20,10 @@ import polars as pl
 from traceq._utils.words import rounded
 from traceq.analysis.compare import change_next_step, compare, comparison_sessions
 from traceq.analysis.findings import Finding
+from traceq.analysis.replay.estimates import Verdict, change_words
 from traceq.analysis.replay.idle_split import IDLE_PIECES, estimated_split, estimated_waterfall, idle_scale_by_cause
 from traceq.analysis.replay.replayer import Replayer
-from traceq.analysis.replay.verdict import Verdict, change_words, compare_replayers
+from traceq.analysis.replay.verdict import compare_replayers
 from traceq.analysis.report import TOP_OPS, run_report
 from traceq.analysis.results import Comparison, RunReport, Split
 from traceq.querying.engine import Session
@@ -33,15 +34,13 @@ def with_what_if(findings: list[Finding], what_if: pl.DataFrame) -> list[Finding
     """``findings`` with ``what_if_ms`` set from ``what_if`` (a :meth:`Replayer.what_if` frame) for each
     finding whose id is a cause the replay models (the others unchanged)."""
     saving = dict(zip(what_if["cause"].to_list(), what_if["saving_ms"].to_list(), strict=True))
-    return [
-        dataclasses.replace(f, what_if_ms=round(saving[f.id], 3)) if f.id in saving else f for f in findings
-    ]
+    return [dataclasses.replace(f, what_if_ms=saving[f.id]) if f.id in saving else f for f in findings]
 
 
 def with_unprofiled(findings: list[Finding], ms: dict[str, float]) -> list[Finding]:
     """``findings`` with ``unprofiled_ms`` set from ``ms`` (a cause's ms per step, or its change, in the
     step estimated without the profiler) for each finding of a cause it holds."""
-    return [dataclasses.replace(f, unprofiled_ms=round(ms[f.id], 3)) if f.id in ms else f for f in findings]
+    return [dataclasses.replace(f, unprofiled_ms=ms[f.id]) if f.id in ms else f for f in findings]
 
 
 def with_estimated_changes(
@@ -84,9 +83,8 @@ def replay_report(
         )
     split = None
     if unprofiled:
-        estimated = replayer.unprofiled(host_scale)
-        estimate = estimated.to_dict()
-        split = split_of_estimate(report, replayer, estimated.step_ms, session, host_scale)
+        estimate = replayer.unprofiled(host_scale)
+        split = split_of_estimate(report, replayer, estimate.step_ms, session, host_scale)
     findings = with_what_if(report.findings, frame) if what_if else report.findings
     if split is not None:
         findings = with_unprofiled(findings, {c: split.part(c) for c in split.parts()})
@@ -197,7 +195,7 @@ def with_replay(
         }
     if unprofiled:
         verdict = compare_replayers(base, new)
-        changes["unprofiled"] = verdict.to_dict()
+        changes["unprofiled"] = verdict
         changes["verdict"] = unprofiled_verdict(verdict, result)
         changes["notes"] = [*result.notes, *verdict.notes]
         estimates, scales = (verdict.base, verdict.new), (verdict.base_scale, verdict.new_scale)
@@ -218,7 +216,7 @@ def _cannot_replay(reports: list[RunReport]) -> str | None:
     """Why the replay cannot run on these reports' runs, or None where it can."""
     if not all(r.has_timeline for r in reports):
         return "Summary text has no timeline to replay."
-    if any(not r.summary.get("kernels_per_step") for r in reports):
+    if any(not r.summary.kernels_per_step for r in reports):
         return "The step time without the profiler is not estimated: a run has no GPU work to replay."
     return None
 

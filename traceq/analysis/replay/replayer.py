@@ -1,17 +1,19 @@
 """The replay's Python API: reproduce the traced steps, estimate them without the profiler, ask what a fix
-would save. Everything returns polars frames or dataclasses with ``to_dict()`` (for JSON reports)."""
+would save. Everything returns polars frames or dataclasses at full precision (reports round them as they
+write them)."""
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
 
 from traceq._utils.words import count
 from traceq.analysis.replay.engine import Replay, Scenario, replay
+from traceq.analysis.replay.estimates import Estimate
 from traceq.analysis.replay.graph import Graph, build_graph
 from traceq.analysis.replay.overhead import (
     BAND_FLOOR,
@@ -46,45 +48,6 @@ def load_timeline(session: Session, run_id: str, rank: int | None = None) -> Tim
         rank = frames[0].filter(pl.col("run_id") == run_id)["rank"].min()  # type: ignore[assignment]
         rank = 0 if rank is None else int(rank)  # type: ignore[arg-type]
     return timeline_from_frames(run_id, rank, run.get("flavour") or "", counts, *frames)
-
-
-@dataclass
-class Estimate:
-    """A run's step time without the profiler. ``step_ms`` is the estimate, ``low_ms``..``high_ms`` its
-    band (:func:`~traceq.analysis.replay.overhead.band_width`: ``width`` is its natural-log half-width;
-    above the traced step by no more than the band's floor), ``traced_ms`` the traced step time (mean analysis window).
-    ``per_step``: ``step``, ``traced_ms``, ``unprofiled_ms``, ``low_ms``, ``high_ms``. ``notes``: how it
-    was made and what to keep in mind."""
-
-    run_id: str
-    traced_ms: float
-    step_ms: float
-    low_ms: float
-    high_ms: float
-    per_step: pl.DataFrame
-    notes: list[str] = field(default_factory=list)
-    width: float = 0.0
-    #: what the host CPU time left was multiplied by (1.0: not scaled; a comparison's host-speed scaling)
-    host_scale: float = 1.0
-
-    @property
-    def profiler_ms(self) -> float:
-        """The profiler's estimated cost per step, ms."""
-        return self.traced_ms - self.step_ms
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "traced_ms": round(self.traced_ms, 3),
-            "unprofiled_ms": round(self.step_ms, 3),
-            "low_ms": round(self.low_ms, 3),
-            "high_ms": round(self.high_ms, 3),
-            "band_width": round(self.width, 4),
-            "profiler_ms": round(self.profiler_ms, 3),
-            "host_scale": round(self.host_scale, 3),
-            "per_step": self.per_step.to_dicts(),
-            "notes": self.notes,
-        }
 
 
 class Replayer:

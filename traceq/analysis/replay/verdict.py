@@ -13,78 +13,14 @@ no change.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
 
+from traceq.analysis.replay.estimates import Verdict
 from traceq.analysis.replay.overhead import RATIO_SHARE
-from traceq.analysis.replay.replayer import Estimate, Replayer
+from traceq.analysis.replay.replayer import Replayer
 from traceq.analysis.replay.speed import speed_ratio
 
 #: Host speed ratio between two traces above which the slower one is scaled to the faster one's speed.
 HOST_RATIO = 1.2
-
-
-@dataclass
-class Verdict:
-    """A comparison's traced and unprofiled step times. ``change_pct``: NEW against BASE without the
-    profiler (positive: NEW slower), with ``change_low``..``change_high``; ``traced_change_pct`` the same
-    on traced steps; ``flips``: whether the two disagree on which run is faster; ``host_ratio``: how much
-    slower NEW's host ran the trivial ops than BASE's; ``scaled``: which run's host time was scaled."""
-
-    base: Estimate
-    new: Estimate
-    change_pct: float
-    change_low: float
-    change_high: float
-    traced_change_pct: float
-    flips: bool
-    uncertain: bool
-    host_ratio: float | None
-    scaled: str | None
-    notes: list[str] = field(default_factory=list)
-    #: what each side's host CPU time was multiplied by (1.0: not scaled), for its replay
-    base_scale: float = 1.0
-    new_scale: float = 1.0
-
-    @property
-    def text(self) -> str:
-        band = f"{self.change_low:+,.1f}% to {self.change_high:+,.1f}%"
-        out = f"{change_words(self.change_pct)} without the profiler (band {band}){self.noise}"
-        if self.flips:
-            traced = "slower" if self.traced_change_pct > 0 else "faster"
-            out += f"; the traced steps say NEW is {abs(self.traced_change_pct):,.1f}% {traced}: the profiler flips it"
-        return out
-
-    @property
-    def noise(self) -> str:
-        """The clause a verdict adds where the band includes no change but the estimate is not 0.0 %."""
-        if self.uncertain and abs(self.change_pct) >= 0.05:
-            return ", but the band includes no change: the difference is within the estimate's noise"
-        return ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "base": self.base.to_dict(),
-            "new": self.new.to_dict(),
-            "change_pct": round(self.change_pct, 2),
-            "change_low": round(self.change_low, 2),
-            "change_high": round(self.change_high, 2),
-            "traced_change_pct": round(self.traced_change_pct, 2),
-            "flips": self.flips,
-            "uncertain": self.uncertain,
-            "host_ratio": None if self.host_ratio is None else round(self.host_ratio, 3),
-            "scaled": self.scaled,
-            "verdict": self.text,
-            "notes": self.notes,
-        }
-
-
-def change_words(pct: float) -> str:
-    """A change of NEW against BASE in per cent, in words whose sign agrees with the number (one that
-    rounds to 0.0 % is no change)."""
-    if abs(pct) < 0.05:
-        return "NEW and BASE take the same time"
-    return f"NEW is {abs(pct):,.1f}% {'slower' if pct > 0 else 'faster'} than BASE"
 
 
 def compare_replayers(base: Replayer, new: Replayer, normalize_host: bool = True) -> Verdict:
