@@ -160,7 +160,7 @@ def test_next_steps_follow_the_estimate_where_it_leads(replay_store):
     result = with_replay(compare(base, new, replay_store), replay_store, unprofiled=True)
     assert result.unprofiled_waterfall is not None and result.unprofiled is not None
     new_parts = {p.part: p.new_ms for p in result.unprofiled_waterfall.parts}
-    step = result.unprofiled["new"]["unprofiled_ms"]
+    step = result.unprofiled.new.step_ms
     flavour = result.new.run["flavour"]
     flipped = 0
     for f in result.findings:

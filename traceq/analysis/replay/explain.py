@@ -17,7 +17,6 @@ from typing import overload
 
 import polars as pl
 
-from traceq._utils.words import rounded
 from traceq.analysis.compare import change_next_step, compare, comparison_sessions
 from traceq.analysis.findings import Finding
 from traceq.analysis.replay.estimates import Verdict, change_words
@@ -53,7 +52,7 @@ def with_estimated_changes(
     out = []
     for f in with_unprofiled(findings, change):
         if f.id in change:
-            step = change_next_step(f.id, rounded(change[f.id]), new_split.part(f.id), step_ms, flavour, "estimated")
+            step = change_next_step(f.id, change[f.id], new_split.part(f.id), step_ms, flavour, "estimated")
             f = dataclasses.replace(f, next_step=step)
         out.append(f)
     return out
