@@ -3,7 +3,7 @@
 Perfetto: ``traceq export RUN --to perfetto FILE.json`` of one trace (default the shared Kineto trace of
 the Conformer at fp16, batch 4: 38.5 MB of JSON). Printed: the file's size against the trace's own
 (target: no more than it), the idle-cause slices against the idle pieces of ``_idle_charges`` they are
-merged from, and the export's time.
+merged from, their bytes and those of all analysis tracks, and the export's time.
 
 SQLite: ``write_sqlite`` of every run of a store (``--store``; default a store built in a temporary
 folder from ``--traces``) against its floor, the same rows written through ADBC's SQLite driver alone:
@@ -64,15 +64,20 @@ def perfetto(store: Path, out: Path) -> dict[str, object]:
         pieces = s.sql(
             f"-- Requires: _idle_charges\nSELECT count(*) FROM _idle_charges WHERE run_id = '{run_id}'"
         ).item()
-    slices = 0
-    with out.open() as f:
+    slices, idle_bytes, analysis_bytes = 0, 0, 0
+    with out.open("rb") as f:
         for line in f:
-            slices += '"cat":"traceq.idle"' in line
+            idle = b'"cat":"traceq.idle"' in line
+            slices += idle
+            idle_bytes += len(line) if idle else 0
+            analysis_bytes += len(line) if b'"cat":"traceq.' in line else 0
     return {
         "seconds": seconds,
         "bytes": out.stat().st_size,
         "pieces": pieces,
         "slices": slices,
+        "idle_bytes": idle_bytes,
+        "analysis_bytes": analysis_bytes,
         "peak_mb": peak_mb(),
     }
 
@@ -171,8 +176,10 @@ def main() -> None:
             print(f"perfetto: {args.trace.name} ({size / 1e6:.1f} MB of JSON), medians of {args.rounds} runs")
             print(f"  file {b / 1e6:.1f} MB, {b / size:.2f}x the trace (target at most 1x: "
                   f"{'met' if b <= size else 'not met'})")  # fmt: skip
-            print(f"  idle slices {runs[0]['slices']:,} from {runs[0]['pieces']:,} idle pieces "
-                  f"({runs[0]['slices'] / max(runs[0]['pieces'], 1):.2f}x)")  # fmt: skip
+            first = runs[0]
+            print(f"  idle slices {first['slices']:,} from {first['pieces']:,} idle pieces "
+                  f"({first['slices'] / max(first['pieces'], 1):.2f}x), {first['idle_bytes'] / 1e6:.1f} MB; all "
+                  f"analysis tracks {first['analysis_bytes'] / 1e6:.1f} MB, the run's own events the rest")  # fmt: skip
             print(f"  {statistics.median(r['seconds'] for r in runs):.2f} s, "
                   f"{statistics.median(r['peak_mb'] for r in runs):,.0f} MiB")  # fmt: skip
         if args.skip != "sqlite":

@@ -4,14 +4,16 @@
 -- memory copy was launched (the memcpy's launch call falls within the op on its thread), unless a
 -- recorded `aten::copy_` inside it has two input dtypes (a conversion made with the copy): `x.to('cuda')`,
 -- `.cpu()`, `lengths.to(device)`. Its time is the copy's and the wait for it (a device-to-host copy
--- waits for the GPU's queue), not a cast's: the cast metrics leave it out.
+-- waits for the GPU's queue), not a cast's: the cast metrics leave it out. Each op is matched with the
+-- first launch and the first converting copy of its thread at or after its start (ASOF joins over the
+-- thread's events in time order, not every pair of an op and a copy of its thread).
 -- Reads: events(kind, name, pid, tid, ts_ns, dur_ns, event_id, launch_id, input_dtypes), _cast_ops.
 -- Columns:
 --   run_id    VARCHAR  run id
 --   rank      BIGINT   rank
 --   event_id  BIGINT   the op
 WITH names AS (
-  SELECT n.name FROM (SELECT DISTINCT name FROM events WHERE kind IN ('op', 'op_inner')) n
+  SELECT DISTINCT n.name FROM (SELECT DISTINCT name FROM events WHERE kind IN ('op', 'op_inner')) n
   CROSS JOIN _cast_ops c WHERE regexp_matches(n.name, c.family)
 ),
 family AS (
@@ -28,12 +30,16 @@ converting AS (  -- copies between two recorded dtypes
   SELECT run_id, rank, pid, tid, ts_ns FROM events
   WHERE kind IN ('op', 'op_inner') AND name = 'aten::copy_'
     AND len(list_distinct(list_filter(input_dtypes, lambda x: x <> ''))) > 1
+),
+launching AS (  -- family ops with a copy launched inside them
+  SELECT f.*
+  FROM family f
+  ASOF JOIN copies c ON c.run_id = f.run_id AND c.rank = f.rank AND c.pid = f.pid AND c.tid = f.tid
+   AND c.ts_ns >= f.ts_ns
+  WHERE c.ts_ns < f.end_ns
 )
-SELECT DISTINCT f.run_id, f.rank, f.event_id
-FROM family f
-JOIN copies c ON c.run_id = f.run_id AND c.rank = f.rank AND c.pid = f.pid AND c.tid = f.tid
- AND c.ts_ns >= f.ts_ns AND c.ts_ns < f.end_ns
-WHERE NOT EXISTS (
-  SELECT 1 FROM converting x
-  WHERE x.run_id = f.run_id AND x.rank = f.rank AND x.pid = f.pid AND x.tid = f.tid
-    AND x.ts_ns >= f.ts_ns AND x.ts_ns < f.end_ns)
+SELECT l.run_id, l.rank, l.event_id
+FROM launching l
+ASOF LEFT JOIN converting x ON x.run_id = l.run_id AND x.rank = l.rank AND x.pid = l.pid AND x.tid = l.tid
+ AND x.ts_ns >= l.ts_ns
+WHERE x.ts_ns IS NULL OR x.ts_ns >= l.end_ns

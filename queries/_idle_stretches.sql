@@ -1,11 +1,11 @@
 -- _idle_stretches: each stretch of a GPU's idle time of one cause and call, with the call and the ops around it.
--- Requires: _idle_charges, gpu_gaps
+-- Requires: _idle_charges
 -- Definition: the pieces of _idle_charges that follow each other without a break on one device's track
 -- (rank and device) within one gap and share their cause, step, call, Python frame and thread are one
 -- stretch (a gap is cut into pieces where the host thread's marked calls begin and end, so most pieces
 -- continue the one before: 183,649 pieces, 55,041 stretches on a 38.5 MB trace). The call is named with
 -- the op that made it where it is a runtime call, and the top-level op around it, each where it differs.
--- Reads: _idle_charges, gpu_gaps, events(run_id, rank, event_id, kind, name, parent_id, top_op_id).
+-- Reads: _idle_charges, events(run_id, rank, event_id, kind, name, parent_id, top_op_id).
 -- Columns:
 --   run_id       VARCHAR  run id
 --   rank         BIGINT   rank
@@ -14,7 +14,6 @@
 --   ns           BIGINT   its length, ns
 --   cause        VARCHAR  the cause (see idle_causes)
 --   step         INTEGER  window's step
---   gap_kind     VARCHAR  kind of the gap it lies in (see gpu_gaps)
 --   call         VARCHAR  the host call it is charged to (NULL: none)
 --   op           VARCHAR  the op that made that call, where it is a runtime call and not the call itself
 --   top_op       VARCHAR  the top-level op around the call, where it is neither of those
@@ -45,10 +44,8 @@ sites AS (  -- the calls charged (far fewer than the stretches) with the ops aro
   LEFT JOIN events p ON p.run_id = s.run_id AND p.rank = s.rank AND p.event_id = s.parent_id
   LEFT JOIN events t ON t.run_id = s.run_id AND t.rank = s.rank AND t.event_id = s.top_op_id
 )
-SELECT m.run_id, m.rank, m.device, m.piece_start, m.ns, m.cause, m.step, g.kind AS gap_kind,
+SELECT m.run_id, m.rank, m.device, m.piece_start, m.ns, m.cause, m.step,
        x.call, nullif(x.op, x.call) AS op, nullif(x.top_op, coalesce(x.op, x.call)) AS top_op, m.frame,
        m.pid::VARCHAR || '/' || m.tid::VARCHAR AS thread
 FROM merged m
 LEFT JOIN sites x ON x.run_id = m.run_id AND x.rank = m.rank AND x.site_id = m.site_id
-ASOF LEFT JOIN (SELECT run_id, rank, device, gap_start_ns, kind FROM gpu_gaps) g
-  ON g.run_id = m.run_id AND g.rank = m.rank AND g.device = m.device AND m.piece_start >= g.gap_start_ns

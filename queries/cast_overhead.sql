@@ -55,11 +55,17 @@ tops AS (  -- cast-family ops not inside another one (on a thread they do not ov
   WHERE p.event_id IS NULL
 ),
 owners AS (  -- the top family op enclosing each conversion: the last one on its thread starting by then
-  SELECT t.run_id, t.rank, t.event_id
-  FROM conversions c
-  ASOF JOIN tops t
-    ON t.run_id = c.run_id AND t.rank = c.rank AND t.pid = c.pid AND t.tid = c.tid AND c.ts_ns >= t.ts_ns
-  WHERE c.ts_ns + c.dur_ns <= t.ts_ns + t.dur_ns
+  -- (a window over the thread's tops and conversions in time order, a top before a conversion at one instant)
+  SELECT run_id, rank, top_id AS event_id
+  FROM (
+    SELECT *, last_value(CASE WHEN NOT is_conversion THEN event_id END IGNORE NULLS) OVER w AS top_id,
+              last_value(CASE WHEN NOT is_conversion THEN end_ns END IGNORE NULLS) OVER w AS top_end
+    FROM (SELECT run_id, rank, pid, tid, event_id, ts_ns, ts_ns + dur_ns AS end_ns, false AS is_conversion FROM tops
+          UNION ALL
+          SELECT run_id, rank, pid, tid, event_id, ts_ns, ts_ns + dur_ns, true FROM conversions)
+    WHERE pid IS NOT NULL AND tid IS NOT NULL AND ts_ns IS NOT NULL
+    WINDOW w AS (PARTITION BY run_id, rank, pid, tid ORDER BY ts_ns, is_conversion ROWS UNBOUNDED PRECEDING))
+  WHERE is_conversion AND end_ns <= top_end
 ),
 outermost AS (  -- top family ops that contain a conversion (or are one)
   SELECT t.* EXCLUDE (converts)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import itertools
 import json
 import os
 import shutil
@@ -119,15 +120,15 @@ def test_idle_slices_add_up_to_each_windows_idle_time(single: _Export, export_st
     if busy.is_empty():
         assert idle == []
         return
+    steps = _events(single.doc, ph="X", cat="traceq.step")
     summed: dict[tuple[int, int], int] = {}
     for e in idle:
         device = int(tracks[(e["pid"], e["tid"])].split()[1])
-        key = (e["args"]["step"], device)
-        summed[key] = summed.get(key, 0) + _ns(e["dur"])
-        assert e["name"] == CAUSE_NAMES[e["args"]["cause"]]
+        (step,) = [s["args"]["step"] for s in steps if s["pid"] == e["pid"] and s["ts"] <= e["ts"] < s["ts"] + s["dur"]]
+        summed[(step, device)] = summed.get((step, device), 0) + _ns(e["dur"])
+        assert e["name"] in CAUSE_NAMES.values()
     expected = {(s, d): n for s, d, n in busy.select("step", "device", "idle_ns").iter_rows() if n}
     assert summed == expected
-    steps = _events(single.doc, ph="X", cat="traceq.step")
     assert len(steps) == busy["step"].n_unique()
     for s in steps:  # each window's slice carries its busy and idle time and the causes, which add up
         args = s["args"]
@@ -234,7 +235,8 @@ def test_perfettos_trace_processor_loads_the_comparison(pair: _Export, tmp_path:
 def test_idle_slices_are_the_pieces_merged_where_one_continues_another(single: _Export, export_store: Path) -> None:
     """Pieces of ``_idle_charges`` that follow each other within a gap with the same cause, step, call,
     frame and thread are one slice: the slices are as many as such stretches, merged here in Python,
-    and start where they do; their args hold no nulls and no second copy of their length."""
+    and start where they do; their args hold no nulls, no second copy of their length, cause or step,
+    and a thread only where no call is named."""
     if single.path.stem not in TIMELINES:
         pytest.skip("no timeline")
     rid = single.run_ids[0]
@@ -258,4 +260,56 @@ def test_idle_slices_are_the_pieces_merged_where_one_continues_another(single: _
     if single.path.stem.startswith("kineto"):  # their gaps are cut into many pieces that continue each other
         assert len(idle) < len(pieces) / 2
     for e in idle:
-        assert "ms" not in e["args"] and None not in e["args"].values()
+        assert not {"ms", "cause", "step"} & set(e["args"]) and None not in e["args"].values()
+        assert ("call" in e["args"]) != ("thread" in e["args"]) or not e["args"].get("thread")
+
+
+def _causes_by_name(doc: dict[str, Any]) -> dict[str, str]:
+    """The file's own map of idle slice names to causes, checked against the reports' labels."""
+    causes = doc["traceq"]["idle_causes"]
+    assert causes == {label: cause for cause, label in CAUSE_NAMES.items()}
+    return causes
+
+
+def test_idle_time_per_cause_is_the_unmerged_total(single: _Export, export_store: Path) -> None:
+    """The slices' lengths summed per GPU and cause are idle_causes' totals, in whole nanoseconds: merging
+    pieces into slices loses no idle time and moves none to another cause."""
+    if single.path.stem not in TIMELINES:
+        pytest.skip("no timeline")
+    expected = traceq.sql(
+        "-- Requires: idle_causes\nselect device, cause, sum(idle_ns)::BIGINT as ns from idle_causes "
+        f"where run_id = '{single.run_ids[0]}' group by device, cause having sum(idle_ns) > 0",
+        export_store,
+    )
+    causes, tracks = _causes_by_name(single.doc), _tracks(single.doc)
+    summed: dict[tuple[int, str], int] = {}
+    for e in _events(single.doc, ph="X", cat="traceq.idle"):
+        key = (int(tracks[(e["pid"], e["tid"])].split()[1]), causes[e["name"]])
+        summed[key] = summed.get(key, 0) + _ns(e["dur"])
+    assert summed == {(d, c): n for d, c, n in expected.iter_rows()}
+    if single.path.stem.startswith("kineto"):
+        assert len({c for _, c in summed}) >= 3
+
+
+def test_no_two_touching_idle_slices_share_cause_and_call(single: _Export) -> None:
+    """Slices of one track that touch have another cause, call or charge, or lie in another step window
+    (the steps track's slices): each stretch of one cause and call is one slice."""
+    steps = _events(single.doc, ph="X", cat="traceq.step")
+    by_track: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for e in _events(single.doc, ph="X", cat="traceq.idle"):
+        by_track.setdefault((e["pid"], e["tid"]), []).append(e)
+
+    def window(e: dict[str, Any]) -> Any:
+        return next(s["ts"] for s in steps if s["pid"] == e["pid"] and s["ts"] <= e["ts"] < s["ts"] + s["dur"])
+
+    touching = 0
+    for slices in by_track.values():
+        slices.sort(key=lambda e: e["ts"])
+        for a, b in itertools.pairwise(slices):
+            assert a["ts"] + a["dur"] <= b["ts"]  # no overlap on a track
+            if a["ts"] + a["dur"] == b["ts"]:
+                touching += 1
+                assert (a["name"], a["args"]) != (b["name"], b["args"]) or window(a) != window(b)
+    if single.path.stem.startswith("kineto"):
+        assert touching > 100  # the check met many neighbours
+

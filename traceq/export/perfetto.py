@@ -22,13 +22,14 @@ the top-level strings of an event have no control characters; what would not nes
 track beside it (see the query ``_event_lanes``). Several runs (a comparison) are separate processes, each
 run's times shifted so that the first analysis windows of all runs start at one instant: 0 where no run has
 events before its first window, else the longest such lead (Perfetto shows no negative times). The
-file's ``traceq`` key records each run's shift, so the original times can be recovered.
+file's ``traceq`` key records each run's shift, so the original times can be recovered, and the idle
+cause of each idle slice's name (``idle_causes``).
 
 Events stream out of DuckDB in batches, are formatted by Polars a batch at a time and written as they
 come: the file is never held whole. An event keeps its own category where traceq's chrome reader maps
 that category back to the event's kind, else gets one that does (``KIND_CATEGORY``), and a launch
 correlation and the GPU work's device and stream are added to args that lack them, so the file reads
-back into traceq with the same events and launch links.
+back into traceq with the same events and launch links; their args lose the whitespace between tokens.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ BATCH_ROWS = 1 << 16
 #: and its older versions refuse the \\u escapes JSON writes for them there too.
 _CONTROL = r"[\x00-\x1f\x7f]"
 _CONTROL_RE = re.compile(_CONTROL)
+#: JSON's whitespace between tokens, or a string (group 1, kept as it is).
+_JSON_SPACE = r'("(?:[^"\\]|\\.)*")|[ \t\r\n]+'
 #: Source ids at or above this (or negative) get a tid of their own from here up.
 _TID_LIMIT = 1 << 31
 #: Track-name suffix of each lane of a source track (see the query ``_event_lanes``).
@@ -153,7 +156,7 @@ def write_perfetto(
     layout = _Layout.of(session, run_ids)
     result = PerfettoExport(path=path, shifts_ns={r: dict(s) for r, s in layout.shifts.items()}, replaced=replaced)
     with _open(path) as out:
-        writer = _ArrayWriter(out, {"runs": layout.info()})
+        writer = _ArrayWriter(out, {"runs": layout.info(), "idle_causes": {n: c for c, n in CAUSE_NAMES.items()}})
         for run_id in run_ids:
             wanted = _findings_of(findings, run_ids, run_id)
             result.analysis += writer.write(_analysis_events(session, layout, run_id, wanted))
@@ -425,8 +428,9 @@ def _args() -> pl.Expr:
     """The event's own args (a JSON object), with a launch correlation and the GPU work's device and
     stream added where they are missing (nsys keeps them in columns), so that the file reads back the same.
     The correlation added is the launching call's event id (``link``): unique in the rank, where nsys's
-    own ids repeat across processes."""
-    args = pl.col("args").fill_null("{}").str.strip_chars()
+    own ids repeat across processes. The args are written without the whitespace between their tokens
+    (a profiler's pretty-printing: a tenth of a Kineto trace)."""
+    args = pl.col("args").fill_null("{}").str.replace_all(_JSON_SPACE, "$1")
     args = (
         pl.when(args.str.starts_with("{") & args.str.ends_with("}"))
         .then(args)
@@ -551,9 +555,12 @@ def _step_slices(
 
 def _idle_slices(session: Session, layout: _Layout, run_id: str) -> Iterator[_Text]:
     """A slice per stretch of idle time of one cause and call (``_idle_stretches``) on its GPU's idle
-    track, named by its cause."""
+    track, named by its cause (the file's ``traceq.idle_causes`` maps the names back). Its args say
+    where it is charged: the call and the ops around it, the Python frame, and the host thread where no
+    call is named (a call's thread is the one it runs on); its step is the steps track's slice above it."""
     stretches = _of_run(session.query("_idle_stretches"), run_id).sort("rank", "device", "piece_start")
-    args = _args_text("cause", "step", "gap_kind", "call", "op", "top_op", "frame", "thread")
+    stretches = stretches.with_columns(pl.when(pl.col("call").is_null()).then(pl.col("thread")).alias("thread"))
+    args = _args_text("call", "op", "top_op", "frame", "thread")
     name = pl.col("cause").replace_strict(CAUSE_NAMES, default=pl.col("cause"))
     for (rank, device), part in stretches.group_by("rank", "device", maintain_order=True):
         pid, tid = layout.track(run_id, rank, f"GPU {device} idle by cause")
@@ -564,7 +571,7 @@ def _idle_slices(session: Session, layout: _Layout, run_id: str) -> Iterator[_Te
 def _cast_slices(session: Session, layout: _Layout, run_id: str) -> Iterator[_Text]:
     """The cast-family ops (``_cast_events``) of each host thread on a track of their own."""
     casts = _of_run(session.query("_cast_events"), run_id).sort("rank", "event_id")
-    args = _args_text("conversion", "step", "input_dtypes", "input_shapes")
+    args = _args_text("conversion", "input_dtypes", "input_shapes")
     for (rank, src_pid, src_tid), part in casts.group_by("rank", "pid", "tid", maintain_order=True):
         name = layout.thread_names.get((run_id, rank), {}).get((src_pid, src_tid)) or f"thread {src_tid}"
         hosts = [k for k in layout.processes if k[:3] == (run_id, rank, "host")]
