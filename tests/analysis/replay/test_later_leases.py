@@ -59,7 +59,7 @@ def replayers(store: Store, measured: dict[str, dict]) -> dict[str, Replayer]:
 
 
 def test_the_leases_hold_the_runs_the_benchmark_names() -> None:
-    assert [p.name for p in LEASES] == ["leaseB", "leaseC", "leaseD", "leaseE", "leaseF"]
+    assert [p.name for p in LEASES] == ["leaseB", "leaseC", "leaseD", "leaseE", "leaseF", "leaseG"]
 
 
 def test_each_time_is_the_median_of_the_rounds_recorded_and_warm_ups_are_not_rounds(measured) -> None:
