@@ -22,10 +22,15 @@
 --   frame    VARCHAR  innermost frame of the user's Python code around it (NULL: not recorded or none)
 --   calls    BIGINT   distinct calls charged
 --   idle_ns  BIGINT   idle time charged, ns
+WITH charged AS (  -- the charges summed per call first: the names are looked up once per call
+  SELECT run_id, rank, step, device, cause, frame, site_id, sum(ns) AS ns
+  FROM _idle_charges
+  GROUP BY ALL
+)
 SELECT c.run_id, c.rank, c.step, c.device, c.cause, s.name AS site,
        CASE WHEN s.kind = 'runtime' THEN p.name ELSE s.name END AS op, t.name AS top_op, c.frame,
        count(DISTINCT c.site_id) AS calls, sum(c.ns)::BIGINT AS idle_ns
-FROM _idle_charges c
+FROM charged c
 LEFT JOIN events s ON s.run_id = c.run_id AND s.rank = c.rank AND s.event_id = c.site_id
 LEFT JOIN events p ON p.run_id = s.run_id AND p.rank = s.rank AND p.event_id = s.parent_id
 LEFT JOIN events t ON t.run_id = s.run_id AND t.rank = s.rank AND t.event_id = s.top_op_id
