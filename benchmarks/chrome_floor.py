@@ -6,9 +6,12 @@ thread, the C decoder on its threads, the raw event columns held in memory), not
 (decoding until the first other stage, the model, Parquet, the stored report metrics). Source: HTA's
 V100 DDP trace (53.7 MB), and copies of its steps (``replicate_trace.py``) for ``--copies`` above 1. Each
 measurement runs in a fresh process; floor and ingest alternate for ``--rounds`` rounds; medians are
-printed, with each ingest stage's share and the target (the ingest within 2x of the floor).
+printed, with each ingest stage's share and the target (the ingest within 2x of the floor). ``--before
+SRC``: the ingest of another copy of traceq as well (SRC holds its ``traceq`` package, the query files as
+``traceq/queries``), in the same rounds after this one's, printed beside it.
 
 Usage: python benchmarks/chrome_floor.py [--source T.json.gz] [--copies 1,8,16] [--rounds 2] [--work DIR]
+       [--before SRC]
 """
 
 from __future__ import annotations
@@ -79,8 +82,14 @@ def ingest(trace: Path, store: Path) -> dict[str, object]:
     return {"seconds": end - start, "events": int(result["events"][0]), "stages": spent, "peak_mb": peak_mb()}
 
 
-def in_fresh_process(what: str, *paths: Path) -> dict:
-    return _fresh(what, *paths, script=__file__)
+def in_fresh_process(what: str, *paths: Path, source: Path | None = None) -> dict:
+    return _fresh(what, *paths, script=__file__, source=source)
+
+
+def _stages(ingests: list[dict], seconds: float) -> str:
+    """The ingest stages' medians, each with its share of ``seconds``."""
+    stages = {n: statistics.median(r["stages"].get(n, 0.0) for r in ingests) for n in ingests[0]["stages"]}
+    return ", ".join(f"{n} {s:.2f} s ({s / seconds:.0%})" for n, s in stages.items())
 
 
 def main() -> None:
@@ -89,6 +98,7 @@ def main() -> None:
     ap.add_argument("--copies", default="1,8,16")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--work", type=Path, help="keep the copies here (default: a temporary folder)")
+    ap.add_argument("--before", type=Path, help="another traceq's source (its ingest timed in the same rounds)")
     ap.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -104,18 +114,28 @@ def main() -> None:
             trace = args.source if k == 1 else work / f"{args.source.name.split('.')[0]}_x{k}.json.gz"
             if not trace.exists():
                 replicate(args.source, trace, k)
-            floors, ingests = [], []
+            floors, ingests, before = [], [], []
             for i in range(args.rounds):
                 floors.append(in_fresh_process("floor", trace))
                 ingests.append(in_fresh_process("ingest", trace, Path(tmp) / f"store_{k}_{i}"))
                 subprocess.run(["rm", "-rf", str(Path(tmp) / f"store_{k}_{i}")], check=True)
+                if args.before:
+                    before.append(in_fresh_process("ingest", trace, Path(tmp) / f"before_{k}_{i}", source=args.before))
+                    subprocess.run(["rm", "-rf", str(Path(tmp) / f"before_{k}_{i}")], check=True)
             f = statistics.median(r["seconds"] for r in floors)
             t = statistics.median(r["seconds"] for r in ingests)
             print(f"{k:>6}{ingests[0]['events']:>12,}{f:>9.2f}{statistics.median(r['peak_mb'] for r in floors):>7,.0f}"
                   f"{t:>10.2f}{statistics.median(r['peak_mb'] for r in ingests):>7,.0f}{t / f:>8.1f}x  "
                   f"{'met' if t <= 2 * f else 'not met'}")  # fmt: skip
-            stages = {n: statistics.median(r["stages"].get(n, 0.0) for r in ingests) for n in ingests[0]["stages"]}
-            print("        " + ", ".join(f"{n} {s:.2f} s ({s / t:.0%})" for n, s in stages.items()))
+            print("        " + _stages(ingests, t))
+            print("        ingest range " + " / ".join(f"{r['seconds']:.2f}" for r in ingests)
+                  + " s, floor range " + " / ".join(f"{r['seconds']:.2f}" for r in floors) + " s")  # fmt: skip
+            if before:
+                b = statistics.median(r["seconds"] for r in before)
+                runs = " / ".join(f"{r['seconds']:.2f}" for r in before)
+                print(f"        before ({args.before.name}): {b:.2f} s ({runs}), "
+                      f"{statistics.median(r['peak_mb'] for r in before):,.0f} MiB, {b / f:.1f}x the floor; "
+                      f"this one {t / b:.2f}x it: " + _stages(before, b))  # fmt: skip
             if k != 1 and args.work is None:
                 trace.unlink()
 

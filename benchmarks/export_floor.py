@@ -25,9 +25,7 @@ import argparse
 import glob
 import gzip
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -134,14 +132,7 @@ def sqlite_floor(exported: Path, out: Path) -> dict[str, object]:
 
 def in_fresh_process(what: str, *paths: Path, source: Path | None = None) -> dict:
     """A measurement in a new process, with the ``traceq`` of ``source`` where given."""
-    if source is None:
-        return _fresh(what, *paths, script=__file__)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, __file__, "--one", what, *map(str, paths)], capture_output=True, text=True,
-                          env=env)  # fmt: skip
-    if done.returncode:
-        raise SystemExit(done.stderr[-3000:])
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return _fresh(what, *paths, script=__file__, source=source)
 
 
 def ingest(paths: list[Path], store: Path) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -89,10 +90,15 @@ def peak_mb() -> float:
     return float("nan")
 
 
-def in_fresh_process(what: str, *paths: Path, script: str = __file__) -> dict:
+def in_fresh_process(what: str, *paths: Path, script: str = __file__, source: Path | None = None) -> dict:
     """Run ``--one WHAT PATHS`` of ``script`` (a benchmark of this folder; this one by default) in a new
-    process; its printed measurement (the last line of its output, JSON)."""
-    done = subprocess.run([sys.executable, script, "--one", what, *map(str, paths)], capture_output=True, text=True)
+    process, with the ``traceq`` of ``source`` where given (a folder holding its ``traceq`` package, the
+    query files as ``traceq/queries``); its printed measurement (the last line of its output, JSON)."""
+    env = None
+    if source is not None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, script, "--one", what, *map(str, paths)], capture_output=True, text=True,
+                          env=env)  # fmt: skip
     if done.returncode:
         raise SystemExit(done.stderr[-3000:])
     return json.loads(done.stdout.strip().splitlines()[-1])

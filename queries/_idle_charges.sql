@@ -59,24 +59,24 @@ top_ops AS (
 cast_ops AS (
   SELECT run_id, rank, pid, tid, event_id, ts_ns, end_ns FROM _host_marks WHERE cause = 'cast_overhead'
 ),
-in_top AS (
-  SELECT l.*, CASE WHEN l.piece_start < o.end_ns THEN o.event_id END AS top_id
-  FROM loose l
-  ASOF LEFT JOIN top_ops o
-    ON o.run_id = l.run_id AND o.rank = l.rank AND o.pid = l.pid AND o.tid = l.tid AND l.piece_start >= o.ts_ns
-),
-in_cast AS (
-  SELECT l.*, CASE WHEN l.cause = 'cast_overhead' AND l.piece_start < c.end_ns THEN c.event_id END AS cast_id
-  FROM in_top l
+in_cast AS (  -- cast pieces with the cast op they fall in (no other piece is charged to one)
+  SELECT l.*, CASE WHEN l.piece_start < c.end_ns THEN c.event_id END AS cast_id
+  FROM (SELECT * FROM loose WHERE cause = 'cast_overhead') l
   ASOF LEFT JOIN cast_ops c
     ON c.run_id = l.run_id AND c.rank = l.rank AND c.pid = l.pid AND c.tid = l.tid AND l.piece_start >= c.ts_ns
+),
+in_top AS (
+  SELECT l.*, CASE WHEN l.piece_start < o.end_ns THEN o.event_id END AS top_id
+  FROM (SELECT * FROM in_cast UNION ALL SELECT *, NULL::BIGINT AS cast_id FROM loose WHERE cause <> 'cast_overhead') l
+  ASOF LEFT JOIN top_ops o
+    ON o.run_id = l.run_id AND o.rank = l.rank AND o.pid = l.pid AND o.tid = l.tid AND l.piece_start >= o.ts_ns
 )
 SELECT run_id, rank, step, device, gap_id, piece_start, piece_end, ns, pid, tid, held_at, cause, site_id, frame
 FROM held_framed
 UNION ALL
 SELECT run_id, rank, step, device, gap_id, piece_start, piece_end, ns, pid, tid, held_at, cause,
        coalesce(cast_id, top_id) AS site_id, NULL AS frame
-FROM in_cast
+FROM in_top
 UNION ALL
 SELECT run_id, rank, step, device, gap_id, piece_start, piece_end, ns, pid, tid, held_at, cause,
        NULL::BIGINT AS site_id, NULL AS frame

@@ -72,10 +72,12 @@ segments AS (  -- the thread's time cut where its open marks change; each piece 
   FROM running
   WHERE next_t > t  -- the last edge at an instant holds the state after it
 ),
-probes AS (  -- the instants each gap needs its thread's segment at: its start, its launch, its last instant
+probes AS (  -- the instants each gap needs its thread's segment at: its start, its launch (read only for a gap
+            -- whose work was queued), its last instant
   SELECT gap_id, run_id, rank, pid, tid, 0 AS at, gap_start_ns AS t FROM gaps
   UNION ALL
-  SELECT gap_id, run_id, rank, pid, tid, 1 AS at, launch_ts_ns AS t FROM gaps WHERE launch_ts_ns IS NOT NULL
+  SELECT gap_id, run_id, rank, pid, tid, 1 AS at, launch_ts_ns AS t FROM gaps
+  WHERE launch_ts_ns IS NOT NULL AND kind IN ('dependency', 'unknown')
   UNION ALL
   SELECT gap_id, run_id, rank, pid, tid, 2 AS at, gap_end_ns - 1 AS t FROM gaps
 ),
@@ -170,15 +172,20 @@ host_steps AS (  -- each host step's first op start and last op end on each thre
   WHERE e.kind = 'op' AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.run_id = e.run_id AND s.rank = e.rank)
   GROUP BY ALL
 ),
-pieces AS (
-  SELECT * FROM whole UNION ALL SELECT * FROM sliced UNION ALL SELECT * FROM beyond
-),
-named AS (  -- time in no call: the step boundary (input pipeline), or between ops (Python)
+no_call AS (  -- time in no call, with its host step's ops: the step boundary (input pipeline), or between
+              -- ops (Python); only these pieces look their step up
   SELECT p.*, h.first_op, h.last_op
-  FROM pieces p
+  FROM (SELECT * FROM sliced WHERE cause = 'no_call' UNION ALL SELECT * FROM beyond) p
   ASOF LEFT JOIN host_steps h
     ON h.run_id = p.run_id AND h.rank = p.rank AND h.pid = p.pid AND h.tid = p.tid
    AND coalesce(p.seg_start, 0) >= h.step_start
+),
+named AS (
+  SELECT *, NULL::BIGINT AS first_op, NULL::BIGINT AS last_op FROM whole
+  UNION ALL
+  SELECT *, NULL::BIGINT AS first_op, NULL::BIGINT AS last_op FROM sliced WHERE cause <> 'no_call'
+  UNION ALL
+  SELECT * FROM no_call
 )
 SELECT run_id, rank, step, device, gap_id, seg_start AS piece_start, seg_end AS piece_end, ns::BIGINT AS ns,
        pid, tid, held_at,

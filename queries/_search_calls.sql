@@ -24,9 +24,7 @@
 WITH calls AS (
   SELECT run_id, rank, event_id, parent_id, name, step, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns, dur_ns,
          input_shapes,
-         quantile_cont(dur_ns, 0.25) OVER (PARTITION BY run_id, rank, name) AS typical_ns,
-         row_number() OVER (PARTITION BY run_id, rank, name, input_shapes ORDER BY ts_ns, event_id) = 1
-           AS first_of_shape
+         quantile_cont(dur_ns, 0.25) OVER (PARTITION BY run_id, rank, name) AS typical_ns
   FROM events
   WHERE kind = 'op'
 ),
@@ -77,7 +75,11 @@ searches AS (
     AND kernels >= 2 * typical_kernels + 3
 )
 SELECT s.run_id, s.rank, s.event_id, s.name, s.step, s.input_shapes,
-       CASE WHEN s.input_shapes IS NULL THEN NULL ELSE s.first_of_shape END AS new_shape,
+       CASE WHEN s.input_shapes IS NULL THEN NULL ELSE NOT EXISTS (  -- looked up for the searches only
+         SELECT 1 FROM events o
+         WHERE o.kind = 'op' AND o.run_id = s.run_id AND o.rank = s.rank AND o.name IS NOT DISTINCT FROM s.name
+           AND o.input_shapes = s.input_shapes
+           AND (o.ts_ns < s.ts_ns OR (o.ts_ns = s.ts_ns AND o.event_id < s.event_id))) END AS new_shape,
        s.dur_ns, s.typical_ns, s.kernels, s.typical_kernels, s.syncs
 FROM searches s
 WHERE NOT EXISTS (  -- keep the innermost: no qualifying call inside this one

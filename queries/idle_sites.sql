@@ -22,12 +22,32 @@
 --   frame    VARCHAR  innermost frame of the user's Python code around it (NULL: not recorded or none)
 --   calls    BIGINT   distinct calls charged
 --   idle_ns  BIGINT   idle time charged, ns
+WITH charged AS MATERIALIZED (  -- the charges summed per call first: the names are looked up once per call
+  SELECT run_id, rank, step, device, cause, frame, site_id, sum(ns) AS ns
+  FROM _idle_charges
+  GROUP BY ALL
+),
+sites AS (  -- those calls (a semi-join: the events are probed, the calls hashed)
+  SELECT s.run_id, s.rank, s.event_id, s.kind, s.name, s.parent_id, s.top_op_id
+  FROM events s
+  SEMI JOIN charged c ON c.run_id = s.run_id AND c.rank = s.rank AND c.site_id = s.event_id
+),
+around AS (  -- the ops named beside them: a runtime call's op, each call's top-level op
+  SELECT run_id, rank, parent_id AS event_id FROM sites WHERE kind = 'runtime'
+  UNION
+  SELECT run_id, rank, top_op_id AS event_id FROM sites
+),
+names AS MATERIALIZED (
+  SELECT e.run_id, e.rank, e.event_id, e.name
+  FROM events e
+  SEMI JOIN around a ON a.run_id = e.run_id AND a.rank = e.rank AND a.event_id = e.event_id
+)
 SELECT c.run_id, c.rank, c.step, c.device, c.cause, s.name AS site,
        CASE WHEN s.kind = 'runtime' THEN p.name ELSE s.name END AS op, t.name AS top_op, c.frame,
        count(DISTINCT c.site_id) AS calls, sum(c.ns)::BIGINT AS idle_ns
-FROM _idle_charges c
-LEFT JOIN events s ON s.run_id = c.run_id AND s.rank = c.rank AND s.event_id = c.site_id
-LEFT JOIN events p ON p.run_id = s.run_id AND p.rank = s.rank AND p.event_id = s.parent_id
-LEFT JOIN events t ON t.run_id = s.run_id AND t.rank = s.rank AND t.event_id = s.top_op_id
+FROM charged c
+LEFT JOIN sites s ON s.run_id = c.run_id AND s.rank = c.rank AND s.event_id = c.site_id
+LEFT JOIN names p ON p.run_id = s.run_id AND p.rank = s.rank AND p.event_id = s.parent_id
+LEFT JOIN names t ON t.run_id = s.run_id AND t.rank = s.rank AND t.event_id = s.top_op_id
 GROUP BY ALL
 ORDER BY c.run_id, c.rank, c.step, c.device, idle_ns DESC

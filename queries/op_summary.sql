@@ -55,8 +55,8 @@ own AS (  -- the work each op launched itself, and its compute kernels
   SELECT run_id, rank, event_id, g.gpu_ns, g.kernels, v.compute_ns, v.reduced_ns, v.tc_ns
   FROM gpu g FULL JOIN cover v USING (run_id, rank, event_id)
 ),
-tree AS (  -- each op and stage with the op or stage around it
-  SELECT run_id, rank, event_id, parent_id FROM events WHERE kind IN ('op', 'op_inner')
+tree AS MATERIALIZED (  -- each op and stage with the op or stage around it (read once, not at each level)
+  SELECT run_id, rank, event_id, parent_id FROM events WHERE kind IN ('op', 'op_inner') AND parent_id IS NOT NULL
 ),
 -- the work launched beneath each op, one row per level up
 charged(run_id, rank, event_id, gpu_ns, kernels, compute_ns, reduced_ns, tc_ns) AS (
