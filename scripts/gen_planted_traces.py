@@ -2,8 +2,9 @@
 
 Runs on a CUDA machine with PyTorch (torchvision and transformers for the real-model runs). Every run is
 a training loop of one model, one precision mode and one planted cause (or none); for each run it
-  1. times ``--steps`` steps without the profiler (``step_ms``) -- but in the process that profiles, after
-     earlier runs were profiled (torch.profiler leaves CUPTI attached): not a clean time. The step times
+  1. times ``--steps`` steps without the profiler -- but in the process that profiles, after earlier runs
+     were profiled (torch.profiler leaves CUPTI attached): not a clean time, so ``main`` records it as
+     ``step_ms_in_profiling_process``. The step times
      traceq is held to come from ``measure_clean.py``, which times each run in fresh processes that never
      profile and then uses this module's ``run`` to record each trace in a fresh process of its own;
   2. records ``--prof-steps`` steps with torch.profiler (CPU + CUDA, input shapes; Python call stacks
@@ -390,6 +391,9 @@ def main() -> None:
             rec = run(name, a.out, a.steps, a.prof_steps, a.nsys, gzip_traces=not a.raw)
         except Exception as e:  # one broken run must not cost the others
             rec = {"run": name, "error": f"{type(e).__name__}: {e}"}
+        if "step_ms" in rec:  # this process profiled before (or runs under nsys): named so, never a clean time
+            rec["step_ms_in_profiling_process"] = rec.pop("step_ms")
+            rec.pop("samples_per_s", None)
         rec["seconds"] = round(time.perf_counter() - t0, 1)
         rec["env"] = {"torch": torch.__version__, "cuda": torch.version.cuda,
                       "gpu": torch.cuda.get_device_name(0) if CUDA else "cpu", "cudnn": torch.backends.cudnn.version()}
