@@ -29,13 +29,14 @@ from traceq._utils.leftovers import private_dir
 from traceq._utils.on_first_use import OnFirstUse
 from traceq._utils.signal_watch import calling_on_signal
 from traceq.errors import QueryError, StoreError, TraceqError
+from traceq.locations import MARKER
 from traceq.querying import DEFAULT_TIMEOUT_S
 from traceq.querying.files import dependency_order, doc, query_names, query_text, requires, used_queries
 from traceq.querying.macros import MACROS, sql_string
 from traceq.querying.shown import PLAIN, Shown, numeric, shown
 from traceq.querying.stored import stored_files
 from traceq.schema import RUNS, TABLES, keys_of
-from traceq.store import Damage, Store, check_store
+from traceq.store import MARKER_TEXT, Damage, Store, check_store
 
 if TYPE_CHECKING:
     import duckdb
@@ -526,7 +527,7 @@ class Session:
             rank_dir.mkdir(parents=True)
             for path in folder.glob("*.parquet"):
                 (rank_dir / path.name).symlink_to(path.resolve())
-        (scratch / "traceq-store.json").write_text("{}\n")
+        (scratch / MARKER).write_text(MARKER_TEXT)  # the ranks being written are of this format
         session = cls(runs=[run_id], con=connect(Store(scratch), [run_id], locked=False))
         session._scratch = scratch
         if memory_limit is not None:
