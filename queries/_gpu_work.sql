@@ -32,4 +32,4 @@ JOIN _windows w
   ON e.run_id = w.run_id AND e.rank = w.rank
  AND e.ts_ns < w.win_end AND e.ts_ns + e.dur_ns > w.win_start
 LEFT JOIN kernel_classes c ON e.kind = 'kernel' AND c.run_id = e.run_id AND c.rank = e.rank AND c.name = e.name
-WHERE e.kind IN ('kernel', 'memcpy', 'memset')
+WHERE is_gpu_work(e.kind)

@@ -4,4 +4,4 @@
 -- Reads: nothing.
 -- Columns:
 --   kind  VARCHAR  an event kind of GPU work
-SELECT unnest(['kernel', 'memcpy', 'memset']) AS kind
+SELECT unnest(gpu_work_kinds()) AS kind

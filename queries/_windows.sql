@@ -19,7 +19,7 @@
 WITH work AS (
   SELECT run_id, rank, step, launch_id IS NOT NULL AS launched, ts_ns, ts_ns + dur_ns AS end_ns
   FROM events
-  WHERE kind IN ('kernel', 'memcpy', 'memset')
+  WHERE is_gpu_work(kind)
 ),
 launched_ends AS (  -- when the GPU work each step launched was finished
   SELECT run_id, rank, step, max(end_ns) AS device_end, min(ts_ns) AS device_start
@@ -57,6 +57,6 @@ UNION ALL
 SELECT e.run_id, e.rank, NULL::INTEGER AS step, min(e.ts_ns) AS win_start, max(e.ts_ns + e.dur_ns) AS win_end,
        NULL::BIGINT AS host_start, NULL::BIGINT AS host_end
 FROM events e
-WHERE e.kind IN ('kernel', 'memcpy', 'memset')
+WHERE is_gpu_work(e.kind)
   AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.run_id = e.run_id AND s.rank = e.rank)
 GROUP BY e.run_id, e.rank

@@ -19,4 +19,4 @@ SELECT e.run_id, e.rank, e.event_id, e.kind, e.name, e.device, e.stream, e.ts_ns
        e.launch_id, e.step, c.kernel_class
 FROM events e
 LEFT JOIN kernel_classes c ON c.run_id = e.run_id AND c.rank = e.rank AND c.name = e.name
-WHERE e.kind IN ('kernel', 'memcpy', 'memset')
+WHERE is_gpu_work(e.kind)

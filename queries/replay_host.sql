@@ -3,8 +3,8 @@
 -- Definition: every host range of a thread (kinds op, op_inner, python, annotation, runtime and step, with
 -- a process, a thread and a duration of 0 or more), with the idle cause _host_marks gives the event itself
 -- (NULL where it marks none), plus the ranges where the host blocked on a full launch queue (kind
--- 'queue_full': CUPTI's "Command Buffer Full", recorded as kind 'other'), which the replay reads as waits
--- of the launches they overlap, not as ranges.
+-- 'queue_full', as the readers store them), which the replay reads as waits of the launches they overlap,
+-- not as ranges.
 -- A user's range chosen as a step (`train_step 7`) is replayed as the op it was recorded as (a step that is
 -- no profiler step by the model's rule, the macro is_profiler_step).
 -- Reads: events(run_id, rank, event_id, kind, name, pid, tid, ts_ns, dur_ns, step, depth, parent_id), steps(run_id, rank, name, event_id), _host_marks.
@@ -25,11 +25,11 @@
 SELECT e.run_id, e.rank, e.event_id,
        CASE WHEN e.kind = 'step' AND e.event_id IN (SELECT event_id FROM steps s WHERE s.run_id = e.run_id
                                                     AND s.rank = e.rank AND NOT is_profiler_step(s.name))
-            THEN 'op' WHEN e.kind = 'other' THEN 'queue_full' ELSE e.kind END AS kind,
+            THEN 'op' ELSE e.kind END AS kind,
        e.name, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
        e.step, e.depth, e.parent_id, m.cause
 FROM events e
 LEFT JOIN _host_marks m ON m.run_id = e.run_id AND m.rank = e.rank AND m.event_id = e.event_id
 WHERE (e.kind IN ('op', 'op_inner', 'python', 'annotation', 'runtime', 'step')
        AND e.pid IS NOT NULL AND e.tid IS NOT NULL AND e.dur_ns >= 0)
-   OR (e.kind = 'other' AND e.name = 'Command Buffer Full')
+   OR e.kind = 'queue_full'

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import polars as pl
 
-from traceq.analysis import report as reporting
 from traceq.analysis.replay.explain import explained_comparison, explained_report
 from traceq.analysis.results import Comparison, RunReport
 from traceq.ingestion.ingest import pick_refs, runs_to_report
@@ -52,20 +51,20 @@ def run_report(
     store: Store | str | Path | None = None,
     *,
     steps_from: str | None = None,
-    top: int | None = reporting.TOP_OPS,
     what_if: bool = False,
     unprofiled: bool | None = None,
 ) -> RunReport:
     """The report of one run: a run id, a run name, or a trace file (ingested first if not stored yet);
     by default the run ingested last. ``steps_from``: a regular expression naming the host ranges that are
-    the steps (the trace is read again with it, into a scratch store: ``store`` is not written). ``top``:
-    how many ops to list (None: all). ``what_if``: replay the run with each cause removed
+    the steps (the trace is read again with it, into a scratch store: ``store`` is not written). The report
+    carries every op (``report.ops``, the most CPU time first; :func:`traceq.render.render` lists the first
+    :data:`~traceq.render.formats.TOP_OPS` unless asked for all). ``what_if``: replay the run with each cause removed
     (``report.what_if``, each finding's ``what_if_ms``); ``unprofiled``: its step time estimated without
     the profiler (``report.unprofiled``): by default wherever the replay can run, False for the traced
     report only."""
     store = Store.of(store)
     with runs_to_report(store, [ref if ref is not None else latest_run(store)], steps_from) as (source, ids):
-        return explained_report(ids[0], source, top, what_if, unprofiled)
+        return explained_report(ids[0], source, what_if, unprofiled)
 
 
 def compare(
@@ -76,7 +75,6 @@ def compare(
     base_step_ms: float | None = None,
     new_step_ms: float | None = None,
     steps_from: str | None = None,
-    top: int | None = reporting.TOP_OPS,
     what_if: bool = False,
     unprofiled: bool | None = None,
 ) -> Comparison:
@@ -88,5 +86,5 @@ def compare(
     for the traced comparison only), unless measured ones are given."""
     store = Store.of(store)
     with runs_to_report(store, pick_refs(store, base_ref, new_ref, steps_from), steps_from) as (source, ids):
-        return explained_comparison(ids[0], ids[1], source, base_step_ms, new_step_ms, top, what_if, unprofiled)
+        return explained_comparison(ids[0], ids[1], source, base_step_ms, new_step_ms, what_if, unprofiled)
 

@@ -22,7 +22,7 @@ from traceq.export import Target
 from traceq.ingestion import EXECUTORS
 from traceq.locations import STORE_ENV
 from traceq.querying import DEFAULT_TIMEOUT_S
-from traceq.render.formats import FrameFormat, ReportFormat
+from traceq.render.formats import TOP_OPS, FrameFormat, ReportFormat
 from traceq.render.text import literal, visible
 
 if TYPE_CHECKING:
@@ -414,7 +414,9 @@ def report(
                      "the replay can run. --traced-only: the traced numbers alone.", show_default=False),
     ] = None,
     steps_from: StepsFromOpt = None,
-    all_ops: Annotated[bool, typer.Option("--all", help="List every op (default: the top 30 by CPU time).")] = False,
+    all_ops: Annotated[
+        bool, typer.Option("--all", help=f"List every op (default: the top {TOP_OPS} by CPU time).")
+    ] = False,
     force: ForceOpt = False,
     store: StoreOpt = None,
     fmt: Annotated[
@@ -429,7 +431,6 @@ def report(
     Example: traceq report --compare kineto_conformer_fp32_b4_2steps kineto_conformer_fp16_b4_2steps --html amp.html
     """
     from traceq.analysis.replay.explain import explained_comparison, explained_report
-    from traceq.analysis.report import TOP_OPS
     from traceq.ingestion.run_refs import latest_run
     from traceq.render import render
     from traceq.render.html import write_html
@@ -461,12 +462,12 @@ def report(
             before = ", the run ingested before it," if len(runs) == 1 else ""
             _note(f"comparing BASE {_named(stored, refs[0])}{before} with NEW {_named(stored, refs[1])}{which}")
         with _steps_chosen(stored, refs, pattern) as (source, (base_id, new_id)):
-            result = explained_comparison(base_id, new_id, source, base_step_ms, new_step_ms, top, what_if, unprofiled)
+            result = explained_comparison(base_id, new_id, source, base_step_ms, new_step_ms, what_if, unprofiled)
         try:
-            render(result, fmt)
+            render(result, fmt, top=top)
         except BrokenPipeError:  # the reader has gone (`| head`): the page and the gate are still due
             _reader_gone()
-        if html is not None and (replaced := write_html(result, html, stored, force)):
+        if html is not None and (replaced := write_html(result, html, stored, force, top)):
             _note(replaced)
         change = result.change()  # the gate judges what the verdict leads with
         if fail_if_slower is not None and change is not None and change[0] > fail_if_slower:
@@ -479,9 +480,9 @@ def report(
         _note(f"explaining {_named(stored, run_id)}, the latest run")
         runs = [run_id]
     with _steps_chosen(stored, runs[:1], pattern) as (source, ids):
-        explained = explained_report(ids[0], source, top, what_if, unprofiled)
-    render(explained, fmt)
-    if html is not None and (replaced := write_html(explained, html, stored, force)):
+        explained = explained_report(ids[0], source, what_if, unprofiled)
+    render(explained, fmt, top=top)
+    if html is not None and (replaced := write_html(explained, html, stored, force, top)):
         _note(replaced)
 
 

@@ -30,6 +30,7 @@ KINDS: dict[str, str] = {
     "sync": "a GPU-side synchronisation record (PyTorch `cuda_sync`); waiting, not GPU work",
     "memory": "an allocator instant event (allocate/free)",
     "marker": "any other instant event",
+    "queue_full": "the host blocked on a full launch queue (CUPTI's `Command Buffer Full`); a wait, not a range",
     "other": "any other duration event (profiler overhead, trace spans, unknown categories)",
 }
 

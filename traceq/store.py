@@ -52,8 +52,28 @@ if TYPE_CHECKING:
 else:  # listing and resolving runs reads the catalog's JSON copies (:mod:`traceq._utils.catalog_copy`)
     pl = OnFirstUse("polars")
 
-#: The store format written in its marker file.
-FORMAT_VERSION = 1
+#: The store format written in its marker file, and the only one read: a change to what the readers store
+#: (kinds, columns' meaning) is a new format. 2: the host's waits on a full launch queue are kind
+#: ``queue_full`` (1 stored them as ``other``).
+FORMAT_VERSION = 2
+#: The marker file's text: the format of the runs written with it.
+MARKER_TEXT = json.dumps({"format": FORMAT_VERSION}) + "\n"
+
+
+def _check_format(root: Path, marker: Path) -> None:
+    """Refuse a store of another format than :data:`FORMAT_VERSION` in one line: its runs would be read
+    with the wrong meaning. Only ingest writes a store, so it is never upgraded in place."""
+    try:
+        written = json.loads(marker.read_text(encoding="utf-8")).get("format")
+    except (OSError, ValueError, AttributeError):
+        written = None
+    if written == FORMAT_VERSION:
+        return
+    if isinstance(written, int) and written > FORMAT_VERSION:
+        raise StoreError(f"{root}: written by a newer traceq (store format {written}; this one reads "
+                         f"{FORMAT_VERSION}): upgrade traceq")  # fmt: skip
+    raise StoreError(f"{root}: written by an older traceq (store format {written or 'unknown'}; this one reads "
+                     f"{FORMAT_VERSION}): ingest its traces again into a new store (--store DIR)")  # fmt: skip
 
 
 class Store:
@@ -72,6 +92,8 @@ class Store:
         busy = self.root.is_dir() and any(not p.name.startswith(f".{_MARKER}.") for p in self.root.iterdir())
         if busy and not marker.exists():
             raise StoreError(f"{self.root}: not a traceq store (no {_MARKER}); choose an empty or new directory")
+        if marker.is_file():
+            _check_format(self.root, marker)
 
     @classmethod
     def of(cls, store: Store | str | Path | None) -> Store:
@@ -209,7 +231,7 @@ class Store:
             self.root.mkdir(parents=True, exist_ok=True)
             if not marker.exists():
                 tmp = self.root / f".{_MARKER}.{uuid.uuid4().hex}"
-                tmp.write_text(json.dumps({"format": FORMAT_VERSION}) + "\n")
+                tmp.write_text(MARKER_TEXT)
                 os.replace(tmp, marker)
             self.runs_dir.mkdir(exist_ok=True)
             self.tmp_dir().mkdir(exist_ok=True)

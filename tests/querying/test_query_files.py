@@ -19,6 +19,7 @@ from tests.conftest import ROOT, SAMPLES, shared
 from traceq.model.kernel_classes import KERNEL_CLASSES
 from traceq.querying.engine import Session
 from traceq.querying.files import doc, query_text, requires, source_dir
+from traceq.querying.macros import MACROS
 from traceq.schema import GPU_WORK_KINDS, TABLES
 
 FILES = sorted(source_dir().glob("*.sql"))
@@ -100,8 +101,13 @@ def test_the_compute_classes_are_listed_once() -> None:
 
 
 def test_the_gpu_work_kinds_are_the_models() -> None:
-    listed = [row[0] for row in duckdb.execute(query_text("_gpu_work_kinds")).fetchall()]
+    con = duckdb.connect()
+    for macro in MACROS:
+        con.execute(macro)
+    listed = [row[0] for row in con.execute(query_text("_gpu_work_kinds")).fetchall()]
     assert listed == list(GPU_WORK_KINDS)
+    kinds = ("kernel", "memcpy", "memset", "runtime", "sync", "gpu_annotation")
+    assert [k for k in kinds if con.execute("SELECT is_gpu_work(?)", [k]).fetchone()[0]] == listed
 
 
 _SQL = re.compile(r"(?is)\bselect\b.+\bfrom\b")

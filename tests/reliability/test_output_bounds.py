@@ -4,11 +4,14 @@ the ops with the most CPU time (``--all``: every op), not one row per name in th
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from pathlib import Path
 
+import traceq
 from tests.conftest import SAMPLES, run_cli
-from traceq.analysis.report import TOP_OPS
+from traceq.render import render
+from traceq.render.formats import TOP_OPS
 
 #: every case below is counted in the README's reliability tally
 CASES: list[str] = []
@@ -51,3 +54,21 @@ def test_report_json_lists_the_top_ops_and_all_of_them_with_all(tmp_path: Path) 
 
 
 CASES.append(f"a report of {N_OPS} more distinct ops, each on its own thread (JSON lists {TOP_OPS}; --all every op)")
+
+
+def test_the_report_carries_every_op_and_render_lists_the_top_ones(tmp_path: Path) -> None:
+    """The analysis keeps the whole op table; :func:`~traceq.render.render` cuts it, for a run and for each
+    run of a comparison (``top=None``: every op)."""
+    trace = _many_ops_trace(tmp_path)
+    store = tmp_path / "store"
+    report = traceq.run_report(str(trace), store, unprofiled=False)
+    assert report.ops.height == report.summary.ops_total > TOP_OPS
+    comparison = traceq.compare(str(SAMPLES / "kineto_conformer_fp32_b4_2steps.json.gz"), str(trace), store,
+                                unprofiled=False)  # fmt: skip
+    assert comparison.new.ops.height == report.ops.height
+    for result, lists in ((report, lambda d: d["ops"]), (comparison, lambda d: d["new"]["ops"])):
+        cut, every = io.StringIO(), io.StringIO()
+        render(result, "json", cut)
+        render(result, "json", every, top=None)
+        assert len(lists(json.loads(cut.getvalue()))) == TOP_OPS
+        assert len(lists(json.loads(every.getvalue()))) == report.ops.height

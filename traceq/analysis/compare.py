@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,7 @@ from traceq._utils.words import fixed
 from traceq.analysis import ranks as rank_views
 from traceq.analysis.causes import CAUSES, GPU_COMPUTE
 from traceq.analysis.findings import Finding, Part, Waterfall
-from traceq.analysis.ops_table import top_ops
-from traceq.analysis.report import TOP_OPS, run_report
+from traceq.analysis.report import run_report
 from traceq.analysis.results import Comparison, RunReport
 from traceq.analysis.split import Split
 from traceq.analysis.summary_compare import compare_summaries
@@ -45,23 +43,22 @@ def compare(
     store: Store | str | Path | None = None,
     base_step_ms: float | None = None,
     new_step_ms: float | None = None,
-    top: int | None = TOP_OPS,
     session: Session | tuple[Session, Session] | None = None,
 ) -> Comparison:
     """Compare two stored runs (run ids or names; :func:`traceq.compare` also takes trace files, ingested
     first): waterfall, findings, verdict. ``base_step_ms``/``new_step_ms``: step times measured without the
     profiler; the verdict then states the real difference and how much of the traced one the profiler added.
-    ``top``: how many ops each run's report lists (None: all). ``session``: one over both runs (and maybe
-    others) whose metric results are shared, or BASE's and NEW's (:func:`comparison_sessions`); by default
-    they are opened for the two."""
+    Each run's report carries every op. ``session``: one over both runs (and maybe others) whose metric
+    results are shared, or BASE's and NEW's (:func:`comparison_sessions`); by default they are opened for
+    the two."""
     store = Store.of(store)
     base_id, new_id = store.resolve(base_ref), store.resolve(new_ref)
     measured = _measured(base_step_ms, new_step_ms)
     if session is not None:
         sessions = session if isinstance(session, tuple) else (session, session)
-        return _compare(base_id, new_id, store, sessions, measured, top)
+        return _compare(base_id, new_id, store, sessions, measured)
     with comparison_sessions(store, base_id, new_id) as sessions:
-        return _compare(base_id, new_id, store, sessions, measured, top)
+        return _compare(base_id, new_id, store, sessions, measured)
 
 
 @contextmanager
@@ -92,15 +89,13 @@ def _compare(
     store: Store,
     sessions: tuple[Session, Session],
     measured: dict[str, float] | None = None,
-    top: int | None = TOP_OPS,
 ) -> Comparison:
     """The comparison, each run's metrics from its session of ``sessions`` (BASE's, NEW's: one session
     twice, or one per run)."""
-    base, new = run_report(base_id, store, sessions[0], None), run_report(new_id, store, sessions[1], None)
+    base, new = run_report(base_id, store, sessions[0]), run_report(new_id, store, sessions[1])
     if not (base.has_timeline and new.has_timeline):
-        return compare_summaries(base, new, top)
+        return compare_summaries(base, new)
     op_deltas = _op_deltas(base.ops, new.ops)
-    base, new = _with_top_ops(base, top), _with_top_ops(new, top)
     assert base.split is not None and new.split is not None
     b, n = base.split, new.split
     delta = n.window_ms - b.window_ms
@@ -312,11 +307,6 @@ def _per_rank(report: RunReport, session: Session) -> pl.DataFrame:
         return report.ranks
     balance = session.query("rank_balance").filter(pl.col("run_id") == report.run["run_id"])
     return rank_views.per_rank(balance)
-
-
-def _with_top_ops(report: RunReport, top: int | None) -> RunReport:
-    """The report with only its ``top`` ops (by inclusive CPU time; None: all)."""
-    return replace(report, ops=top_ops(report.ops, top))
 
 
 def _op_deltas(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:

@@ -30,7 +30,7 @@ from traceq.analysis.causes import (
 )
 from traceq.analysis.evidence import evidence as evidence_of
 from traceq.analysis.findings import Finding
-from traceq.analysis.ops_table import top_ops
+from traceq.analysis.ops_table import by_cpu_time
 from traceq.analysis.results import RunReport
 from traceq.analysis.run_summary import CastOverhead, OutlierStep, RunSummary
 from traceq.analysis.split import Split, split
@@ -47,26 +47,22 @@ LOW_FP16_COVERAGE = 0.5
 LOW_TENSOR_CORE_COVERAGE = 0.5
 #: A step is an outlier when its window is this many times the median window and 1 ms longer.
 OUTLIER_RATIO = 1.5
-#: Ops listed by default (largest CPU time first); ``top=None`` lists every op.
-TOP_OPS = 30
 _MS = 1e6
 
 
-def run_report(
-    ref: str, store: Store | str | Path | None = None, session: Session | None = None, top: int | None = TOP_OPS
-) -> RunReport:
+def run_report(ref: str, store: Store | str | Path | None = None, session: Session | None = None) -> RunReport:
     """Compute the report of one stored run (a run id or a run name; :func:`traceq.run_report` also
     takes a trace file, ingested first).
 
     ``session``: a :class:`~traceq.querying.engine.Session` over this run and others (a comparison's two runs)
-    whose metric results are shared; by default one is opened for this run alone. ``top``: how many ops
-    the report lists (None: all).
+    whose metric results are shared; by default one is opened for this run alone. The report carries every
+    op (render lists the first).
     """
     store = Store.of(store)
     run_id = store.resolve(ref)
     if session is None:
         with Session(store, [run_id], own_queries=True) as own:
-            return run_report(run_id, store, own, top)
+            return run_report(run_id, store, own)
     run = session.sql("select * from runs").filter(pl.col("run_id") == run_id).row(0, named=True)
     run_info = {k: run[k] for k in ("run_id", "name", "source_format", "flavour", "profiler_version", "source_path")}
     run_info["n_ranks"] = run.get("n_ranks") or 1
@@ -76,7 +72,7 @@ def run_report(
         return session.query(name).filter(pl.col("run_id") == run_id)
 
     if not has_timeline(run):
-        return _summary_report(run_info, q, top)
+        return _summary_report(run_info, q)
 
     busy, bound, cover, casts = q("gpu_busy"), q("launch_bound"), q("precision_coverage"), q("cast_overhead")
     gaps, ops = q("gpu_gap_buckets").drop("run_id"), q("op_summary")
@@ -140,7 +136,7 @@ def run_report(
         ),
     )
     summary = replace(summary, ops_total=per_step_ops.height)
-    per_step_ops = top_ops(per_step_ops, top)
+    per_step_ops = by_cpu_time(per_step_ops)
     ev = evidence_of(session, run_id, windows)
     findings = run_findings(parts, ev, summary, run_info["flavour"])
     ranks = straggling = pl.DataFrame()
@@ -347,11 +343,11 @@ def _ranks_combined(ops: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _summary_report(run: dict[str, Any], q: Callable[[str], pl.DataFrame], top: int | None) -> RunReport:
+def _summary_report(run: dict[str, Any], q: Callable[[str], pl.DataFrame]) -> RunReport:
     """Summary text has op-level totals only: ops, kernel coverage and casts; no timeline metrics."""
     ops, casts = q("summary_ops").drop("run_id"), q("summary_casts")
     total = ops.height
-    ops = top_ops(ops, top)
+    ops = by_cpu_time(ops)
     cover = q("summary_coverage")
     cover_row = cover.row(0, named=True) if cover.height else {}
     summary = RunSummary(

@@ -8,14 +8,11 @@ cut it), never 0 ms.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import polars as pl
 
 from traceq._utils.words import count
 from traceq.analysis.causes import ALGORITHM_SEARCH, CAST_OVERHEAD, GPU_COMPUTE, LAUNCH_OVERHEAD
 from traceq.analysis.findings import Finding
-from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import Comparison, RunReport
 from traceq.errors import TraceqError
 
@@ -84,7 +81,7 @@ def summary_op_deltas(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def compare_summaries(base: RunReport, new: RunReport, top: int | None) -> Comparison:
+def compare_summaries(base: RunReport, new: RunReport) -> Comparison:
     """Compare two summary-text runs: verdict from the totals, one finding per cause, absent ops shown as
     absent. ``base``/``new`` carry their full op tables. Summary text against a trace is refused."""
     if "cpu_max_ns" not in base.ops.columns or "cpu_max_ns" not in new.ops.columns:
@@ -114,8 +111,8 @@ def compare_summaries(base: RunReport, new: RunReport, top: int | None) -> Compa
     listed = {s: _sum(ops.filter(pl.col("present").is_in(["both", s])), f"{s}_cpu_ms") for s in ("base", "new")}
     covered = min(_sum(both, f"{side}_cpu_ms") / listed[side] if listed[side] else 1.0 for side in ("base", "new"))
     return Comparison(
-        base=_top(base, top),
-        new=_top(new, top),
+        base=base,
+        new=new,
         step_time_delta_ms=None,
         waterfall=None,
         findings=findings,
@@ -254,7 +251,3 @@ def _op_evidence(ops: pl.DataFrame, with_ratio: bool = False, gpu: bool = False)
 
 def _sum(frame: pl.DataFrame, col: str) -> float:
     return float(frame[col].fill_null(0).sum())
-
-
-def _top(report: RunReport, top: int | None) -> RunReport:
-    return replace(report, ops=top_ops(report.ops, top))

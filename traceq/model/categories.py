@@ -49,6 +49,8 @@ CATEGORY_KIND: dict[str, str] = {
     "reservedallocate": "memory",
     "reservedfree": "memory",
 }
+#: CUPTI's range where the host blocked on a full launch queue (category ``overhead``): kind ``queue_full``.
+QUEUE_FULL_NAME = "Command Buffer Full"
 
 
 def kind_expr(categories: Collection[str]) -> pl.Expr:
@@ -66,5 +68,7 @@ def kind_expr(categories: Collection[str]) -> pl.Expr:
         .then(pl.lit("step"))
         .when(by_cat == "step")
         .then(pl.lit("annotation"))
+        .when(by_cat.is_null() & (pl.col("name") == QUEUE_FULL_NAME))
+        .then(pl.lit("queue_full"))
         .otherwise(by_cat.fill_null("other"))
     )

@@ -29,13 +29,14 @@ from traceq._utils.leftovers import private_dir
 from traceq._utils.on_first_use import OnFirstUse
 from traceq._utils.signal_watch import calling_on_signal
 from traceq.errors import QueryError, StoreError, TraceqError
-from traceq.model.step_names import STEP_NAME
+from traceq.locations import MARKER
 from traceq.querying import DEFAULT_TIMEOUT_S
 from traceq.querying.files import dependency_order, doc, query_names, query_text, requires, used_queries
+from traceq.querying.macros import MACROS, sql_string
 from traceq.querying.shown import PLAIN, Shown, numeric, shown
 from traceq.querying.stored import stored_files
 from traceq.schema import RUNS, TABLES, keys_of
-from traceq.store import Damage, Store, check_store
+from traceq.store import MARKER_TEXT, Damage, Store, check_store
 
 if TYPE_CHECKING:
     import duckdb
@@ -110,14 +111,14 @@ def _connect(
         runs = [row["run_id"] for row in store.catalog_rows()]
     con = duckdb.connect(":memory:")
     con.execute("SET enable_progress_bar = false")
-    # the model's rule for a profiler step's name, for the queries that tell profiler steps from other ranges
-    con.execute(f"CREATE MACRO is_profiler_step(name) AS regexp_matches(name, {_quote(STEP_NAME)})")
+    for macro in MACROS:  # the model's facts the query files name (a profiler step's name, GPU work's kinds)
+        con.execute(macro)
     # Where a query beyond memory spills: a folder of its own under the system's temporary folder (not
     # DuckDB's default, ``.tmp`` in the working directory), readable by this user only; DuckDB empties it at
     # close, :func:`close` removes it, and a dead process's is removed by the next connection.
     spill = private_dir("traceq-duckdb")
     _SPILLS[id(con)] = spill
-    con.execute(f"SET temp_directory = {_quote(str(spill))}")
+    con.execute(f"SET temp_directory = {sql_string(str(spill))}")
     if memory_limit is not None:
         con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
     sources: dict[str, Any] = {}
@@ -145,7 +146,7 @@ def _connect(
             run_dirs = [d for d in store.run_dirs() if runs is None or d.name[len("run_id=") :] in runs]
             files = sorted(str(f) for d in run_dirs for f in d.rglob("*.parquet"))
             allowed = dict.fromkeys([*files, *map(_glob_escaped, files)])  # as opened, and as read_parquet is given
-            con.execute(f"SET allowed_paths = [{', '.join(_quote(f) for f in allowed)}]")
+            con.execute(f"SET allowed_paths = [{', '.join(sql_string(f) for f in allowed)}]")
         con.execute("SET python_enable_replacements = false")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
@@ -197,7 +198,7 @@ def _glob_escaped(path: str) -> str:
 
 def _file_list(files: list[str]) -> str:
     """A DuckDB list literal of ``files``, each matched literally (:func:`_glob_escaped`)."""
-    return "[" + ", ".join(_quote(_glob_escaped(f)) for f in files) + "]"
+    return "[" + ", ".join(sql_string(_glob_escaped(f)) for f in files) + "]"
 
 
 def _hive_select(files: str, ranked: bool = True) -> str:
@@ -455,19 +456,19 @@ def _no_such_table(message: str) -> str | None:
 def _comment_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Each canonical table's and column's documentation as DuckDB comments (``information_schema``)."""
     for table in TABLES.values():
-        con.execute(f"COMMENT ON VIEW {table.name} IS {_quote(table.doc)}")
+        con.execute(f"COMMENT ON VIEW {table.name} IS {sql_string(table.doc)}")
         for column, meaning in {**keys_of(table), **{c.name: c.doc for c in table.columns}}.items():
-            con.execute(f"COMMENT ON COLUMN {table.name}.{column} IS {_quote(meaning)}")
+            con.execute(f"COMMENT ON COLUMN {table.name}.{column} IS {sql_string(meaning)}")
 
 
 def _comment_view(con: duckdb.DuckDBPyConnection, name: str, text: str) -> None:
     """A bound metric's summary and documented columns (its file's header) as DuckDB comments."""
     header = doc(text)
-    con.execute(f"COMMENT ON VIEW {name} IS {_quote(str(header['summary']))}")
+    con.execute(f"COMMENT ON VIEW {name} IS {sql_string(str(header['summary']))}")
     columns = {c for (c,) in con.execute(f"SELECT column_name FROM (DESCRIBE {name})").fetchall()}
     for column, (_, meaning) in header["columns"].items():  # type: ignore[attr-defined]
         if column in columns:
-            con.execute(f"COMMENT ON COLUMN {name}.{column} IS {_quote(meaning)}")
+            con.execute(f"COMMENT ON COLUMN {name}.{column} IS {sql_string(meaning)}")
 
 
 class Session:
@@ -526,11 +527,11 @@ class Session:
             rank_dir.mkdir(parents=True)
             for path in folder.glob("*.parquet"):
                 (rank_dir / path.name).symlink_to(path.resolve())
-        (scratch / "traceq-store.json").write_text("{}\n")
+        (scratch / MARKER).write_text(MARKER_TEXT)  # the ranks being written are of this format
         session = cls(runs=[run_id], con=connect(Store(scratch), [run_id], locked=False))
         session._scratch = scratch
         if memory_limit is not None:
-            session.con.execute(f"SET memory_limit = {_quote(memory_limit)}")
+            session.con.execute(f"SET memory_limit = {sql_string(memory_limit)}")
             session._memory_limit = memory_limit
         return session
 
@@ -737,7 +738,7 @@ class Session:
         try:
             yield
         finally:
-            self.con.execute(f"SET memory_limit = {_quote(self._memory_limit)}")
+            self.con.execute(f"SET memory_limit = {sql_string(self._memory_limit)}")
 
     def _run(self, query: str) -> pl.DataFrame:
         try:
@@ -811,10 +812,6 @@ def _duck_type(spec: tuple[str | tuple[str, ...], ...]) -> str:
     if name == "Datetime":
         return "TIMESTAMPTZ" if args[1:] and args[1] else "TIMESTAMP"
     return _DUCK_TYPES[str(name)]
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _one_line(text: str) -> str:

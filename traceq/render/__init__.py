@@ -13,7 +13,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, TextIO
 
 from traceq.errors import TraceqError
-from traceq.render.formats import FRAME_FORMATS, REPORT_FORMATS, Format, FrameFormat, ReportFormat
+from traceq.render.formats import FRAME_FORMATS, REPORT_FORMATS, TOP_OPS, Format, FrameFormat, ReportFormat
 
 if TYPE_CHECKING:
     import polars as pl
@@ -69,14 +69,19 @@ def _report_names() -> dict[type, str]:
     return {RunReport: "report", Comparison: "report --compare"}
 
 
-def render(result: Result, fmt: Format | str, out: TextIO | None = None, title: str | None = None) -> None:
-    """Write ``result`` to ``out`` (stdout) in ``fmt``; a frame's table gets ``title``."""
+def render(
+    result: Result, fmt: Format | str, out: TextIO | None = None, title: str | None = None, top: int | None = TOP_OPS
+) -> None:
+    """Write ``result`` to ``out`` (stdout) in ``fmt``; a frame's table gets ``title``, a report (each run's
+    of a comparison) lists its first ``top`` ops (None: every op)."""
     from traceq.render import frames
 
     fmt = Format(fmt.value if isinstance(fmt, Enum) else fmt)
     check_format(type(result), fmt)
     writers = _report_writers().get(type(result)) if type(result).__module__ == _RESULTS else None
     if writers is not None:
-        writers[fmt](result, out)
+        from traceq.render.op_list import listed
+
+        writers[fmt](listed(result, top), out)
     else:
         frames.render(result, fmt, out, title)

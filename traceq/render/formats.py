@@ -1,5 +1,5 @@
-"""The output formats of the commands, and which results are written in which (no third-party imports:
-the CLI's options are declared with them before any result is made)."""
+"""The output formats of the commands, which results are written in which, and how many ops a report lists
+(no third-party imports: the CLI's options are declared with them before any result is made)."""
 
 from __future__ import annotations
 
@@ -25,3 +25,5 @@ REPORT_FORMATS = (Format.table, Format.json, Format.markdown, Format.html)
 FrameFormat = Enum("FrameFormat", {f.name: f.value for f in FRAME_FORMATS}, type=str)  # type: ignore[misc]
 #: The formats ``report`` offers.
 ReportFormat = Enum("ReportFormat", {f.name: f.value for f in REPORT_FORMATS}, type=str)  # type: ignore[misc]
+#: Ops a report lists in every format (its op table is ordered by CPU time, the most first); ``--all``: every op.
+TOP_OPS = 30

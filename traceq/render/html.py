@@ -25,6 +25,8 @@ from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding, Waterfall
 from traceq.analysis.replay.estimates import Estimate
 from traceq.analysis.results import Comparison, RunReport, StepLanes
 from traceq.render import rounding
+from traceq.render.formats import TOP_OPS
+from traceq.render.op_list import listed
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, unprofiled_text, what_if_table
 from traceq.render.reports import estimated_steps, evidence_text, headline
 
@@ -85,14 +87,18 @@ def to_html(result: Comparison | RunReport, out: TextIO | None = None) -> None:
 
 
 def write_html(
-    result: Comparison | RunReport, path: Path, store: Store | None = None, force: bool = False
+    result: Comparison | RunReport,
+    path: Path,
+    store: Store | None = None,
+    force: bool = False,
+    top: int | None = TOP_OPS,
 ) -> str | None:
-    """Write the page atomically (temp file, then rename), to a path :func:`html_output` allows; returns
-    what an existing file there was (None: a new file)."""
+    """Write the page atomically (temp file, then rename), to a path :func:`html_output` allows, listing
+    each run's first ``top`` ops (None: every op); returns what an existing file there was (None: a new file)."""
     path = Path(path)
     replaced = html_output(path, store, force)
     with atomic_output(path) as tmp:
-        tmp.write_text(render_html(result), encoding="utf-8")
+        tmp.write_text(render_html(listed(result, top)), encoding="utf-8")
     return replaced
 
 

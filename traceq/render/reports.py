@@ -19,7 +19,6 @@ import polars as pl
 
 from traceq._utils.words import count, fixed, rounded
 from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding, Waterfall
-from traceq.analysis.ops_table import top_ops
 from traceq.analysis.results import REST, REST_LABEL, Comparison, RunReport
 from traceq.analysis.run_summary import OutlierStep
 from traceq.render import json_form, rounding
@@ -246,7 +245,7 @@ def _top_ops(report: RunReport, n: int = 15) -> pl.DataFrame:
             pl.col("fp16_coverage").round(2).alias("fp16 coverage (incl.)"),
             pl.col("tensor_core_coverage").round(2).alias("tensor-core coverage (incl.)"),
         ]
-    return top_ops(ops, n).select(cols)
+    return ops.head(n).select(cols)
 
 
 def report_blocks(report: RunReport) -> list[Block]:

@@ -23,7 +23,7 @@ from traceq.analysis.replay.estimates import Verdict, change_words
 from traceq.analysis.replay.idle_split import IDLE_PIECES, estimated_split, estimated_waterfall, idle_scale_by_cause
 from traceq.analysis.replay.replayer import Replayer
 from traceq.analysis.replay.verdict import compare_replayers
-from traceq.analysis.report import TOP_OPS, run_report
+from traceq.analysis.report import run_report
 from traceq.analysis.results import Comparison, RunReport, Split
 from traceq.querying.engine import Session
 from traceq.store import Store
@@ -110,7 +110,6 @@ def split_of_estimate(
 def explained_report(
     run_id: str,
     store: Store | str | Path | None = None,
-    top: int | None = TOP_OPS,
     what_if: bool = False,
     unprofiled: bool | None = None,
 ) -> RunReport:
@@ -118,7 +117,7 @@ def explained_report(
     (:func:`with_replay`), both from one session: the replay reuses the report's building blocks."""
     store = Store.of(store)
     with Session(store, [store.resolve(run_id)], own_queries=True) as session:
-        return with_replay(run_report(run_id, store, session, top), store, what_if, unprofiled, session)
+        return with_replay(run_report(run_id, store, session), store, what_if, unprofiled, session)
 
 
 def explained_comparison(
@@ -127,7 +126,6 @@ def explained_comparison(
     store: Store | str | Path | None = None,
     base_step_ms: float | None = None,
     new_step_ms: float | None = None,
-    top: int | None = TOP_OPS,
     what_if: bool = False,
     unprofiled: bool | None = None,
 ) -> Comparison:
@@ -135,7 +133,7 @@ def explained_comparison(
     asked (:func:`with_replay`), both from the comparison's sessions: the replay reuses its building blocks."""
     store = Store.of(store)
     with comparison_sessions(store, store.resolve(base_id), store.resolve(new_id)) as sessions:
-        result = compare(base_id, new_id, store, base_step_ms, new_step_ms, top, session=sessions)
+        result = compare(base_id, new_id, store, base_step_ms, new_step_ms, session=sessions)
         return with_replay(result, store, what_if, unprofiled, sessions)
 
 
