@@ -20,8 +20,7 @@ import polars as pl
 
 from traceq.errors import QueryError
 
-#: NVTX ranges that mark training steps in captures without profiler steps (``train_step 3``, ``step#3``).
-#: The kind ``replay_host`` gives the ranges where the host blocked on a full launch queue.
+#: The kind the readers store for ranges where the host blocked on a full launch queue (``schema.KINDS``).
 QUEUE_FULL = "queue_full"
 
 
