@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import statistics
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,22 @@ def test_a_select_of_tables_and_metrics_gives_the_same_rows_in_sql_and_the_sqlit
 @pytest.mark.parametrize("claim", ["44.5 vs 32.5", "126 -> 812", "22.9 ms of GPU time", "--run amp"])
 def test_claims_that_no_longer_hold_are_gone(claim: str) -> None:
     assert claim not in README
+
+
+def test_the_leaseg_verdict_and_its_rounds_are_the_ones_printed(tmp_path: Path) -> None:
+    """The worked example where the trace says AMP is slower and the estimate, like the clean rounds, says
+    it is faster: its verdict as printed, and the rounds' median ratio as the manifest's rounds give it."""
+    folder = ROOT / "sample_traces" / "planted" / "leaseG"
+    store = tmp_path / "store"
+    for m in ("fp32", "fp16"):
+        traceq.ingest([str(folder / f"conformer_{m}_b64_3steps.json.gz")], store=store)
+    result = traceq.compare("conformer_fp32_b64_3steps", "conformer_fp16_b64_3steps", store=store)
+    lead = "$ traceq report --compare conformer_fp32_b64_3steps conformer_fp16_b64_3steps "
+    at = README.index(lead) + len(lead)
+    assert README[at:].startswith(result.verdict), result.verdict
+    doc = json.loads((folder / "manifest.json").read_text())["traces"]
+    base, new = (doc[f"conformer_{m}_b64_3steps.json.gz"] for m in ("fp32", "fp16"))
+    of_base = dict(zip(base["round_numbers"], base["step_ms_rounds"], strict=True))
+    rounds = zip(new["round_numbers"], new["step_ms_rounds"], strict=True)
+    ratios = [ms / of_base[k] for k, ms in rounds if k in of_base]
+    assert f"NEW over BASE {statistics.median(ratios):.3f} as the median" in README
