@@ -87,4 +87,3 @@ def compare(
     store = Store.of(store)
     with runs_to_report(store, pick_refs(store, base_ref, new_ref, steps_from), steps_from) as (source, ids):
         return explained_comparison(ids[0], ids[1], source, base_step_ms, new_step_ms, what_if, unprofiled)
-

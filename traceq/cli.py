@@ -315,8 +315,12 @@ def sql(
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the query from a .sql file.")] = None,
     run: Annotated[
         list[str] | None,
-        typer.Option("--run", metavar="RUN", show_default=False,
-                     help="Only this run (run id, unique prefix or name; repeat for more; default: every run)."),
+        typer.Option(
+            "--run",
+            metavar="RUN",
+            show_default=False,
+            help="Only this run (run id, unique prefix or name; repeat for more; default: every run).",
+        ),
     ] = None,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
     memory_limit: MemoryLimitOpt = None,
@@ -379,9 +383,11 @@ def report(
     ] = None,
     fail_if_slower: Annotated[
         float | None,
-        typer.Option("--fail-if-slower",
-                     help="With --compare: exit 3 if NEW is slower by more than PCT percent (by the measured step "
-                     "times if given, else the estimate without the profiler, else the traced steps)."),
+        typer.Option(
+            "--fail-if-slower",
+            help="With --compare: exit 3 if NEW is slower by more than PCT percent (by the measured step "
+            "times if given, else the estimate without the profiler, else the traced steps).",
+        ),
     ] = None,
     base_step_ms: Annotated[
         float | None,
@@ -409,9 +415,13 @@ def report(
     ] = False,
     unprofiled: Annotated[
         bool | None,
-        typer.Option("--unprofiled/--traced-only", help="Lead with the step time estimated without the profiler "
-                     "(with --compare: the verdict on it, unless measured times are given); the default wherever "
-                     "the replay can run. --traced-only: the traced numbers alone.", show_default=False),
+        typer.Option(
+            "--unprofiled/--traced-only",
+            help="Lead with the step time estimated without the profiler "
+            "(with --compare: the verdict on it, unless measured times are given); the default wherever "
+            "the replay can run. --traced-only: the traced numbers alone.",
+            show_default=False,
+        ),
     ] = None,
     steps_from: StepsFromOpt = None,
     all_ops: Annotated[
@@ -419,9 +429,7 @@ def report(
     ] = False,
     force: ForceOpt = False,
     store: StoreOpt = None,
-    fmt: Annotated[
-        ReportFormat, typer.Option("--format", help="Output format.")
-    ] = ReportFormat.table,
+    fmt: Annotated[ReportFormat, typer.Option("--format", help="Output format.")] = ReportFormat.table,
 ) -> None:
     """Explain one run, or with --compare why NEW's step is slower or faster than BASE's.
 
@@ -510,8 +518,9 @@ def query(
     name: Annotated[str, typer.Argument(help="A metric query's name (see `traceq queries`).", show_default=False)],
     run: Annotated[
         str | None,
-        typer.Option("--run", help="Only this run (run id, unique prefix or name; default: every run).",
-                     show_default=False),
+        typer.Option(
+            "--run", help="Only this run (run id, unique prefix or name; default: every run).", show_default=False
+        ),
     ] = None,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
     memory_limit: MemoryLimitOpt = None,
@@ -579,8 +588,9 @@ def export(
     ] = None,
     to: Annotated[
         tuple[str, Path] | None,
-        typer.Option("--to", metavar="FORMAT FILE", help="perfetto FILE (.json or .json.gz) or sqlite FILE.",
-                     show_default=False),
+        typer.Option(
+            "--to", metavar="FORMAT FILE", help="perfetto FILE (.json or .json.gz) or sqlite FILE.", show_default=False
+        ),
     ] = None,
     compare: Annotated[
         bool, typer.Option("--compare", help="Perfetto: BASE and NEW in one file, aligned on their first step.")

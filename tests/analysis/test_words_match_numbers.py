@@ -76,9 +76,7 @@ def test_the_verdict_agrees_in_sign_and_size(
     )
     text = verdict(delta, SimpleNamespace(window_ms=base_ms), SimpleNamespace(window_ms=new_ms), findings, m)
     number = r"([\d,.]+)"  # thousands separated
-    traced = re.search(
-        rf"(?:^|Traced: )NEW is {number} ms per step (slower|faster) \({number} -> {number} ms\)", text
-    )
+    traced = re.search(rf"(?:^|Traced: )NEW is {number} ms per step (slower|faster) \({number} -> {number} ms\)", text)
     assert traced is not None, text
     assert float(traced[1].replace(",", "")) == round(abs(delta), 1)
     assert traced[2] == ("slower" if delta > 0 else "faster")

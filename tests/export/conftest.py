@@ -33,5 +33,3 @@ def export_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_id(store: Path, name: str) -> str:
     return traceq.Store(store).resolve(name)
-
-

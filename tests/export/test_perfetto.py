@@ -312,4 +312,3 @@ def test_no_two_touching_idle_slices_share_cause_and_call(single: _Export) -> No
                 assert (a["name"], a["args"]) != (b["name"], b["args"]) or window(a) != window(b)
     if single.path.stem.startswith("kineto"):
         assert touching > 100  # the check met many neighbours
-

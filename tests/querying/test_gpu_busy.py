@@ -31,9 +31,7 @@ def _union_ns(intervals: list[tuple[float, float]]) -> float:
     return total + (cur_e - cur_s if cur_e is not None else 0.0)
 
 
-def _independent_busy(
-    path: Path, windows: dict[int, tuple[int, int]], kernels_only: bool = False
-) -> dict[int, float]:
+def _independent_busy(path: Path, windows: dict[int, tuple[int, int]], kernels_only: bool = False) -> dict[int, float]:
     """Busy ns per step from the raw JSON with plain Python: clip to the step's window (``windows``: its
     offsets from the step's start), merge, sum."""
     events = [e for e in raw_trace(path)["traceEvents"] if e.get("ph") == "X"]

@@ -126,8 +126,7 @@ INPUT_PIPELINE = Cause(
     "input_pipeline",
     "input pipeline",
     "idle",
-    "The GPU waited for the next batch: the CPU was loading or augmenting data, or copying it from pageable "
-    "memory.",
+    "The GPU waited for the next batch: the CPU was loading or augmenting data, or copying it from pageable memory.",
     "idle time while the thread is in data-loading ranges (DataLoader, Dataset.__getitem__, collate) or "
     "pageable host-to-device copies",
     {
@@ -250,16 +249,14 @@ HOST_UNATTRIBUTED = Cause(
     "framework op or after its last, or on a thread without framework ops. Nothing in the trace says what "
     "the host did then (a data-loading range, a pageable copy or a framework op around it would name a "
     "cause), so no cause is named.",
-    "idle time while the thread is outside every recorded call and outside the span of its step's "
-    "framework ops",
+    "idle time while the thread is outside every recorded call and outside the span of its step's framework ops",
     {
         "pytorch": "Record what the host does there before acting on it: wrap the loop's parts in "
         "torch.profiler.record_function or NVTX ranges (torch.cuda.nvtx.range), or profile with Python "
         "stacks (with_stack=True), and report again.",
         "paddle": "Record what the host does there before acting on it: wrap the loop's parts in "
         "paddle.profiler.RecordEvent ranges, and report again.",
-        "any": "Record what the host does there (NVTX or profiler ranges around the loop's parts), and "
-        "report again.",
+        "any": "Record what the host does there (NVTX or profiler ranges around the loop's parts), and report again.",
     },
     title="The GPU idles {ms} ms per step ({share}) while the host is in no recorded call: host time not "
     "attributed to a cause",
@@ -319,8 +316,7 @@ LAYOUT_TRANSFORMS = Cause(
     "tensor-core convolutions want NHWC.",
     "layout-class kernel time per step",
     {
-        "pytorch": "Use channels_last end to end: model.to(memory_format=torch.channels_last) and the same "
-        "for inputs.",
+        "pytorch": "Use channels_last end to end: model.to(memory_format=torch.channels_last) and the same for inputs.",
         "paddle": "Use data_format='NHWC' in the conv layers and their inputs.",
         "any": "Keep tensors in the layout the convolutions want (NHWC) end to end.",
     },
@@ -385,8 +381,7 @@ UNEXPLAINED = Cause(
     "unexplained",
     "unexplained idle",
     "idle",
-    "The GPU had work queued but waited (cross-stream dependencies, events), or the work's launch was not "
-    "captured.",
+    "The GPU had work queued but waited (cross-stream dependencies, events), or the work's launch was not captured.",
     "dependency gaps and gaps whose next GPU work has no captured launch",
     {"any": "Look at the streams and events the waiting work depends on in a timeline (traceq export)."},
     change="GPU idle with work queued (unexplained)",

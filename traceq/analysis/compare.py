@@ -261,8 +261,7 @@ def verdict(
             text = f"{head}; the profiler added {delta - real:+,.1f} ms to the traced difference. Traced: {text}"
         else:
             text = (
-                f"{head}: the profiler reverses the traced direction, so weigh the causes against this. "
-                f"Traced: {text}"
+                f"{head}: the profiler reverses the traced direction, so weigh the causes against this. Traced: {text}"
             )
     if warnings:
         text += " Compare with care: " + " ".join(warnings)
@@ -321,18 +320,15 @@ def _op_deltas(base: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
     cols = ["name", cpu, gpu]
     joined = new.select(cols).join(base.select(cols), on="name", how="full", coalesce=True, suffix="_base")
     joined = joined.fill_null(0)
-    return (
-        joined.select(
-            "name",
-            (pl.col(f"{cpu}_base") / 1e6).alias("base_cpu_ms"),
-            (pl.col(cpu) / 1e6).alias("new_cpu_ms"),
-            ((pl.col(cpu) - pl.col(f"{cpu}_base")) / 1e6).alias("cpu_delta_ms"),
-            (pl.col(f"{gpu}_base") / 1e6).alias("base_gpu_ms"),
-            (pl.col(gpu) / 1e6).alias("new_gpu_ms"),
-            ((pl.col(gpu) - pl.col(f"{gpu}_base")) / 1e6).alias("gpu_delta_ms"),
-        )
-        .sort(_CHANGE_SIZE, "name", descending=[True, False])
-    )
+    return joined.select(
+        "name",
+        (pl.col(f"{cpu}_base") / 1e6).alias("base_cpu_ms"),
+        (pl.col(cpu) / 1e6).alias("new_cpu_ms"),
+        ((pl.col(cpu) - pl.col(f"{cpu}_base")) / 1e6).alias("cpu_delta_ms"),
+        (pl.col(f"{gpu}_base") / 1e6).alias("base_gpu_ms"),
+        (pl.col(gpu) / 1e6).alias("new_gpu_ms"),
+        ((pl.col(gpu) - pl.col(f"{gpu}_base")) / 1e6).alias("gpu_delta_ms"),
+    ).sort(_CHANGE_SIZE, "name", descending=[True, False])
 
 
 #: An op's change: the larger of its CPU and GPU time changes, either way.

@@ -166,4 +166,3 @@ def _mean(frame: pl.DataFrame, column: str) -> float | None:
 
 def _scaled(value: float | None, by: float) -> float | None:
     return None if value is None else value / by
-

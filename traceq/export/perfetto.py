@@ -128,7 +128,7 @@ _HEAD = b'{"displayTimeUnit": "ms", "traceq":'
 
 
 def is_perfetto_export(path: Path) -> str | None:
-    """"a traceq Perfetto export" if the file is one (its first bytes, gunzipped where it is gzip)."""
+    """ "a traceq Perfetto export" if the file is one (its first bytes, gunzipped where it is gzip)."""
     try:
         gz = is_gzip(path)
     except OSError:

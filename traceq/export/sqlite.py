@@ -216,7 +216,7 @@ def is_sqlite_export(path: Path) -> str | None:
 
 
 def is_metadata(path: Path) -> str | None:
-    """"its Datasette metadata" if the file is the metadata traceq writes beside an export."""
+    """ "its Datasette metadata" if the file is the metadata traceq writes beside an export."""
     try:
         with path.open("rb") as f:
             head = f.read(1 << 12)

@@ -114,15 +114,14 @@ _PAGE_HEADS = (_HEAD, b"<!doctype html><html><head><meta charset='utf-8'><title>
 
 
 def is_html_page(path: Path) -> str | None:
-    """"a traceq HTML page" if the file is one."""
+    """The words "a traceq HTML page" if the file is one, else None."""
     return "a traceq HTML page" if starts_with(path, _PAGE_HEADS) else None
 
 
 def _page(title: str, body: list[str]) -> str:
     return "\n".join(
         [
-            f"{_HEAD.decode()}<title>{_e(title)}</title><style>{_CSS}</style>"
-            "</head><body>",
+            f"{_HEAD.decode()}<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
             f"<h1>{_e(title)}</h1>",
             *body,
             "</body></html>",

@@ -142,12 +142,18 @@ Sessions = Session | tuple[Session, Session]
 
 @overload
 def with_replay(
-    result: RunReport, store: Store | str | Path | None = ..., what_if: bool = ..., unprofiled: bool | None = ...,
+    result: RunReport,
+    store: Store | str | Path | None = ...,
+    what_if: bool = ...,
+    unprofiled: bool | None = ...,
     session: Sessions | None = ...,
 ) -> RunReport: ...
 @overload
 def with_replay(
-    result: Comparison, store: Store | str | Path | None = ..., what_if: bool = ..., unprofiled: bool | None = ...,
+    result: Comparison,
+    store: Store | str | Path | None = ...,
+    what_if: bool = ...,
+    unprofiled: bool | None = ...,
     session: Sessions | None = ...,
 ) -> Comparison: ...
 def with_replay(

@@ -100,9 +100,9 @@ def timeline_from_frames(
     host = rebased(host.filter(~queue_full)).sort("event_id")
     gpu = rebased(gpu).sort("ts", "event_id")
     steps = rebased(steps).select("step", "event_id", "ts", "end").sort("ts")
-    windows = windows.select(
-        "step", win_start=pl.col("win_start") - t0, win_end=pl.col("win_end") - t0
-    ).sort("win_start")
+    windows = windows.select("step", win_start=pl.col("win_start") - t0, win_end=pl.col("win_end") - t0).sort(
+        "win_start"
+    )
     searches = searches.select("event_id", "typical_ns", "kernels", "typical_kernels")
     return _assemble(run_id, rank, flavour, t0, host, gpu, steps, windows, waits, counts, searches)
 
