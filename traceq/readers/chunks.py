@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from traceq._utils.in_order import InOrder
 from traceq._utils.lazy_frames import lazy_source
+from traceq._utils.spill_files import write_options
 from traceq.errors import StoreError, spill_io
 
 #: Rows per chunk: decoded bodies are gathered until a chunk has this many events (the unit the model
@@ -102,7 +103,7 @@ class Chunks:
                 assert self.spill_dir is not None
                 path = self.spill_dir / f"chunk-{len(self._paths):06d}.arrow"
                 self._paths.append(path)
-                self._writer = pa.ipc.new_file(str(path), self._arrow)
+                self._writer = pa.ipc.new_file(str(path), self._arrow, options=write_options())
             self._writer.write_table(self._conform(table))
 
     def _close_file(self) -> None:
