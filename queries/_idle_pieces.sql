@@ -49,25 +49,50 @@ reach AS (  -- on each thread, the furthest end of the stretches starting at or 
   SELECT run_id, rank, pid, tid, lo, max(hi) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY lo) AS reach
   FROM probed
 ),
+span AS (  -- each thread's probed span: from its first stretch's start to its last one's end
+  SELECT run_id, rank, pid, tid, min(lo) AS lo, max(hi) AS hi FROM probed GROUP BY run_id, rank, pid, tid
+),
+candidates AS (  -- the marks within a thread's span, and the nearest one on each side of it (steps may cover a
+                 -- small part of a capture: the marks outside them are left out before any sort)
+  SELECT m.run_id, m.rank, m.pid, m.tid, m.event_id, m.ts_ns, m.end_ns
+  FROM _host_marks m
+  JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
+  WHERE m.end_ns >= s.lo AND m.ts_ns <= s.hi
+  UNION ALL
+  SELECT run_id, rank, pid, tid, unnest(mark)
+  FROM (SELECT m.run_id, m.rank, m.pid, m.tid,
+               arg_max({'event_id': m.event_id, 'ts_ns': m.ts_ns, 'end_ns': m.end_ns}, m.end_ns) AS mark
+        FROM _host_marks m
+        JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
+        WHERE m.end_ns < s.lo
+        GROUP BY ALL
+        UNION ALL
+        SELECT m.run_id, m.rank, m.pid, m.tid,
+               arg_min({'event_id': m.event_id, 'ts_ns': m.ts_ns, 'end_ns': m.end_ns}, m.ts_ns) AS mark
+        FROM _host_marks m
+        JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
+        WHERE m.ts_ns > s.hi
+        GROUP BY ALL)
+),
 near AS (  -- the marks that can change a piece: those meeting a stretch, and beside each stretch the nearest
            -- mark edge outside it (the segment a stretch starts in begins at the last edge at or before
            -- it; the one it ends in needs an edge after it). Over these marks alone every probed instant
            -- has the same open marks and the same segment bounds as over all of them, and every segment
            -- inside a stretch is the same: a thread's other marks (most of its calls) are not sorted.
   SELECT m.run_id, m.rank, m.event_id
-  FROM _host_marks m
+  FROM candidates m
   ASOF JOIN reach r
     ON r.run_id = m.run_id AND r.rank = m.rank AND r.pid = m.pid AND r.tid = m.tid AND m.end_ns >= r.lo
   WHERE r.reach >= m.ts_ns
   UNION
   SELECT m.run_id, m.rank, m.event_id
   FROM probed p
-  ASOF JOIN _host_marks m
+  ASOF JOIN candidates m
     ON m.run_id = p.run_id AND m.rank = p.rank AND m.pid = p.pid AND m.tid = p.tid AND p.lo >= m.end_ns
   UNION
   SELECT m.run_id, m.rank, m.event_id
   FROM probed p
-  ASOF JOIN _host_marks m
+  ASOF JOIN candidates m
     ON m.run_id = p.run_id AND m.rank = p.rank AND m.pid = p.pid AND m.tid = p.tid AND p.hi < m.ts_ns
 ),
 marks AS (
