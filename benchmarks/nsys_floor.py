@@ -11,7 +11,11 @@ peak memory (VmHWM) of each.
 The export: a real one (``nsys_ingest.py``'s default) replicated ``--copies`` times (its kernel and runtime
 rows shifted in time and correlation id, as ``nsys_ingest.py`` builds its synthetic export).
 
-Usage: python benchmarks/nsys_floor.py [EXPORT.sqlite[.gz]] [--copies 9] [--rounds 2]
+``--before SRC`` times another traceq's ingest (a folder holding its ``traceq`` package, the query files as
+``traceq/queries``) in the same rounds, after this one's, with its temporary writes (bytes written besides
+the store: spilled chunks, model buckets, DuckDB's spills).
+
+Usage: python benchmarks/nsys_floor.py [EXPORT.sqlite[.gz]] [--copies 9] [--rounds 2] [--work DIR] [--before SRC]
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -109,8 +114,18 @@ class _Progress:
         self.stages.stage(text)
 
 
-def in_fresh_process(what: str, *paths: Path) -> dict:
-    return _fresh(what, *paths, script=__file__)
+def in_fresh_process(what: str, *paths: Path, source: Path | None = None) -> dict:
+    return _fresh(what, *paths, script=__file__, source=source)
+
+
+def _spread(runs: list[dict], key: str = "seconds") -> str:
+    """The median of ``key`` over ``runs`` and each run's value."""
+    return f"{statistics.median(r[key] for r in runs):.2f} s ({' / '.join(f'{r[key]:.2f}' for r in runs)})"
+
+
+def _temporary(runs: list[dict]) -> float:
+    """Bytes written besides the store (median over ``runs``)."""
+    return statistics.median(r["written"] - r["store_bytes"] for r in runs)
 
 
 def main() -> None:
@@ -118,41 +133,65 @@ def main() -> None:
     ap.add_argument("export", nargs="?", type=Path, default=DEFAULT)
     ap.add_argument("--copies", type=int, default=9)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--work", type=Path, help="keep the replicated export here (default: a temporary folder)")
+    ap.add_argument("--before", type=Path, help="another traceq's source (its ingest timed in the same rounds)")
     ap.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         what, *paths = args.one
         print(json.dumps(floor(Path(paths[0])) if what == "floor" else ingest(Path(paths[0]), Path(paths[1]))))
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        db = plain_copy(args.export, Path(tmp) / "export.sqlite")
-        if args.copies:
-            replicate(db, args.copies)
-        floors, ingests = [], []
-        for i in range(args.rounds):
+    with tempfile.TemporaryDirectory(prefix="traceq-nsys-floor-") as tmp:
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        db = work / f"{args.export.name.split('.')[0]}_x{args.copies + 1}.sqlite"
+        if not db.exists():
+            replicate(plain_copy(args.export, db), args.copies)
+        floors, ingests, before = [], [], []
+        for i in range(args.rounds):  # alternating: floor, ingest, the ingest before
             floors.append(in_fresh_process("floor", db))
             ingests.append(in_fresh_process("ingest", db, Path(tmp) / f"store{i}"))
+            shutil.rmtree(Path(tmp) / f"store{i}")
+            if args.before:
+                before.append(in_fresh_process("ingest", db, Path(tmp) / f"before{i}", source=args.before))
+                shutil.rmtree(Path(tmp) / f"before{i}")
+        size = db.stat().st_size
     rows = floors[0]["rows"]
     f = statistics.median(r["seconds"] for r in floors)
     t = statistics.median(r["seconds"] for r in ingests)
-    print(f"export: {args.export.name} x{args.copies + 1}, {rows:,} table rows; medians of {args.rounds} rounds")
-    print(f"{'ADBC read into Arrow (floor)':<32}{f:>8.2f} s{rows / f:>12,.0f} rows/s"
+    print(f"export: {args.export.name} x{args.copies + 1}, {size / 1e6:,.0f} MB, {rows:,} table rows; medians of "
+          f"{args.rounds} alternating rounds (each run's value in brackets)")  # fmt: skip
+    print(f"{'ADBC read into Arrow (floor)':<32}{_spread(floors)}{rows / f:>12,.0f} rows/s"
           f"{statistics.median(r['peak_mb'] for r in floors):>8,.0f} MiB")  # fmt: skip
-    print(f"{'traceq ingest':<32}{t:>8.2f} s{rows / t:>12,.0f} rows/s"
+    print(f"{'traceq ingest':<32}{_spread(ingests)}{rows / t:>12,.0f} rows/s"
           f"{statistics.median(r['peak_mb'] for r in ingests):>8,.0f} MiB   {t / f:.1f}x the floor")  # fmt: skip
     for name in ingests[0]["stages"]:
         s = statistics.median(r["stages"].get(name, 0.0) for r in ingests)
         print(f"  {name:<30}{s:>8.2f} s  ({s / t:.0%})")
     peak = statistics.median(r["peak_mb"] for r in ingests) * 2**20
     store = statistics.median(r["store_bytes"] for r in ingests)
-    temporary = statistics.median(r["written"] - r["store_bytes"] for r in ingests)
+    temporary = _temporary(ingests)
+    if before:
+        b = statistics.median(r["seconds"] for r in before)
+        print(f"{'before (' + args.before.name + ')':<32}{_spread(before)}{rows / b:>12,.0f} rows/s"
+              f"{statistics.median(r['peak_mb'] for r in before):>8,.0f} MiB   {b / f:.1f}x the floor; "
+              f"this one {t / b:.2f}x it")  # fmt: skip
+        print(f"  temporary writes before: {_temporary(before) / 1e6:,.0f} MB, now {temporary / 1e6:,.0f} MB")
     print("targets:")
     for target, value, met in (
         ("at least 1,000,000 rows/s end to end", f"{rows / t:,.0f} rows/s", rows / t >= 1e6),
         ("within 2x the floor", f"{t / f:.1f}x", t / f <= 2),
         ("peak memory under 1 GB", f"{peak / 1e9:.2f} GB", peak < 1e9),
-        ("temporary writes at most 2x the store", f"{temporary / 1e6:,.0f} MB for a {store / 1e6:,.0f} MB store "
-         f"({temporary / store:.1f}x)", temporary <= 2 * store),
+        (
+            "temporary writes under 2x the input",
+            f"{temporary / 1e6:,.0f} MB for a {size / 1e6:,.0f} MB export ({temporary / size:.1f}x)",
+            temporary < 2 * size,
+        ),
+        (
+            "temporary writes at most 2x the store",
+            f"{temporary / 1e6:,.0f} MB for a {store / 1e6:,.0f} MB store ({temporary / store:.1f}x)",
+            temporary <= 2 * store,
+        ),
     ):
         print(f"  {target:<40}{value:<40}{'met' if met else 'not met'}")
 

@@ -191,7 +191,7 @@ def test_a_disk_full_while_writing_parquet_is_the_stores_problem(tmp_path: Path)
     trying fillers from large to small (the first that fails while writing Parquet)."""
     with _tmpfs(tmp_path / "disk", 8 << 10) as disk:
         messages: list[str] = []
-        for filler_kib in range(2400, 800, -100):
+        for filler_kib in range(7800, 800, -100):
             (disk / "filler").write_bytes(bytes(filler_kib << 10))
             store = disk / "store"
             done = run_cli("ingest", "-q", "--store", str(store), str(KINETO))

@@ -25,6 +25,7 @@ import polars as pl
 import pyarrow as pa
 
 from traceq._utils.in_order import InOrder
+from traceq._utils.spill_files import read_pool, write_options
 from traceq.errors import spill_io
 from traceq.model.links import inherit_from_launch, link_launches
 from traceq.model.nesting import nest_with_open_ranges
@@ -87,7 +88,8 @@ class _Buckets:
                 writer = self._writers.get(number)  # type: ignore[arg-type]
                 if writer is None:
                     path = str(self._path(number))  # type: ignore[arg-type]
-                    writer = self._writers[number] = pa.ipc.new_stream(path, table.schema)  # type: ignore[index]
+                    stream = pa.ipc.new_stream(path, table.schema, options=write_options())
+                    writer = self._writers[number] = stream  # type: ignore[index]
                 writer.write_table(table)
 
     def close(self) -> None:
@@ -106,7 +108,7 @@ class _Buckets:
         if not path.exists():
             return None
         with spill_io(self.folder, "read"), pa.OSFile(str(path)) as f:
-            frame = _frame(pa.ipc.open_stream(f).read_all())
+            frame = _frame(pa.ipc.open_stream(f, memory_pool=read_pool()).read_all())
         if not keep:
             path.unlink()
         return frame

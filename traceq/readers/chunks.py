@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from traceq._utils.in_order import InOrder
 from traceq._utils.lazy_frames import lazy_source
+from traceq._utils.spill_files import read_pool, write_options
 from traceq.errors import StoreError, spill_io
 
 #: Rows per chunk: decoded bodies are gathered until a chunk has this many events (the unit the model
@@ -102,7 +103,7 @@ class Chunks:
                 assert self.spill_dir is not None
                 path = self.spill_dir / f"chunk-{len(self._paths):06d}.arrow"
                 self._paths.append(path)
-                self._writer = pa.ipc.new_file(str(path), self._arrow)
+                self._writer = pa.ipc.new_file(str(path), self._arrow, options=write_options())
             self._writer.write_table(self._conform(table))
 
     def _close_file(self) -> None:
@@ -188,7 +189,8 @@ class Chunks:
         self._spilled()
         fields = [self._arrow.get_field_index(c) for c in columns]
         with self._spill_io("read"), pa.OSFile(str(self._paths[i])) as f:
-            table = pa.ipc.open_file(f, options=pa.ipc.IpcReadOptions(included_fields=fields)).read_all()
+            options = pa.ipc.IpcReadOptions(included_fields=fields)
+            table = pa.ipc.open_file(f, options=options, memory_pool=read_pool()).read_all()
         # The columns are slices of one block read from the file, and frames share fixed-width buffers
         # with Arrow: copied, a kept column holds its own bytes, not the whole block.
         return pa.Table.from_arrays(
