@@ -78,8 +78,10 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
     # (another host may see the file on another device and inode: there, its size and mtime must match)
     elsewhere = task.hashed_on != socket.gethostname()
     hashed = tuple(task.identity or before)
-    if (hashed[2:4] != before[2:4] if elsewhere else hashed != before) or after != before or (
-        any(p != task.digest for p in passes)
+    if (
+        (hashed[2:4] != before[2:4] if elsewhere else hashed != before)
+        or after != before
+        or (any(p != task.digest for p in passes))
     ):
         return {"error": f"{path}: the file changed while it was read (replaced, or written to); nothing stored: "
                 "ingest it again once it is complete", "error_in": "input"}  # fmt: skip
@@ -166,4 +168,3 @@ def summary_line(result: ReadResult) -> str:
         f"{result.profiler_version}: {ev.n_events:,} events ({kinds}); "
         f"{count(result.tables.steps.height, 'step')}; {dev_text}; span {ev.span_ns / 1e6:,.1f} ms"
     )
-
