@@ -57,6 +57,17 @@ def chrome_traces() -> list[Path]:
     return found
 
 
+def to_9_digits(v: object) -> object:
+    """``v`` with every float to 9 significant digits (sums in another order differ in the last bits)."""
+    if isinstance(v, float):
+        return float(f"{v:.9g}")
+    if isinstance(v, dict):
+        return {k: to_9_digits(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [to_9_digits(x) for x in v]
+    return v
+
+
 @functools.lru_cache(maxsize=4)
 def raw_trace(path: Path) -> dict:
     """The file parsed by the standard library alone: the independent reference for counts."""

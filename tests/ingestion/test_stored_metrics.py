@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 import traceq
-from tests.conftest import SAMPLES, shared
+from tests.conftest import SAMPLES, shared, to_9_digits
 from traceq.errors import QueryError
 from traceq.ingestion import metrics
 from traceq.model import on_disk
@@ -105,20 +105,9 @@ def test_the_diagnosis_is_stored_from_its_own_size_on(store_dir: Path, monkeypat
     assert stored_metrics(Store(store_dir / "full").runs_dir, full) == frozenset(SUMMARY + DIAGNOSIS)
     assert stored_metrics(Store(store_dir / "part").runs_dir, part) == frozenset(SUMMARY)
     runs = ((full, "full"), (part, "part"))
-    reports = [_rounded(json_form.report(traceq.run_report(r, store_dir / s))) for r, s in runs]
+    reports = [to_9_digits(json_form.report(traceq.run_report(r, store_dir / s))) for r, s in runs]
     assert reports[0]["findings"] and reports[0]["step_causes"]
     assert reports[0] == reports[1]
-
-
-def _rounded(v: object) -> object:
-    """``v`` with every float to 9 significant digits (sums in another order differ in the last bits)."""
-    if isinstance(v, float):
-        return float(f"{v:.9g}")
-    if isinstance(v, dict):
-        return {k: _rounded(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_rounded(x) for x in v]
-    return v
 
 
 def test_small_runs_store_no_metrics_by_default(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

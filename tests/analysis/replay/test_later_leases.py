@@ -12,7 +12,7 @@ import pytest
 
 import traceq
 from tests.analysis.replay.conftest import PLANTED
-from tests.conftest import built_once
+from tests.conftest import built_once, to_9_digits
 from traceq.analysis.replay import Replayer
 from traceq.analysis.replay.overhead import SEARCH_HIGH, SEARCH_LOW, OverheadModel
 from traceq.querying.engine import Session
@@ -139,7 +139,7 @@ def test_a_comparison_reads_the_same_every_time(store: Store) -> None:
     the same runs give the same words on every read (the shapes and the allocator calls once came out in
     another order from one read to the next)."""
     first, second = (
-        _rounded(
+        to_9_digits(
             json_form.comparison(traceq.compare("leaseC.cudnn_var_nobench_fp16", "leaseC.cudnn_var_fp16", store=store))
         )
         for _ in range(2)
@@ -148,13 +148,3 @@ def test_a_comparison_reads_the_same_every_time(store: Store) -> None:
     search = next(f for f in first["findings"] if f["id"] == "algorithm_search")
     base_ops, new_ops = search["evidence"]["ops"]  # BASE never searched
     assert base_ops is None and new_ops and all(len(op["example_shapes"]) == 3 for op in new_ops)
-
-
-def _rounded(value: object) -> object:
-    if isinstance(value, float):
-        return float(f"{value:.9g}")
-    if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_rounded(v) for v in value]
-    return value
