@@ -132,24 +132,21 @@ def lease_pairs(rs: dict[str, Run], pairs: list[tuple[str, ...]]) -> list[tuple[
     ]
 
 
+def by_round(new: Run, base: Run, op: Callable[[float, float], float]) -> list[float]:
+    """``op(new, base)`` in each round both runs had (by round number; manifests written before round
+    numbers were kept list complete rounds in order)."""
+    if new.round_numbers and base.round_numbers:
+        of_base = dict(zip(base.round_numbers, base.rounds, strict=True))
+        return [op(n, of_base[k]) for k, n in zip(new.round_numbers, new.rounds, strict=True) if k in of_base]
+    return [op(n, b) for n, b in zip(new.rounds, base.rounds, strict=False)]
+
+
 def paired(new: Run, base: Run, op: Callable[[float, float], float]) -> tuple[float, float, float]:
-    """(median, lowest, highest) of ``op(new, base)`` over the rounds both runs had: a round times a pair's two
-    modes next to each other (their order alternating), so the host's drift over the rounds (one lease's
-    launch-bound steps slowed 60 % over nine minutes) cancels in the pair where it would not across rounds."""
-    if new.round_numbers and base.round_numbers:
-        of_base = dict(zip(base.round_numbers, base.rounds, strict=True))
-        vals = [op(n, of_base[k]) for k, n in zip(new.round_numbers, new.rounds, strict=True) if k in of_base]
-    else:  # rounds listed in order (manifests before round numbers were kept)
-        vals = [op(n, b) for n, b in zip(new.rounds, base.rounds, strict=False)]
+    """(median, lowest, highest) of :func:`by_round`: a round times a pair's two modes next to each other
+    (their order alternating), so the host's drift over the rounds (one lease's launch-bound steps slowed
+    1.3-1.8x over nine minutes) cancels in the pair where it would not across rounds."""
+    vals = by_round(new, base, op)
     return statistics.median(vals), min(vals), max(vals)
-
-
-def round_ratios(new: Run, base: Run) -> list[float]:
-    """NEW's time over BASE's in each round both runs had."""
-    if new.round_numbers and base.round_numbers:
-        of_base = dict(zip(base.round_numbers, base.rounds, strict=True))
-        return [n / of_base[k] for k, n in zip(new.round_numbers, new.rounds, strict=True) if k in of_base]
-    return [n / b for n, b in zip(new.rounds, base.rounds, strict=False)]  # rounds in order
 
 
 def repeatability(pairs: list[tuple[Run, Run]]) -> tuple[int, int, int]:
@@ -158,7 +155,7 @@ def repeatability(pairs: list[tuple[Run, Run]]) -> tuple[int, int, int]:
     expected to meet the measured ratio within 10 % more often than one round meets the others'."""
     hits = total = steady = 0
     for base, new in pairs:
-        ratios = round_ratios(new, base)
+        ratios = by_round(new, base, operator.truediv)
         ok = [abs(r / statistics.median(ratios[:i] + ratios[i + 1 :]) - 1) <= 0.10 for i, r in enumerate(ratios)]
         hits, total, steady = hits + sum(ok), total + len(ok), steady + all(ok)
     return hits, total, steady
