@@ -73,7 +73,8 @@ def _check_format(root: Path, marker: Path) -> None:
         raise StoreError(f"{root}: written by a newer traceq (store format {written}; this one reads "
                          f"{FORMAT_VERSION}): upgrade traceq")  # fmt: skip
     raise StoreError(f"{root}: written by an older traceq (store format {written or 'unknown'}; this one reads "
-                     f"{FORMAT_VERSION}): ingest its traces again into a new store (--store DIR), or remove this one")  # fmt: skip
+                     f"{FORMAT_VERSION}): ingest its traces again into a new store (--store DIR), "
+                     "or remove this one")  # fmt: skip
 
 
 class Store:
