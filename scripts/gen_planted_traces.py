@@ -20,6 +20,8 @@ The causes (see the README's "Causes" table for what traceq should say about eac
   cudnn       ``cudnn.benchmark=True`` with a new sequence length every step (re-tuning per shape)
   allocator   ``torch.cuda.empty_cache()`` every step: cudaFree/cudaMalloc churn
   half        O2-style training: the model's weights in fp16, no autocast (the casts removed)
+  noscale     autocast without GradScaler (mode ``autocast``): with ``half``, splits what the O2 fix removes
+              into the scaler's share and autocast's own
 
 Usage: python3 gen_planted_traces.py --out DIR [--only RUN,...] [--list] [--nsys] [--raw]
 """
@@ -143,7 +145,8 @@ class AugmentedFeatures(torch.utils.data.Dataset):
 
 # -- runs -------------------------------------------------------------------------------------------------
 #: name -> settings. model: encoder | conv | mlp | resnet50 | resnet18 | bert; mode: fp32 | fp16 (autocast +
-#: GradScaler) | half (fp16 weights, no autocast); cause: see the module doc; stack: record Python stacks.
+#: GradScaler) | autocast (fp16 autocast, no GradScaler) | half (fp16 weights, no autocast); cause: see the module
+#: doc; stack: record Python stacks.
 RUNS: dict[str, dict] = {
     "control_fp32": dict(model="mlp", mode="fp32", batch=4096, cause="control"),
     "control_fp16": dict(model="mlp", mode="fp16", batch=4096, cause="control"),
@@ -188,6 +191,12 @@ RUNS: dict[str, dict] = {
     "resnet18_b4_fp16": dict(model="resnet18", mode="fp16", batch=4),
     "bert_b4_fp32": dict(model="bert", mode="fp32", batch=4),
     "bert_b4_fp16": dict(model="bert", mode="fp16", batch=4),
+    # what the O2 fix removes, split: autocast alone (no GradScaler) and fp16 weights (no autocast)
+    "enc_noscale_fp16": dict(model="encoder", mode="autocast", batch=8, cause="noscale"),
+    "resnet18_b4_noscale_fp16": dict(model="resnet18", mode="autocast", batch=4, cause="noscale"),
+    "resnet18_b4_half": dict(model="resnet18", mode="half", batch=4, cause="half"),
+    "bert_b4_noscale_fp16": dict(model="bert", mode="autocast", batch=4, cause="noscale"),
+    "bert_b4_half": dict(model="bert", mode="half", batch=4, cause="half"),
 }
 FRAMES = 256  # encoder sequence length
 
@@ -289,7 +298,7 @@ class Trainer:
         if self.mode == "half" and x.is_floating_point():
             x = x.half()
         self.opt.zero_grad(set_to_none=True)
-        with torch.autocast(DEV.split(":")[0], dtype=torch.float16, enabled=self.mode == "fp16"):
+        with torch.autocast(DEV.split(":")[0], dtype=torch.float16, enabled=self.mode in ("fp16", "autocast")):
             loss = loss_of(self.model, self.task, x, y)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
