@@ -217,7 +217,7 @@ CAST_OVERHEAD = Cause(
     title="{calls} per step cost {ms} ms per step ({share}) in cast ops and cast kernels",
     change="AMP cast cost (GPU idle in cast ops and cast kernels)",
     count=Count("conversions_per_step", "conversions per step", noun=("dtype cast", None)),
-    what_if="casts removed (O2-style half weights)",
+    what_if="casts and loss scaler removed (O2-style half weights)",
     colour="#ff7f0e",
     kernel_class="cast",
 )

@@ -8,12 +8,13 @@ import json
 import statistics
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import traceq
 from tests.analysis.replay.conftest import PLANTED
 from tests.conftest import built_once, to_9_digits
-from traceq.analysis.replay import Replayer
+from traceq.analysis.replay import Replayer, whatif
 from traceq.analysis.replay.overhead import SEARCH_HIGH, SEARCH_LOW, OverheadModel
 from traceq.querying.engine import Session
 from traceq.render import json_form
@@ -59,7 +60,7 @@ def replayers(store: Store, measured: dict[str, dict]) -> dict[str, Replayer]:
 
 
 def test_the_leases_hold_the_runs_the_benchmark_names() -> None:
-    assert [p.name for p in LEASES] == ["leaseB", "leaseC", "leaseD", "leaseE", "leaseF", "leaseG"]
+    assert [p.name for p in LEASES] == [f"lease{x}" for x in "BCDEFGHIJK"]
 
 
 def test_each_time_is_the_median_of_the_rounds_recorded_and_warm_ups_are_not_rounds(measured) -> None:
@@ -148,3 +149,34 @@ def test_a_comparison_reads_the_same_every_time(store: Store) -> None:
     search = next(f for f in first["findings"] if f["id"] == "algorithm_search")
     base_ops, new_ops = search["evidence"]["ops"]  # BASE never searched
     assert base_ops is None and new_ops and all(len(op["example_shapes"]) == 3 for op in new_ops)
+
+
+def test_the_o2_fix_removes_the_loss_scalers_work_as_the_events_show(store, replayers) -> None:
+    """enc_fp16 on leaseH trains with autocast and GradScaler: each step's unscale_ makes the inverse scale
+    and the found-inf flag (six small top-level ops), checks the gradients, then GradScaler.step reads the
+    flag (aten::item, a sync). The O2 what-if removes that stretch and the scale's update; found here with
+    SQL over the stored events, independently of the replay's own walk."""
+    run_id = store.resolve("leaseH.enc_fp16")
+    with Session(store, [run_id], use_stored=False) as s:
+        tops = s.sql(
+            "SELECT tid, name, ts_ns, ts_ns + dur_ns AS end_ns, "
+            "lag(name, 6) OVER w AS prep_first, lag(ts_ns, 6) OVER w AS prep_ts, lag(name, 7) OVER w AS before, "
+            "lead(name) OVER w AS next_name, lead(ts_ns + dur_ns) OVER w AS next_end "
+            "FROM events WHERE kind = 'op' AND depth = 0 AND step IS NOT NULL "
+            "WINDOW w AS (PARTITION BY tid ORDER BY ts_ns)"
+        )
+    rp = replayers["leaseH/enc_fp16"]
+    t0 = rp.timeline.t0_ns
+    checks = tops.filter(pl.col("name") == "aten::_amp_foreach_non_finite_check_and_unscale_").sort("ts_ns")
+    updates = tops.filter(pl.col("name") == "aten::_amp_update_scale_").sort("ts_ns")
+    assert checks.height == updates.height == 3  # one of each per step
+    assert checks["prep_first"].to_list() == ["aten::to"] * 3 and checks["before"].to_list() == ["aten::ones_like"] * 3
+    assert checks["next_name"].to_list() == ["aten::item"] * 3
+    expected = sorted(
+        [(a - t0, b - t0) for a, b in zip(checks["prep_ts"], checks["next_end"], strict=True)]
+        + [(a - t0, b - t0) for a, b in zip(updates["ts_ns"], updates["end_ns"], strict=True)]
+    )
+    assert sorted((a, b) for _, a, b in whatif._scaler_spans(rp.graph)) == expected
+    w = rp.what_if(["cast_overhead"]).row(0, named=True)
+    assert ", 6 loss-scaler calls, " in w["notes"]
+    assert ", 0 loss-scaler calls, " in replayers["leaseH/enc_noscale_fp16"].what_if(["cast_overhead"])["notes"][0]

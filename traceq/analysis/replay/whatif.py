@@ -10,8 +10,11 @@ host calls ``_host_marks`` charges to each cause (the same calls ``idle_causes``
     stream, device and event synchronisations and synchronous copies take no time and wait for nothing;
     the op that read a device value through them (``aten::item``, ``aten::is_nonzero``) goes too, with the
     predicate ops just before it that computed the value it read (``isfinite``, ``all``, comparisons).
-``cast_overhead`` (O2-style half weights: no casts)
-    cast-family ops (``_cast_ops``) take no host time and their GPU work is left out.
+``cast_overhead`` (O2-style half weights: no autocast, no loss scaler)
+    cast-family ops (``_cast_ops``) take no host time and their GPU work is left out; so does the loss
+    scaler (``GradScaler``), which half weights trained in bf16, or fp16 with a static scale, do without:
+    its check-and-unscale op with the small ops just before it that make the inverse scale and the
+    found-inf flag, the read of that flag just after it (a sync), and its update of the scale.
 ``input_pipeline`` (loading overlapped: workers, pinned memory, non-blocking copies)
     data-loading ranges and ops that copied pageable memory take no host time and do not wait.
 ``algorithm_search`` (autotuning done once)
@@ -192,11 +195,59 @@ def syncs_removed(graph: Graph) -> Change:
     return Change(zero, waits["b"].to_list(), drop, note=note)
 
 
+#: The loss scaler's check of the gradients (PyTorch ``GradScaler.unscale_``, Paddle's AMP scaler).
+UNSCALE_OPS = r"^(aten::_amp_foreach_non_finite_check_and_unscale_|check_finite_and_unscale)$"
+#: The loss scaler's update of its scale after the optimizer step.
+SCALE_UPDATE_OPS = r"^(aten::_amp_update_scale_|update_loss_scaling_?)$"
+#: The small ops a scaler runs just before its check: the inverse scale and the found-inf flag.
+SCALER_PREP_OPS = r"^aten::(to|_to_copy|reciprocal|full|fill_|empty|zeros|copy_)$"
+#: How many such ops before the check may belong to the scaler (PyTorch's ``unscale_`` runs six).
+MAX_SCALER_PREP = 8
+
+
+def _scaler_spans(graph: Graph) -> list[tuple[int, float, float]]:
+    """(thread, start, end) of the host time the loss scaler holds: from the first of the small ops just
+    before each check to the end of the check, or of the read of its flag when that is the next top-level
+    op of the thread (the scaler's step asks whether to skip the optimizer); and each update of the scale."""
+    host = graph.timeline.host
+    top = host.filter(pl.col("kind").is_in(["op", "op_inner"]) & (pl.col("depth") == 0)).sort("thread", "ts")
+    threads, starts, ends = top["thread"].to_list(), top["ts"].to_list(), top["end"].to_list()
+    names = [n or "" for n in top["name"].to_list()]
+    spans: list[tuple[int, float, float]] = []
+    for i, name in enumerate(names):
+        if re.match(SCALE_UPDATE_OPS, name):
+            spans.append((threads[i], starts[i], ends[i]))
+        if not re.match(UNSCALE_OPS, name):
+            continue
+        first, last = i, i
+        while (
+            first > 0
+            and i - first < MAX_SCALER_PREP
+            and threads[first - 1] == threads[i]
+            and re.match(SCALER_PREP_OPS, names[first - 1])
+        ):
+            first -= 1
+        if i + 1 < len(names) and threads[i + 1] == threads[i] and re.match(READ_OPS, names[i + 1]):
+            last = i + 1
+        spans.append((threads[i], starts[first], ends[last]))
+    return spans
+
+
+def _in_spans(graph: Graph, spans: list[tuple[int, float, float]]) -> pl.Series:
+    """For each slice, whether it starts inside one of ``spans`` of its thread."""
+    nodes = graph.nodes
+    inside = pl.Series([False] * nodes.height)
+    for thread, a, b in spans:
+        inside = inside | ((nodes["thread"] == thread) & (nodes["T"] >= a) & (nodes["T"] < b))
+    return inside
+
+
 def casts_removed(graph: Graph) -> Change:
     rows = _rows(graph, pl.col("cause") == CAST_OVERHEAD.id)
-    inside = _open(graph, rows)
+    spans = _scaler_spans(graph)
+    inside = _open(graph, rows) | _in_spans(graph, spans)
     drop = _launched_in(graph, inside)
-    note = f"{CAST_OVERHEAD.what_if}: {rows.len()} cast ops, {len(drop)} GPU events"
+    note = f"{CAST_OVERHEAD.what_if}: {rows.len()} cast ops, {len(spans)} loss-scaler calls, {len(drop)} GPU events"
     return Change(inside, _waits_in(graph, inside), drop, note=note)
 
 
