@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceq.analysis.replay.timeline import Timeline
+from traceq.schema import OP_TREE_KINDS
 
 #: Idle time of a host thread counted as a possible wait on another thread, ns.
 GAP_NS = 50_000
@@ -105,9 +106,9 @@ def _nodes(host: pl.DataFrame) -> pl.DataFrame:
         "ts",
         "end",
         "event_id",
-        act=pl.col("kind").is_in(["op", "op_inner", "runtime"]).cast(pl.Int32),
+        act=pl.col("kind").is_in([*OP_TREE_KINDS, "runtime"]).cast(pl.Int32),
         rt=(pl.col("kind") == "runtime").cast(pl.Int32),
-        op=pl.col("kind").is_in(["op", "op_inner"]).cast(pl.Int32),
+        op=pl.col("kind").is_in(list(OP_TREE_KINDS)).cast(pl.Int32),
         py=(pl.col("kind") == "python").cast(pl.Int32),
     )
     starts = base.with_columns(T=pl.col("ts"), start=pl.lit(True), phase=pl.lit(1), key=pl.col("event_id"))
@@ -141,7 +142,7 @@ def _nodes(host: pl.DataFrame) -> pl.DataFrame:
 
 def _innermost_op() -> pl.Expr:
     """The op open over the slice after each node (its parent after an op's end is not tracked: -1)."""
-    is_op = pl.col("kind").is_in(["op", "op_inner"])
+    is_op = pl.col("kind").is_in(list(OP_TREE_KINDS))
     return (
         pl.when(is_op).then(pl.when(pl.col("start")).then(pl.col("row")).otherwise(-1)).forward_fill().over("thread")
     ).fill_null(-1)
@@ -358,7 +359,7 @@ def _thread_waits(tl: Timeline, nodes: pl.DataFrame) -> pl.DataFrame:
     in Python calling the backward); the thread resumes at its first node after ``w1``."""
     if len(tl.threads) < 2:
         return pl.DataFrame()
-    act_nodes = nodes.filter(pl.col("kind").is_in(["op", "op_inner", "runtime", "python"])).select(
+    act_nodes = nodes.filter(pl.col("kind").is_in([*OP_TREE_KINDS, "runtime", "python"])).select(
         pl.col("node").alias("target"), pl.col("thread").alias("t_thread"), pl.col("T").cast(pl.Float64).alias("tT")
     )
     last = pl.col("node") == pl.col("node").max().over("thread")

@@ -40,6 +40,7 @@ import polars as pl
 
 from traceq.analysis.replay.graph import Graph
 from traceq.analysis.replay.scenario import Scenario
+from traceq.schema import OP_TREE_KINDS
 
 #: Share of each transition's typical length that is profiler cost: the median of the values 17 cleanly
 #: measured runs need (traced on five hosts; 0.97-1.16 leaving each run's model and host out), and their
@@ -98,7 +99,7 @@ def slice_types(graph: Graph) -> pl.Series:
     ``x`` in it where a step range bounds the slice)."""
     launch_rows = graph.items["launch_row"].drop_nulls().unique().implode()
     kind = pl.col("kind")
-    typ = pl.when(kind.is_in(["op", "op_inner", "annotation"])).then(pl.lit("op")).when(
+    typ = pl.when(kind.is_in([*OP_TREE_KINDS, "annotation"])).then(pl.lit("op")).when(
         (kind == "runtime") & pl.col("row").is_in(launch_rows)
     ).then(pl.lit("L")).when(kind == "runtime").then(pl.lit("rt")).when(kind == "python").then(pl.lit("py")).otherwise(
         pl.lit("x")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceq.analysis.replay.timeline import Timeline
+from traceq.schema import OP_TREE_KINDS
 
 #: Ops that do no work but bookkeeping: their durations measure the host's speed under the profiler.
 TRIVIAL_OPS = [
@@ -25,7 +26,7 @@ MIN_CALLS = 20
 
 def trivial_durations(tl: Timeline, by_step: bool = False) -> pl.DataFrame:
     """Median duration (``d``, ns) and count (``n``) of each trivial op (per step with ``by_step``)."""
-    ops = tl.host.filter((pl.col("kind") == "op") & pl.col("name").is_in(TRIVIAL_OPS))
+    ops = tl.host.filter(pl.col("kind").is_in(list(OP_TREE_KINDS)) & pl.col("name").is_in(TRIVIAL_OPS))
     keys = ["name", "step"] if by_step else ["name"]
     if by_step:
         ops = ops.filter(pl.col("step").is_not_null())

@@ -48,6 +48,7 @@ from traceq.analysis.causes import (
 )
 from traceq.analysis.replay.graph import Graph
 from traceq.analysis.replay.scenario import Scenario
+from traceq.schema import OP_TREE_KINDS
 
 
 @dataclass
@@ -124,7 +125,7 @@ def cuda_graphs(graph: Graph, name: str = LAUNCH_OVERHEAD.id) -> Change:
     data-loading time stays); the GPU runs the captured work back to back."""
     host, nodes = graph.timeline.host, graph.nodes
     inputs = _open(graph, _rows(graph, pl.col("cause") == INPUT_PIPELINE.id))
-    ops = host.filter(pl.col("kind").is_in(["op", "op_inner"]) & pl.col("step").is_not_null())
+    ops = host.filter(pl.col("kind").is_in(list(OP_TREE_KINDS)) & pl.col("step").is_not_null())
     spans = ops.group_by("thread", "step").agg(a=pl.col("ts").min(), b=pl.col("end").max()).sort("a")
     frame = nodes.select("node", "thread", "T", "L").sort("T")
     found = frame.join_asof(
@@ -149,7 +150,7 @@ MAX_PREDICATES = 4
 def _predicates(host: pl.DataFrame, reads: set[int]) -> set[int]:
     """The predicate ops (host rows) just before each of the read ops ``reads`` on its thread, under the
     same parent: the value the read tested was computed by them and goes with the check."""
-    ops = host.filter(pl.col("kind").is_in(["op", "op_inner"])).select("row", "thread", "parent_id", "ts", "name")
+    ops = host.filter(pl.col("kind").is_in(list(OP_TREE_KINDS))).select("row", "thread", "parent_id", "ts", "name")
     ops = ops.sort("thread", "parent_id", "ts", nulls_last=True)
     rows, names = ops["row"].to_list(), ops["name"].to_list()
     keys = list(zip(ops["thread"].to_list(), ops["parent_id"].to_list(), strict=True))
@@ -171,7 +172,7 @@ def syncs_removed(graph: Graph) -> Change:
     them (``aten::item``, ``aten::is_nonzero``: the outermost such op around the call) goes with its GPU work."""
     waits = _waits(graph, ["sync"])
     host = graph.timeline.host
-    reads = host.filter(pl.col("kind").is_in(["op", "op_inner"]) & pl.col("name").str.contains(READ_OPS))
+    reads = host.filter(pl.col("kind").is_in(list(OP_TREE_KINDS)) & pl.col("name").str.contains(READ_OPS))
     read_row = dict(zip(reads["event_id"].to_list(), reads["row"].to_list(), strict=True))
     read_parent = dict(zip(reads["event_id"].to_list(), reads["parent_id"].to_list(), strict=True))
     call_parent = host.filter(pl.col("row").is_in(waits["call_row"].implode()))["parent_id"].to_list()
@@ -210,7 +211,7 @@ def _scaler_spans(graph: Graph) -> list[tuple[int, float, float]]:
     before each check to the end of the check, or of the read of its flag when that is the next top-level
     op of the thread (the scaler's step asks whether to skip the optimizer); and each update of the scale."""
     host = graph.timeline.host
-    top = host.filter(pl.col("kind").is_in(["op", "op_inner"]) & (pl.col("depth") == 0)).sort("thread", "ts")
+    top = host.filter(pl.col("kind").is_in(list(OP_TREE_KINDS)) & (pl.col("depth") == 0)).sort("thread", "ts")
     threads, starts, ends = top["thread"].to_list(), top["ts"].to_list(), top["end"].to_list()
     names = [n or "" for n in top["name"].to_list()]
     spans: list[tuple[int, float, float]] = []
