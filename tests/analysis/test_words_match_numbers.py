@@ -99,9 +99,10 @@ def test_the_verdict_agrees_in_sign_and_size(
             assert said[2] == ("slower" if real > 0 else "faster")
         flips = round(real, 1) != 0 and (real > 0) != (delta > 0)
         assert ("reverses the traced direction" in text) == flips
-        added = re.search(r"the profiler added ([+-][\d.]+) ms", text)
-        if added:
-            assert float(added[1]) == round(delta - real, 1)
+        made = re.search(r"the profiler made the traced difference ([\d,.]+) ms (larger|smaller)", text)
+        if made:
+            assert float(made[1].replace(",", "")) == round(abs(delta - real), 1)
+            assert made[2] == ("larger" if abs(delta) > abs(real) else "smaller")
 
 
 @settings(max_examples=300, deadline=None)

@@ -47,7 +47,8 @@ def compare(
 ) -> Comparison:
     """Compare two stored runs (run ids or names; :func:`traceq.compare` also takes trace files, ingested
     first): waterfall, findings, verdict. ``base_step_ms``/``new_step_ms``: step times measured without the
-    profiler; the verdict then states the real difference and how much of the traced one the profiler added.
+    profiler; the verdict then states the real difference and by how much the profiler made the traced one
+    larger or smaller.
     Each run's report carries every op. ``session``: one over both runs (and maybe others) whose metric
     results are shared, or BASE's and NEW's (:func:`comparison_sessions`); by default they are opened for
     the two."""
@@ -258,7 +259,8 @@ def verdict(
         if _nil(delta - real):
             text = f"{head}; the traced difference is the same. Traced: {text}"
         elif _nil(real) or _nil(delta) or (real > 0) == (delta > 0):
-            text = f"{head}; the profiler added {delta - real:+,.1f} ms to the traced difference. Traced: {text}"
+            size = "larger" if abs(delta) > abs(real) else "smaller"
+            text = f"{head}; the profiler made the traced difference {abs(delta - real):,.1f} ms {size}. Traced: {text}"
         else:
             text = (
                 f"{head}: the profiler reverses the traced direction, so weigh the causes against this. Traced: {text}"
