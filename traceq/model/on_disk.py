@@ -11,8 +11,9 @@ rows wait in Arrow IPC files in a folder:
    assigned (:func:`assign_steps`); launches and GPU work go to buckets of correlation ids;
 3. correlation bucket by bucket: GPU work is linked to its launch (:func:`link_launches`) and takes the
    launch's op, top op and step;
-4. :meth:`ModelOnDisk.rows_in_order` gives every event's kept and derived columns in the trace's order, a range
-   of rows at a time (:func:`~traceq.model.links.inherit_from_launch`).
+4. :meth:`ModelOnDisk.rows_in_order` gives every event's derived columns in the trace's order, a range of
+   rows at a time (:func:`~traceq.model.links.inherit_from_launch`). Only they wait in the row buckets:
+   the key columns as read are the trace's own, read again with the events' other columns.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pyarrow as pa
 from traceq._utils.in_order import InOrder
 from traceq._utils.spill_files import read_pool, write_options
 from traceq.errors import spill_io
+from traceq.model.build import KEY_COLUMNS
 from traceq.model.links import inherit_from_launch, link_launches
 from traceq.model.nesting import nest_with_open_ranges
 from traceq.model.steps import as_step_kind, assign_steps, find_steps
@@ -52,6 +54,9 @@ _NESTED_KINDS = (*OP_TREE_KINDS, "annotation", "runtime")
 _NEST_COLUMNS = ["event_id", "kind", "ts_ns", "dur_ns", "pid", "tid"]
 _LINKED_KINDS = ("runtime", *GPU_WORK_KINDS)
 _LAST = 2**63 - 1
+#: The columns of the row buckets: the row's position in the trace and what the model derives for it
+#: (``kind``: ranges that are steps become steps, :func:`as_step_kind`).
+_DERIVED = ["row", "kind", "event_id", "parent_id", "depth", "op_id", "top_op_id", "step"]
 _LAUNCHED = {
     "row": pl.Int64,
     "launch_id": pl.Int64,
@@ -132,7 +137,7 @@ def _frame(data: pa.Table) -> pl.DataFrame:
 
 class ModelOnDisk:
     """The key columns of a trace's events (``kind``, ``name`` of steps, times, process, thread,
-    correlation, device, stream), added chunk by chunk, and the model derived from them in ``folder``."""
+    correlation and the launch keys), added chunk by chunk, and the model derived from them in ``folder``."""
 
     def __init__(
         self,
@@ -159,9 +164,11 @@ class ModelOnDisk:
         self._step_rows: list[pl.DataFrame] = []
 
     def add(self, frame: pl.DataFrame) -> None:
-        """Append ``frame``'s rows (numbered on from the rows added before) to their time buckets (equal
-        times in one bucket)."""
-        frame = frame.with_columns(pl.int_range(self.rows, self.rows + frame.height, dtype=pl.Int64).alias("row"))
+        """Append the key columns of ``frame``'s rows (numbered on from the rows added before) to their
+        time buckets (equal times in one bucket)."""
+        frame = frame.select(list(dict.fromkeys((*KEY_COLUMNS, *self.launch_keys)))).with_columns(
+            pl.int_range(self.rows, self.rows + frame.height, dtype=pl.Int64).alias("row")
+        )
         at = frame.get_column("ts_ns").fill_null(_LAST)  # nulls sort last
         self._times.add(frame, pl.lit(self._cuts.search_sorted(at, side="right")) if len(self._cuts) else pl.lit(0))
         self._step_rows.append(_step_rows(frame.with_columns(pl.lit(None, pl.Int64).alias("event_id"))))
@@ -197,7 +204,7 @@ class ModelOnDisk:
             stacks = still_open
             events = events.with_columns(assign_steps(events, windows).alias("step"))
             events = events.join(nested, on="event_id", how="left")
-            self._rows.add(events.drop("name"), pl.col("row") // BUCKET_ROWS)
+            self._rows.add(events.select(_DERIVED), pl.col("row") // BUCKET_ROWS)
             linked = events.filter(pl.col("kind").is_in(_LINKED_KINDS) & pl.col("correlation").is_not_null())
             by_correlation.add(
                 linked.select(
@@ -228,10 +235,10 @@ class ModelOnDisk:
             self._launched.add(launched, pl.col("row") // BUCKET_ROWS)
         self._launched.close()
 
-    def rows_in_order(self, kept: list[str]) -> Iterator[pl.DataFrame]:
-        """Every event's ``kept`` columns and derived ones (``event_id``, nesting, ``launch_id``,
-        ``step``), in the order added, a bucket of rows at a time."""
-        derived = ["event_id", "parent_id", "depth", "op_id", "top_op_id", "launch_id", "step"]
+    def rows_in_order(self) -> Iterator[pl.DataFrame]:
+        """Every event's derived columns (``kind``, ``event_id``, nesting, ``launch_id``, ``step``), in the
+        order added, a bucket of rows at a time."""
+        derived = ["kind", "event_id", "parent_id", "depth", "op_id", "top_op_id", "launch_id", "step"]
         for bucket in range(math.ceil(self.rows / BUCKET_ROWS)):
             rows = self._rows.read(bucket, keep=True)  # the events may be produced again
             assert rows is not None
@@ -240,4 +247,4 @@ class ModelOnDisk:
                 launched = pl.DataFrame(schema=_LAUNCHED)
             rows = rows.sort("row").join(launched, on="row", how="left", maintain_order="left")
             rows = inherit_from_launch(rows, rows.get_column("kind").is_in(GPU_WORK_KINDS))
-            yield rows.select(*kept, *derived)
+            yield rows.select(derived)

@@ -81,7 +81,7 @@ def assemble(
         steps = disk.derive(tolerance_ns)
         model = _model_on_disk(disk, keys.rows)
     warnings = [f"{count(keys.negative, 'event')} had negative durations; counted as 0"] if keys.negative else []
-    events = _events_by_chunk(chunks, events_of, _KEPT_WRITTEN, model)
+    events = _events_by_chunk(chunks, events_of, _KEPT_WRITTEN if disk is None else ["kind"], model)
     return Assembled(
         tables=RunTables(events=events, steps=steps, threads=conform_threads(threads)),
         overview=keys.overview,
@@ -95,8 +95,12 @@ def assemble(
 #: the events are written); ``name`` only on events that may be steps (:func:`is_step_candidate`).
 _KEPT = (*KEY_COLUMNS, "device", "stream")
 
-#: The kept columns written from the kept values (``name`` is mapped again with the other columns).
+#: The kept columns written from the kept values where the model is built in memory (``name`` is mapped
+#: again with the other columns); a model built on disk keeps none of them but ``kind`` (as derived).
 _KEPT_WRITTEN = [c for c in _KEPT if c != "name"]
+
+#: Durations as the model and the events take them: a negative one counts as 0 (a warning says how many).
+_DURATION = pl.col("dur_ns").clip(lower_bound=0)
 
 
 @dataclass
@@ -133,7 +137,7 @@ class _ModelKeys:
             names.append(kept.filter(is_kernel).get_column("name").unique().cast(pl.Categorical).cast(pl.String))
             negative += kept.filter(pl.col("dur_ns") < 0).height
             step_name = pl.when(is_step).then(pl.col("name")).alias("name")
-            kept = kept.with_columns(pl.col("dur_ns").clip(lower_bound=0), step_name)
+            kept = kept.with_columns(_DURATION, step_name)
             overview += Overview.of(kept)
             if disk is None:  # categorical: a step name holds its own bytes, not the chunk's block of names
                 parts.append(kept.with_columns(pl.col("name").cast(pl.Categorical)))
@@ -177,7 +181,7 @@ def _model_in_memory(keys: _ModelKeys, derived: pl.DataFrame) -> ModelRows:
 
 
 def _model_on_disk(disk: on_disk.ModelOnDisk, rows: list[int]) -> ModelRows:
-    return lambda: _rebatched(disk.rows_in_order(_KEPT_WRITTEN), rows)
+    return lambda: _rebatched(disk.rows_in_order(), rows)
 
 
 def _rebatched(frames: Iterator[pl.DataFrame], sizes: list[int]) -> Iterator[pl.DataFrame]:
@@ -200,7 +204,8 @@ def _events_by_chunk(chunks: Chunks, events_of: ChunkEvents, kept: list[str], mo
 
     def others(raw: pl.LazyFrame) -> pl.LazyFrame:
         mapped = events_of(raw)
-        return mapped.select(c for c in mapped.collect_schema().names() if c in EVENTS.schema and c not in kept)
+        names = [c for c in mapped.collect_schema().names() if c in EVENTS.schema and c not in kept]
+        return mapped.select(_DURATION if c == "dur_ns" else pl.col(c) for c in names)
 
     read = chunks.columns_read_by(others)
 
