@@ -9,8 +9,9 @@ rows wait in Arrow IPC files in a folder:
    trace's order), continuing the numbers of the buckets before; host threads are nested, each
    bucket starting with the ranges the one before left open (:func:`nest_with_open_ranges`); steps are
    assigned (:func:`assign_steps`); launches and GPU work go to buckets of correlation ids;
-3. correlation bucket by bucket: GPU work is linked to its launch (:func:`link_launches`) and takes the
-   launch's op, top op and step;
+3. correlation bucket by bucket: GPU work is linked to its launch (:func:`first_launches`, the rule of
+   :func:`~traceq.model.links.link_launches`) and takes the launch's op, top op and step (runtime calls
+   and GPU work wait in buckets of their own, each with the columns it gives the link);
 4. :meth:`ModelOnDisk.rows_in_order` gives every event's derived columns in the trace's order, a range of
    rows at a time (:func:`~traceq.model.links.inherit_from_launch`). Only they wait in the row buckets:
    the key columns as read are the trace's own, read again with the events' other columns.
@@ -29,7 +30,7 @@ from traceq._utils.in_order import InOrder
 from traceq._utils.spill_files import read_pool, write_options
 from traceq.errors import spill_io
 from traceq.model.build import KEY_COLUMNS
-from traceq.model.links import inherit_from_launch, link_launches
+from traceq.model.links import first_launches, inherit_from_launch, launch_keys
 from traceq.model.nesting import nest_with_open_ranges
 from traceq.model.steps import as_step_kind, assign_steps, find_steps
 from traceq.schema import GPU_WORK_KINDS, OP_TREE_KINDS, STEPS
@@ -52,7 +53,6 @@ SAMPLE_EVERY = 64
 
 _NESTED_KINDS = (*OP_TREE_KINDS, "annotation", "runtime")
 _NEST_COLUMNS = ["event_id", "kind", "ts_ns", "dur_ns", "pid", "tid"]
-_LINKED_KINDS = ("runtime", *GPU_WORK_KINDS)
 _LAST = 2**63 - 1
 #: The columns of the row buckets: the row's position in the trace and what the model derives for it
 #: (``kind``: ranges that are steps become steps, :func:`as_step_kind`).
@@ -181,7 +181,8 @@ class ModelOnDisk:
         links = max(1, math.ceil(self.rows / BUCKET_ROWS))  # buckets of correlation ids
         # the step windows (their events' ids come with their buckets)
         windows = find_steps(pl.concat(self._step_rows), self.steps_from)
-        by_correlation = _Buckets(self.folder, "linked")
+        calls, work = _Buckets(self.folder, "calls"), _Buckets(self.folder, "work")
+        keys = launch_keys(self.launch_keys)
         self._rows = _Buckets(self.folder, "rows")
         offset, stacks, step_rows = 0, None, []
         for bucket in range(buckets):
@@ -205,33 +206,40 @@ class ModelOnDisk:
             events = events.with_columns(assign_steps(events, windows).alias("step"))
             events = events.join(nested, on="event_id", how="left")
             self._rows.add(events.select(_DERIVED), pl.col("row") // BUCKET_ROWS)
-            linked = events.filter(pl.col("kind").is_in(_LINKED_KINDS) & pl.col("correlation").is_not_null())
-            by_correlation.add(
-                linked.select(
-                    "row", "event_id", "kind", "correlation", *self.launch_keys, "op_id", "top_op_id", "step"
+            linked = pl.col("correlation").is_not_null()
+            by_correlation = pl.col("correlation").hash() % links
+            calls.add(
+                events.filter(linked & (pl.col("kind") == "runtime")).select(
+                    *keys, "event_id", "op_id", "top_op_id", "step"
                 ),
-                pl.col("correlation").hash() % links,
+                by_correlation,
             )
-        by_correlation.close()
+            work.add(events.filter(linked & pl.col("kind").is_in(GPU_WORK_KINDS)).select("row", *keys), by_correlation)
+        calls.close()
+        work.close()
         self._rows.close()
-        self._link(by_correlation, links)
+        self._link(calls, work, links)
         return STEPS.conform(find_steps(pl.concat(step_rows), self.steps_from))
 
-    def _link(self, by_correlation: _Buckets, buckets: int) -> None:
-        """GPU work's launch, and the launch's op, top op and step, into the row buckets (``launched``)."""
+    def _link(self, calls: _Buckets, work: _Buckets, buckets: int) -> None:
+        """GPU work's launch, and the launch's op, top op and step, into the row buckets (``launched``; GPU
+        work without a launch has no row there)."""
         self._launched = _Buckets(self.folder, "launched")
+        keys = launch_keys(self.launch_keys)
         for bucket in range(buckets):
-            linked = by_correlation.read(bucket)
-            if linked is None:
+            launching, launched = calls.read(bucket), work.read(bucket)
+            if launching is None or launched is None:
                 continue
-            launches = link_launches(linked, self.launch_keys).join(linked.select("event_id", "row"), on="event_id")
-            calls = linked.select(
-                pl.col("event_id").alias("launch_id"),
-                pl.col("op_id").alias("launch_op_id"),
-                pl.col("top_op_id").alias("launch_top_op_id"),
-                pl.col("step").alias("launch_step"),
+            launches = first_launches(launching, self.launch_keys).join(
+                launching.select(
+                    pl.col("event_id").alias("launch_id"),
+                    pl.col("op_id").alias("launch_op_id"),
+                    pl.col("top_op_id").alias("launch_top_op_id"),
+                    pl.col("step").alias("launch_step"),
+                ),
+                on="launch_id",
             )
-            launched = launches.join(calls, on="launch_id", how="left").drop("event_id")
+            launched = launched.join(launches, on=keys).select(list(_LAUNCHED))
             self._launched.add(launched, pl.col("row") // BUCKET_ROWS)
         self._launched.close()
 
