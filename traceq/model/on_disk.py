@@ -129,6 +129,11 @@ def _step_rows(events: pl.DataFrame) -> pl.DataFrame:
     return steps.with_columns(pl.col("name").cast(pl.Categorical).cast(pl.String))
 
 
+def _rows_of(events: pl.DataFrame, which: pl.Expr, columns: list[str]) -> pl.DataFrame:
+    """``columns`` of the rows of ``events`` that ``which`` selects (only those columns are gathered)."""
+    return events.lazy().filter(which).select(columns).collect()
+
+
 def _frame(data: pa.Table) -> pl.DataFrame:
     frame = pl.from_arrow(data)
     assert isinstance(frame, pl.DataFrame)
@@ -195,8 +200,7 @@ class ModelOnDisk:
             offset += events.height
             step_rows.append(_step_rows(events))
             events = as_step_kind(events, windows)  # ranges that are steps are no ops
-            host = events.filter(pl.col("kind").is_in(_NESTED_KINDS) & pl.col("tid").is_not_null())
-            host = host.select(_NEST_COLUMNS)
+            host = _rows_of(events, pl.col("kind").is_in(_NESTED_KINDS) & pl.col("tid").is_not_null(), _NEST_COLUMNS)
             nested, still_open = nest_with_open_ranges(
                 host if stacks is None else pl.concat([stacks, host]), tolerance_ns
             )
@@ -208,13 +212,9 @@ class ModelOnDisk:
             self._rows.add(events.select(_DERIVED), pl.col("row") // BUCKET_ROWS)
             linked = pl.col("correlation").is_not_null()
             by_correlation = pl.col("correlation").hash() % links
-            calls.add(
-                events.filter(linked & (pl.col("kind") == "runtime")).select(
-                    *keys, "event_id", "op_id", "top_op_id", "step"
-                ),
-                by_correlation,
-            )
-            work.add(events.filter(linked & pl.col("kind").is_in(GPU_WORK_KINDS)).select("row", *keys), by_correlation)
+            runtime = linked & (pl.col("kind") == "runtime")
+            calls.add(_rows_of(events, runtime, [*keys, "event_id", "op_id", "top_op_id", "step"]), by_correlation)
+            work.add(_rows_of(events, linked & pl.col("kind").is_in(GPU_WORK_KINDS), ["row", *keys]), by_correlation)
         calls.close()
         work.close()
         self._rows.close()
