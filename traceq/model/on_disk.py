@@ -29,7 +29,6 @@ import pyarrow as pa
 from traceq._utils.in_order import InOrder
 from traceq._utils.spill_files import read_pool, write_options
 from traceq.errors import spill_io
-from traceq.model.build import KEY_COLUMNS
 from traceq.model.links import first_launches, inherit_from_launch, launch_keys
 from traceq.model.nesting import nest_with_open_ranges
 from traceq.model.steps import as_step_kind, assign_steps, find_steps
@@ -169,11 +168,9 @@ class ModelOnDisk:
         self._step_rows: list[pl.DataFrame] = []
 
     def add(self, frame: pl.DataFrame) -> None:
-        """Append the key columns of ``frame``'s rows (numbered on from the rows added before) to their
-        time buckets (equal times in one bucket)."""
-        frame = frame.select(list(dict.fromkeys((*KEY_COLUMNS, *self.launch_keys)))).with_columns(
-            pl.int_range(self.rows, self.rows + frame.height, dtype=pl.Int64).alias("row")
-        )
+        """Append ``frame``'s rows (the key columns of some events, numbered on from the rows added before)
+        to their time buckets (equal times in one bucket)."""
+        frame = frame.with_columns(pl.int_range(self.rows, self.rows + frame.height, dtype=pl.Int64).alias("row"))
         at = frame.get_column("ts_ns").fill_null(_LAST)  # nulls sort last
         self._times.add(frame, pl.lit(self._cuts.search_sorted(at, side="right")) if len(self._cuts) else pl.lit(0))
         self._step_rows.append(_step_rows(frame.with_columns(pl.lit(None, pl.Int64).alias("event_id"))))

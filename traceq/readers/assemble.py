@@ -67,11 +67,11 @@ def assemble(
         report_stage(progress, f"building the model on disk ({decoded:,} events)")
         starts = _sampled_starts(chunks, events_of)
         disk = on_disk.ModelOnDisk(spill_dir / "model", starts, decoded, launch_keys=launch_keys, steps_from=steps_from)
-    keys = _ModelKeys.of(path, chunks, events_of, disk, steps_from)
+    columns = list(dict.fromkeys((*KEY_COLUMNS, *launch_keys)))  # what the model is derived from
+    keys = _ModelKeys.of(path, chunks, events_of, columns, disk, steps_from)
     release_free_memory()
     if disk is None:
         assert keys.frame is not None
-        columns = list(dict.fromkeys((*KEY_COLUMNS, *launch_keys)))
         derived, steps = derive(
             keys.frame.select(columns), tolerance_ns=tolerance_ns, launch_keys=launch_keys, steps_from=steps_from
         )
@@ -121,6 +121,7 @@ class _ModelKeys:
         path: Path,
         chunks: Chunks,
         events_of: ChunkEvents,
+        columns: list[str],
         disk: on_disk.ModelOnDisk | None,
         steps_from: str | None = None,
     ) -> _ModelKeys:
@@ -142,7 +143,7 @@ class _ModelKeys:
             if disk is None:  # categorical: a step name holds its own bytes, not the chunk's block of names
                 parts.append(kept.with_columns(pl.col("name").cast(pl.Categorical)))
             else:
-                disk.add(kept)
+                disk.add(kept.select(columns))
             rows.append(kept.height)
         if not sum(rows):
             raise InputError(path, "a trace with no timed events")
