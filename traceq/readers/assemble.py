@@ -5,7 +5,8 @@ The model is derived from a few narrow columns of every event (:data:`KEY_COLUMN
 read in one pass over the chunks, in memory or, for a large trace read with a spill folder, on disk
 (:mod:`traceq.model.on_disk`). The other columns (names, args, shapes) wait in the chunks: ``events``
 is a LazyFrame that maps the chunks one at a time again and joins each by position to its rows of the
-kept and derived columns, since rows keep the trace's order.
+kept and derived columns, since rows keep the trace's order (a model built on disk keeps only what it
+derives: the key columns are mapped again with the others).
 """
 
 from __future__ import annotations
