@@ -31,14 +31,25 @@ WITH calls AS (
 slow AS (  -- the ops that have a call far slower than their median call
   SELECT DISTINCT run_id, rank, name FROM calls WHERE dur_ns >= greatest(1000000, 20 * typical_ns)
 ),
+span AS (  -- each thread's probed span: from its first call of those ops (from its first host call where
+           -- one has no end) to the last instant looked up for one. The counts inside a call are differences
+           -- of counts up to two instants within the span, the same over its host calls alone: a thread's
+           -- others (most of them, where the ops cover a small part of a capture) are neither sorted nor
+           -- counted.
+  SELECT run_id, rank, pid, tid, CASE WHEN bool_or(end_ns IS NULL) THEN NULL ELSE min(ts_ns) END AS lo,
+         max(greatest(ts_ns, end_ns)) AS hi
+  FROM calls JOIN slow USING (run_id, rank, name)
+  GROUP BY run_id, rank, pid, tid
+),
 host_calls AS (
   SELECT r.run_id, r.rank, r.pid, r.tid, r.ts_ns,
          EXISTS (SELECT 1 FROM events g WHERE g.run_id = r.run_id AND g.rank = r.rank AND g.launch_id = r.event_id)
            AS launch,
          c.cause = 'host_sync' OR r.name LIKE '%MemGetInfo%' AS wait
   FROM events r
+  JOIN span s ON s.run_id = r.run_id AND s.rank = r.rank AND s.pid = r.pid AND s.tid = r.tid
   JOIN _call_causes c ON c.kind = r.kind AND c.name = r.name
-  WHERE r.kind = 'runtime' AND r.pid IS NOT NULL AND r.tid IS NOT NULL
+  WHERE r.kind = 'runtime' AND (s.lo IS NULL OR r.ts_ns >= s.lo) AND r.ts_ns < s.hi
 ),
 host AS (  -- launches and waits on the threads, to be counted inside calls (other calls count for neither:
            -- left out, they leave the counts at every instant as they are, in a third of the rows)

@@ -91,3 +91,35 @@ def test_a_model_built_on_disk_in_small_batches_equals_the_one_built_in_memory(
     assert_frame_equal(result.tables.steps, whole.tables.steps)
     assert result.overview == whole.overview
     assert result.warnings == whole.warnings
+
+
+def test_a_model_built_on_disk_writes_the_key_columns_as_read_with_negative_durations_as_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The on-disk model keeps only what it derives: times, threads and correlations are read again from
+    the chunks, durations clipped there as in the model."""
+    with gzip.open(SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz") as f:
+        trace = json.load(f)
+    timed = [e for e in trace["traceEvents"] if e.get("ph") == "X" and "ts" in e]
+    for e in timed[::97]:  # a few calls, ops and kernels of every kind end before they start
+        e["dur"] = -e.get("dur", 1) - 1
+    path = tmp_path / "negative.json"
+    path.write_text(json.dumps(trace))
+    whole = read_trace(path)
+    monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
+    monkeypatch.setattr(on_disk, "BUCKET_ROWS", 5000)
+    spill = tmp_path / "spill"
+    result = read_trace(path, spill_dir=spill)
+    assert not {"ts_ns", "dur_ns", "tid", "correlation"} & set(
+        pl.read_ipc_stream(next((spill / "model").glob("rows-*"))).columns
+    )
+    events = result.tables.collect().events
+    assert_frame_equal(events, whole.tables.events)
+    negative = {(e["pid"], e["tid"], round(e["ts"] * 1000)) for e in timed[::97]}
+    clipped = events.filter(
+        pl.struct("pid", "tid", "ts_ns").is_in([{"pid": p, "tid": t, "ts_ns": ts} for p, t, ts in negative])
+    )
+    assert clipped.height >= len(negative) and set(clipped["dur_ns"]) == {0}
+    assert result.warnings == whole.warnings and any(
+        f"{len(negative)} events had negative" in w for w in result.warnings
+    )

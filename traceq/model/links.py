@@ -15,14 +15,21 @@ def link_launches(events: pl.DataFrame, by: tuple[str, ...] = ()) -> pl.DataFram
     processes). Event ids must follow start time: a correlation id launched twice keeps its first call
     (the lowest id).
     """
-    keys = ["correlation", *by]
-    launches = (
-        events.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null())
-        .group_by(keys)
-        .agg(pl.col("event_id").min().alias("launch_id"))
-    )
+    keys = launch_keys(by)
+    launches = first_launches(events.filter((pl.col("kind") == "runtime") & pl.col("correlation").is_not_null()), by)
     gpu = events.filter(pl.col("kind").is_in(GPU_WORK_KINDS)).select("event_id", *keys)
     return gpu.join(launches, on=keys, how="left").select("event_id", "launch_id")
+
+
+def launch_keys(by: tuple[str, ...] = ()) -> list[str]:
+    """The columns a launch and its GPU work share: the correlation id and ``by``."""
+    return list(dict.fromkeys(("correlation", *by)))
+
+
+def first_launches(calls: pl.DataFrame, by: tuple[str, ...] = ()) -> pl.DataFrame:
+    """The launch of each correlation id (and ``by``) among runtime ``calls``, as ``launch_id``: the first
+    call (the lowest ``event_id``) where one was launched twice."""
+    return calls.group_by(launch_keys(by)).agg(pl.col("event_id").min().alias("launch_id"))
 
 
 #: What GPU work takes from the call that launched it.

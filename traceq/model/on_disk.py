@@ -9,10 +9,12 @@ rows wait in Arrow IPC files in a folder:
    trace's order), continuing the numbers of the buckets before; host threads are nested, each
    bucket starting with the ranges the one before left open (:func:`nest_with_open_ranges`); steps are
    assigned (:func:`assign_steps`); launches and GPU work go to buckets of correlation ids;
-3. correlation bucket by bucket: GPU work is linked to its launch (:func:`link_launches`) and takes the
-   launch's op, top op and step;
-4. :meth:`ModelOnDisk.rows_in_order` gives every event's kept and derived columns in the trace's order, a range
-   of rows at a time (:func:`~traceq.model.links.inherit_from_launch`).
+3. correlation bucket by bucket: GPU work is linked to its launch (:func:`first_launches`, the rule of
+   :func:`~traceq.model.links.link_launches`) and takes the launch's op, top op and step (runtime calls
+   and GPU work wait in buckets of their own, each with the columns it gives the link);
+4. :meth:`ModelOnDisk.rows_in_order` gives every event's derived columns in the trace's order, a range of
+   rows at a time (:func:`~traceq.model.links.inherit_from_launch`). Only they wait in the row buckets:
+   the key columns as read are the trace's own, read again with the events' other columns.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import pyarrow as pa
 from traceq._utils.in_order import InOrder
 from traceq._utils.spill_files import read_pool, write_options
 from traceq.errors import spill_io
-from traceq.model.links import inherit_from_launch, link_launches
+from traceq.model.links import first_launches, inherit_from_launch, launch_keys
 from traceq.model.nesting import nest_with_open_ranges
 from traceq.model.steps import as_step_kind, assign_steps, find_steps
 from traceq.schema import GPU_WORK_KINDS, OP_TREE_KINDS, STEPS
@@ -50,8 +52,10 @@ SAMPLE_EVERY = 64
 
 _NESTED_KINDS = (*OP_TREE_KINDS, "annotation", "runtime")
 _NEST_COLUMNS = ["event_id", "kind", "ts_ns", "dur_ns", "pid", "tid"]
-_LINKED_KINDS = ("runtime", *GPU_WORK_KINDS)
 _LAST = 2**63 - 1
+#: The columns of the row buckets: the row's position in the trace and what the model derives for it
+#: (``kind``: ranges that are steps become steps, :func:`as_step_kind`).
+_DERIVED = ["row", "kind", "event_id", "parent_id", "depth", "op_id", "top_op_id", "step"]
 _LAUNCHED = {
     "row": pl.Int64,
     "launch_id": pl.Int64,
@@ -124,6 +128,11 @@ def _step_rows(events: pl.DataFrame) -> pl.DataFrame:
     return steps.with_columns(pl.col("name").cast(pl.Categorical).cast(pl.String))
 
 
+def _rows_of(events: pl.DataFrame, which: pl.Expr, columns: list[str]) -> pl.DataFrame:
+    """``columns`` of the rows of ``events`` that ``which`` selects (only those columns are gathered)."""
+    return events.lazy().filter(which).select(columns).collect()
+
+
 def _frame(data: pa.Table) -> pl.DataFrame:
     frame = pl.from_arrow(data)
     assert isinstance(frame, pl.DataFrame)
@@ -132,7 +141,7 @@ def _frame(data: pa.Table) -> pl.DataFrame:
 
 class ModelOnDisk:
     """The key columns of a trace's events (``kind``, ``name`` of steps, times, process, thread,
-    correlation, device, stream), added chunk by chunk, and the model derived from them in ``folder``."""
+    correlation and the launch keys), added chunk by chunk, and the model derived from them in ``folder``."""
 
     def __init__(
         self,
@@ -159,8 +168,8 @@ class ModelOnDisk:
         self._step_rows: list[pl.DataFrame] = []
 
     def add(self, frame: pl.DataFrame) -> None:
-        """Append ``frame``'s rows (numbered on from the rows added before) to their time buckets (equal
-        times in one bucket)."""
+        """Append ``frame``'s rows (the key columns of some events, numbered on from the rows added before)
+        to their time buckets (equal times in one bucket)."""
         frame = frame.with_columns(pl.int_range(self.rows, self.rows + frame.height, dtype=pl.Int64).alias("row"))
         at = frame.get_column("ts_ns").fill_null(_LAST)  # nulls sort last
         self._times.add(frame, pl.lit(self._cuts.search_sorted(at, side="right")) if len(self._cuts) else pl.lit(0))
@@ -174,7 +183,8 @@ class ModelOnDisk:
         links = max(1, math.ceil(self.rows / BUCKET_ROWS))  # buckets of correlation ids
         # the step windows (their events' ids come with their buckets)
         windows = find_steps(pl.concat(self._step_rows), self.steps_from)
-        by_correlation = _Buckets(self.folder, "linked")
+        calls, work = _Buckets(self.folder, "calls"), _Buckets(self.folder, "work")
+        keys = launch_keys(self.launch_keys)
         self._rows = _Buckets(self.folder, "rows")
         offset, stacks, step_rows = 0, None, []
         for bucket in range(buckets):
@@ -187,8 +197,7 @@ class ModelOnDisk:
             offset += events.height
             step_rows.append(_step_rows(events))
             events = as_step_kind(events, windows)  # ranges that are steps are no ops
-            host = events.filter(pl.col("kind").is_in(_NESTED_KINDS) & pl.col("tid").is_not_null())
-            host = host.select(_NEST_COLUMNS)
+            host = _rows_of(events, pl.col("kind").is_in(_NESTED_KINDS) & pl.col("tid").is_not_null(), _NEST_COLUMNS)
             nested, still_open = nest_with_open_ranges(
                 host if stacks is None else pl.concat([stacks, host]), tolerance_ns
             )
@@ -197,41 +206,44 @@ class ModelOnDisk:
             stacks = still_open
             events = events.with_columns(assign_steps(events, windows).alias("step"))
             events = events.join(nested, on="event_id", how="left")
-            self._rows.add(events.drop("name"), pl.col("row") // BUCKET_ROWS)
-            linked = events.filter(pl.col("kind").is_in(_LINKED_KINDS) & pl.col("correlation").is_not_null())
-            by_correlation.add(
-                linked.select(
-                    "row", "event_id", "kind", "correlation", *self.launch_keys, "op_id", "top_op_id", "step"
-                ),
-                pl.col("correlation").hash() % links,
-            )
-        by_correlation.close()
+            self._rows.add(events.select(_DERIVED), pl.col("row") // BUCKET_ROWS)
+            linked = pl.col("correlation").is_not_null()
+            by_correlation = pl.col("correlation").hash() % links
+            runtime = linked & (pl.col("kind") == "runtime")
+            calls.add(_rows_of(events, runtime, [*keys, "event_id", "op_id", "top_op_id", "step"]), by_correlation)
+            work.add(_rows_of(events, linked & pl.col("kind").is_in(GPU_WORK_KINDS), ["row", *keys]), by_correlation)
+        calls.close()
+        work.close()
         self._rows.close()
-        self._link(by_correlation, links)
+        self._link(calls, work, links)
         return STEPS.conform(find_steps(pl.concat(step_rows), self.steps_from))
 
-    def _link(self, by_correlation: _Buckets, buckets: int) -> None:
-        """GPU work's launch, and the launch's op, top op and step, into the row buckets (``launched``)."""
+    def _link(self, calls: _Buckets, work: _Buckets, buckets: int) -> None:
+        """GPU work's launch, and the launch's op, top op and step, into the row buckets (``launched``; GPU
+        work without a launch has no row there)."""
         self._launched = _Buckets(self.folder, "launched")
+        keys = launch_keys(self.launch_keys)
         for bucket in range(buckets):
-            linked = by_correlation.read(bucket)
-            if linked is None:
+            launching, launched = calls.read(bucket), work.read(bucket)
+            if launching is None or launched is None:
                 continue
-            launches = link_launches(linked, self.launch_keys).join(linked.select("event_id", "row"), on="event_id")
-            calls = linked.select(
-                pl.col("event_id").alias("launch_id"),
-                pl.col("op_id").alias("launch_op_id"),
-                pl.col("top_op_id").alias("launch_top_op_id"),
-                pl.col("step").alias("launch_step"),
+            launches = first_launches(launching, self.launch_keys).join(
+                launching.select(
+                    pl.col("event_id").alias("launch_id"),
+                    pl.col("op_id").alias("launch_op_id"),
+                    pl.col("top_op_id").alias("launch_top_op_id"),
+                    pl.col("step").alias("launch_step"),
+                ),
+                on="launch_id",
             )
-            launched = launches.join(calls, on="launch_id", how="left").drop("event_id")
+            launched = launched.join(launches, on=keys).select(list(_LAUNCHED))
             self._launched.add(launched, pl.col("row") // BUCKET_ROWS)
         self._launched.close()
 
-    def rows_in_order(self, kept: list[str]) -> Iterator[pl.DataFrame]:
-        """Every event's ``kept`` columns and derived ones (``event_id``, nesting, ``launch_id``,
-        ``step``), in the order added, a bucket of rows at a time."""
-        derived = ["event_id", "parent_id", "depth", "op_id", "top_op_id", "launch_id", "step"]
+    def rows_in_order(self) -> Iterator[pl.DataFrame]:
+        """Every event's derived columns (``kind``, ``event_id``, nesting, ``launch_id``, ``step``), in the
+        order added, a bucket of rows at a time."""
+        derived = ["kind", "event_id", "parent_id", "depth", "op_id", "top_op_id", "launch_id", "step"]
         for bucket in range(math.ceil(self.rows / BUCKET_ROWS)):
             rows = self._rows.read(bucket, keep=True)  # the events may be produced again
             assert rows is not None
@@ -240,4 +252,4 @@ class ModelOnDisk:
                 launched = pl.DataFrame(schema=_LAUNCHED)
             rows = rows.sort("row").join(launched, on="row", how="left", maintain_order="left")
             rows = inherit_from_launch(rows, rows.get_column("kind").is_in(GPU_WORK_KINDS))
-            yield rows.select(*kept, *derived)
+            yield rows.select(derived)

@@ -5,7 +5,8 @@ The model is derived from a few narrow columns of every event (:data:`KEY_COLUMN
 read in one pass over the chunks, in memory or, for a large trace read with a spill folder, on disk
 (:mod:`traceq.model.on_disk`). The other columns (names, args, shapes) wait in the chunks: ``events``
 is a LazyFrame that maps the chunks one at a time again and joins each by position to its rows of the
-kept and derived columns, since rows keep the trace's order.
+kept and derived columns, since rows keep the trace's order (a model built on disk keeps only what it
+derives: the key columns are mapped again with the others).
 """
 
 from __future__ import annotations
@@ -67,11 +68,11 @@ def assemble(
         report_stage(progress, f"building the model on disk ({decoded:,} events)")
         starts = _sampled_starts(chunks, events_of)
         disk = on_disk.ModelOnDisk(spill_dir / "model", starts, decoded, launch_keys=launch_keys, steps_from=steps_from)
-    keys = _ModelKeys.of(path, chunks, events_of, disk, steps_from)
+    columns = list(dict.fromkeys((*KEY_COLUMNS, *launch_keys)))  # what the model is derived from
+    keys = _ModelKeys.of(path, chunks, events_of, columns, disk, steps_from)
     release_free_memory()
     if disk is None:
         assert keys.frame is not None
-        columns = list(dict.fromkeys((*KEY_COLUMNS, *launch_keys)))
         derived, steps = derive(
             keys.frame.select(columns), tolerance_ns=tolerance_ns, launch_keys=launch_keys, steps_from=steps_from
         )
@@ -81,7 +82,7 @@ def assemble(
         steps = disk.derive(tolerance_ns)
         model = _model_on_disk(disk, keys.rows)
     warnings = [f"{count(keys.negative, 'event')} had negative durations; counted as 0"] if keys.negative else []
-    events = _events_by_chunk(chunks, events_of, _KEPT_WRITTEN, model)
+    events = _events_by_chunk(chunks, events_of, _KEPT_WRITTEN if disk is None else ["kind"], model)
     return Assembled(
         tables=RunTables(events=events, steps=steps, threads=conform_threads(threads)),
         overview=keys.overview,
@@ -95,8 +96,12 @@ def assemble(
 #: the events are written); ``name`` only on events that may be steps (:func:`is_step_candidate`).
 _KEPT = (*KEY_COLUMNS, "device", "stream")
 
-#: The kept columns written from the kept values (``name`` is mapped again with the other columns).
+#: The kept columns written from the kept values where the model is built in memory (``name`` is mapped
+#: again with the other columns); a model built on disk keeps none of them but ``kind`` (as derived).
 _KEPT_WRITTEN = [c for c in _KEPT if c != "name"]
+
+#: Durations as the model and the events take them: a negative one counts as 0 (a warning says how many).
+_DURATION = pl.col("dur_ns").clip(lower_bound=0)
 
 
 @dataclass
@@ -117,6 +122,7 @@ class _ModelKeys:
         path: Path,
         chunks: Chunks,
         events_of: ChunkEvents,
+        columns: list[str],
         disk: on_disk.ModelOnDisk | None,
         steps_from: str | None = None,
     ) -> _ModelKeys:
@@ -133,12 +139,12 @@ class _ModelKeys:
             names.append(kept.filter(is_kernel).get_column("name").unique().cast(pl.Categorical).cast(pl.String))
             negative += kept.filter(pl.col("dur_ns") < 0).height
             step_name = pl.when(is_step).then(pl.col("name")).alias("name")
-            kept = kept.with_columns(pl.col("dur_ns").clip(lower_bound=0), step_name)
+            kept = kept.with_columns(_DURATION, step_name)
             overview += Overview.of(kept)
             if disk is None:  # categorical: a step name holds its own bytes, not the chunk's block of names
                 parts.append(kept.with_columns(pl.col("name").cast(pl.Categorical)))
             else:
-                disk.add(kept)
+                disk.add(kept.select(columns))
             rows.append(kept.height)
         if not sum(rows):
             raise InputError(path, "a trace with no timed events")
@@ -177,7 +183,7 @@ def _model_in_memory(keys: _ModelKeys, derived: pl.DataFrame) -> ModelRows:
 
 
 def _model_on_disk(disk: on_disk.ModelOnDisk, rows: list[int]) -> ModelRows:
-    return lambda: _rebatched(disk.rows_in_order(_KEPT_WRITTEN), rows)
+    return lambda: _rebatched(disk.rows_in_order(), rows)
 
 
 def _rebatched(frames: Iterator[pl.DataFrame], sizes: list[int]) -> Iterator[pl.DataFrame]:
@@ -200,7 +206,8 @@ def _events_by_chunk(chunks: Chunks, events_of: ChunkEvents, kept: list[str], mo
 
     def others(raw: pl.LazyFrame) -> pl.LazyFrame:
         mapped = events_of(raw)
-        return mapped.select(c for c in mapped.collect_schema().names() if c in EVENTS.schema and c not in kept)
+        names = [c for c in mapped.collect_schema().names() if c in EVENTS.schema and c not in kept]
+        return mapped.select(_DURATION if c == "dur_ns" else pl.col(c) for c in names)
 
     read = chunks.columns_read_by(others)
 

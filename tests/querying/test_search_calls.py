@@ -1,0 +1,66 @@
+"""_search_calls' counts inside each searching call against a computation in Python over the events of
+real traces with planted cuDNN algorithm searches (chrome and nsys): per thread, the runtime calls that
+launched GPU work, and those that wait for the device, found by bisection in time-sorted lists."""
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+
+import pytest
+
+import traceq
+from tests.conftest import SAMPLES, Ingested
+
+_EVENTS = (
+    "select event_id, kind, name, pid, tid, ts_ns, dur_ns, launch_id from events "
+    "where kind = 'runtime' or launch_id is not null"
+)
+
+
+def _inside(times: list[int], start: int, end: int) -> int:
+    """How many of ``times`` (sorted) lie in [start, end)."""
+    return bisect.bisect_left(times, end) - bisect.bisect_left(times, start)
+
+
+def _counts(store: Path) -> tuple[dict[tuple[int, int], list[int]], dict[tuple[int, int], list[int]]]:
+    """Per thread, the sorted starts of the runtime calls that launched GPU work and of those that wait."""
+    causes = traceq.sql("-- Requires: _call_causes\nselect name, cause from _call_causes where kind = 'runtime'", store)
+    waiting = {name for name, cause in causes.iter_rows() if cause == "host_sync" or "MemGetInfo" in name}
+    events = traceq.sql(_EVENTS, store)
+    launching = set(events.get_column("launch_id").drop_nulls().to_list())
+    launches: dict[tuple[int, int], list[int]] = {}
+    waits: dict[tuple[int, int], list[int]] = {}
+    for event_id, kind, name, pid, tid, ts in events.select(
+        "event_id", "kind", "name", "pid", "tid", "ts_ns"
+    ).iter_rows():
+        if kind != "runtime" or pid is None or tid is None:
+            continue
+        if event_id in launching:
+            launches.setdefault((pid, tid), []).append(ts)
+        if name in waiting:
+            waits.setdefault((pid, tid), []).append(ts)
+    for lists in (launches, waits):
+        for times in lists.values():
+            times.sort()
+    return launches, waits
+
+
+@pytest.mark.parametrize("trace", ["cudnn_var_fp16_3steps.json.gz", "nsys_cudnn_var_fp16_4steps.sqlite.gz"])
+def test_kernels_and_waits_inside_each_search_are_counted_over_the_whole_thread(ingested: Ingested, trace: str) -> None:
+    store = ingested.store(SAMPLES / "planted" / trace)
+    found = traceq.sql(
+        "-- Requires: _search_calls\nselect s.event_id, s.kernels, s.syncs, e.pid, e.tid, e.ts_ns, e.dur_ns "
+        "from _search_calls s join events e using (run_id, rank, event_id)",
+        store,
+    )
+    assert found.height >= 18  # a search per convolution shape
+    launches, waits = _counts(store)
+    first = min(min(times) for times in launches.values())
+    assert (
+        found.get_column("ts_ns").min() > first
+    )  # launches before the first search: the counts start inside the thread
+    for _, kernels, syncs, pid, tid, ts, dur in found.iter_rows():
+        assert kernels == _inside(launches.get((pid, tid), []), ts, ts + dur)
+        assert syncs == _inside(waits.get((pid, tid), []), ts, ts + dur)
+        assert syncs > 0
