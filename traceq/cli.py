@@ -488,7 +488,8 @@ def report(
         _note(f"explaining {_named(stored, run_id)}, the latest run")
         runs = [run_id]
     with _steps_chosen(stored, runs[:1], pattern) as (source, ids):
-        explained = explained_report(ids[0], source, what_if, unprofiled)
+        # the step's lanes are drawn by the HTML page only
+        explained = explained_report(ids[0], source, what_if, unprofiled, html is not None or fmt is ReportFormat.html)
     render(explained, fmt, top=top)
     if html is not None and (replaced := write_html(explained, html, stored, force, top)):
         _note(replaced)

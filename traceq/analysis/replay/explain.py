@@ -112,12 +112,14 @@ def explained_report(
     store: Store | str | Path | None = None,
     what_if: bool = False,
     unprofiled: bool | None = None,
+    lanes: bool = True,
 ) -> RunReport:
-    """The report of a stored run (:func:`~traceq.analysis.report.run_report`) with the replay as asked
-    (:func:`with_replay`), both from one session: the replay reuses the report's building blocks."""
+    """The report of a stored run (:func:`~traceq.analysis.report.run_report`, with the representative
+    step's ``lanes`` or not) with the replay as asked (:func:`with_replay`), both from one session: the
+    replay reuses the report's building blocks."""
     store = Store.of(store)
     with Session(store, [store.resolve(run_id)], own_queries=True) as session:
-        return with_replay(run_report(run_id, store, session), store, what_if, unprofiled, session)
+        return with_replay(run_report(run_id, store, session, lanes), store, what_if, unprofiled, session)
 
 
 def explained_comparison(
