@@ -212,7 +212,7 @@ def ingest(
             run.writer = store.begin_run()
         tasks = [
             FileTask(str(r.files[i]), r.digests[i], str(r.writer.dir), f"part-{i}", steps_from,  # type: ignore[union-attr]
-                     r.identities[i], here)
+                     r.identities[i], here, whole_run=len(r.files) == 1)
             for r, i in todo
         ]  # fmt: skip
         for k, result in _run_tasks(tasks, jobs, executor, progress):

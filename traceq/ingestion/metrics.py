@@ -64,13 +64,21 @@ def bounded_memory_limit() -> str:
 WORKERS = 2
 
 
-def save(folder: Path, n_events: int, bounded: bool = False, progress: Progress | None = None) -> str | None:
+def save(
+    folder: Path,
+    n_events: int,
+    bounded: bool = False,
+    progress: Progress | None = None,
+    whole_run: tuple[str, dict[str, int]] | None = None,
+) -> str | None:
     """Compute and write the stored metrics into one staged rank folder of ``n_events`` events (none
     where :func:`stores_metrics` says so), its fingerprint last. Each result streams from DuckDB into its
     file, so none is held whole. ``bounded``: the rank's model was built on disk, and the metrics keep to
-    :func:`bounded_memory_limit` too. ``progress`` hears each metric once it is stored. They are a cache: where
-    one cannot be computed, none is stored (reports compute them from the events) and the returned warning
-    says why."""
+    :func:`bounded_memory_limit` too. ``progress`` hears each metric once it is stored. ``whole_run``: the
+    run's flavour and events by kind where this rank is all of it (a one-file run); with the diagnosis, and
+    GPU kernels to replay, its step estimated without the profiler is stored too
+    (:mod:`traceq.analysis.replay.stored`). They are a cache: where one cannot be computed, none is stored
+    (reports compute them from the events) and the returned warning says why."""
     names = stored_names(n_events)
     if not names:
         return None
@@ -87,8 +95,23 @@ def save(folder: Path, n_events: int, bounded: bool = False, progress: Progress 
                 report_stage(progress, f"storing the report metrics: {len(stored)} of {len(names)} stored ({name})")
 
             session.make(names, workers=min(WORKERS, pl.thread_pool_size()), made=write)
+            if whole_run is not None and whole_run[1].get("kernel") and set(DIAGNOSIS) <= set(names):
+                report_stage(progress, "storing the step estimated without the profiler")
+                _save_estimate(session, folder / FOLDER, *whole_run)
     except QueryError as e:
         shutil.rmtree(folder / FOLDER)
         return f"report metrics not stored ({e}); reports compute them from the events"
     (folder / FOLDER / FINGERPRINT).write_text(fingerprint() + "\n")
     return None
+
+
+def _save_estimate(session: Session, folder: Path, flavour: str, counts: dict[str, int]) -> None:
+    """Store the estimate without the profiler of the one-file run of ``session`` into its metrics
+    ``folder``; where the replay cannot be made, none (reports replay the run, and say why not)."""
+    from traceq.analysis.replay import stored  # the replay is loaded for runs that store the diagnosis only
+
+    try:
+        stored.save(session, folder, flavour, counts)
+    except QueryError:
+        for name in (stored.NUMBERS, stored.STEPS):
+            (folder / name).unlink(missing_ok=True)

@@ -43,11 +43,19 @@ def load_timeline(session: Session, run_id: str, rank: int | None = None) -> Tim
         raise QueryError(f"{run_id}: no such run in this session")
     run = catalog.row(0, named=True)
     counts = json.loads(run.get("events_by_kind") or "{}")
+    return timeline_of(session, run_id, run.get("flavour") or "", counts, rank)
+
+
+def timeline_of(
+    session: Session, run_id: str, flavour: str, counts: dict[str, int], rank: int | None = None
+) -> Timeline:
+    """:func:`load_timeline` of a run whose catalog row is not in ``session`` (one being ingested): its
+    ``flavour`` and events by kind (``counts``) given."""
     frames = [session.query(name) for name in QUERIES]
     if rank is None:  # a one-file run keeps the rank its trace declares
         rank = frames[0].filter(pl.col("run_id") == run_id)["rank"].min()  # type: ignore[assignment]
         rank = 0 if rank is None else int(rank)  # type: ignore[arg-type]
-    return timeline_from_frames(run_id, rank, run.get("flavour") or "", counts, *frames)
+    return timeline_from_frames(run_id, rank, flavour, counts, *frames)
 
 
 class Replayer:
