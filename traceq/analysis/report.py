@@ -66,7 +66,7 @@ def run_report(
     if session is None:
         with Session(store, [run_id], own_queries=True) as own:
             return run_report(run_id, store, own, lanes)
-    run = session.sql("select * from runs").filter(pl.col("run_id") == run_id).row(0, named=True)
+    run = session.run_row(run_id)
     run_info = {k: run[k] for k in ("run_id", "name", "source_format", "flavour", "profiler_version", "source_path")}
     run_info["n_ranks"] = run.get("n_ranks") or 1
     run_info["devices"] = sorted({d.get("name") for d in _json_list(run.get("devices")) if d.get("name")})
