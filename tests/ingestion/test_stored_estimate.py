@@ -13,7 +13,6 @@ import pytest
 import traceq
 from tests.conftest import SAMPLES, raw_trace, to_9_digits
 from traceq.analysis.replay import explain
-from traceq.analysis.replay.idle_split import unprofiled_idle_scale
 from traceq.analysis.replay.replayer import Replayer
 from traceq.analysis.replay.stored import NUMBERS, STEPS, stored_estimate
 from traceq.ingestion import metrics
@@ -40,7 +39,7 @@ def _replayed(store: Store, run_id: str) -> tuple[dict, dict[str, float] | None]
     with Session(store, [run_id], use_stored=False, own_queries=True) as session:
         replayer = Replayer.load(session, run_id)
         estimate = replayer.unprofiled()
-        return _numbers(estimate), unprofiled_idle_scale(replayer, session)
+        return _numbers(estimate), explain.unprofiled_idle_scale(replayer, session)
 
 
 def _numbers(estimate: object) -> dict:
@@ -107,7 +106,7 @@ def test_an_estimate_made_by_other_code_is_not_used(store_dir: Path) -> None:
     numbers = next((store_dir / "runs").glob(f"run_id={run_id}/rank=*/metrics/{NUMBERS}"))
     doc = json.loads(numbers.read_text())
     before = _terminal(traceq.run_report(run_id, store_dir))
-    numbers.write_text(json.dumps({**doc, "made_by": "0" * 16}) + "\n")  # as many bytes as written
+    numbers.write_text(json.dumps({**doc, "made_by": "0" * len(doc["made_by"])}) + "\n")  # as many bytes as written
     with Session(Store(store_dir), [run_id], own_queries=True) as session:
         assert stored_estimate(session, run_id) is None
     assert _terminal(traceq.run_report(run_id, store_dir)) == before  # replayed instead

@@ -20,9 +20,9 @@ import polars as pl
 from traceq.analysis.compare import change_next_step, compare, comparison_sessions
 from traceq.analysis.findings import Finding
 from traceq.analysis.replay.estimates import Estimate, Verdict, change_words
-from traceq.analysis.replay.idle_split import estimated_split, estimated_waterfall, unprofiled_idle_scale
-from traceq.analysis.replay.replayer import Replayer
-from traceq.analysis.replay.stored import stored_estimate
+from traceq.analysis.replay.idle_split import IDLE_PIECES, estimated_split, estimated_waterfall, idle_scale_by_cause
+from traceq.analysis.replay.replayer import Replayer, timeline_of
+from traceq.analysis.replay.stored import stored_estimate, write_estimate
 from traceq.analysis.replay.verdict import compare_replayers
 from traceq.analysis.report import run_report
 from traceq.analysis.results import Comparison, RunReport, Split
@@ -109,6 +109,28 @@ def idle_scale_of(
     if session is None or report.split is None or report.run.get("n_ranks", 1) != 1:
         return None
     return unprofiled_idle_scale(replayer, session, host_scale)
+
+
+def unprofiled_idle_scale(replayer: Replayer, session: Session, host_scale: float = 1.0) -> dict[str, float] | None:
+    """:func:`idle_scale_by_cause` of the replay without the profiler (``host_scale``: see
+    :meth:`~traceq.analysis.replay.replayer.Replayer.unprofiled`), from the traced ``_idle_pieces`` of
+    ``session``; None where the steps are no host ranges (an nsys capture's one window, whose end the
+    replay cannot move: the time it takes out of gaps would stay in the window as rest)."""
+    tl = replayer.timeline
+    if tl.steps["row"].is_null().all():
+        return None
+    pieces = session.query(IDLE_PIECES)  # made by the report already, unless its metrics were stored
+    return idle_scale_by_cause(tl, replayer.unprofiled_replay(replayer.model, host_scale), pieces)
+
+
+def store_estimate(session: Session, folder: Path, flavour: str, counts: dict[str, int]) -> None:
+    """Replay the one run of ``session`` (a rank being ingested, whose diagnosis the session made; its
+    ``flavour`` and events by kind, ``counts``, given) and store its estimate without the profiler and
+    idle scale in its metrics ``folder`` (:mod:`traceq.analysis.replay.stored`): the
+    :data:`~traceq.ingestion.metrics.WholeRunStep` that :func:`traceq.ingest` and ``traceq ingest`` pass."""
+    (run_id,) = session.runs or [""]
+    replayer = Replayer(timeline_of(session, run_id, flavour, counts))
+    write_estimate(folder, replayer.unprofiled(), unprofiled_idle_scale(replayer, session))
 
 
 def split_of_estimate(report: RunReport, step_ms: float, scale: dict[str, float] | None) -> Split | None:

@@ -14,10 +14,8 @@ import polars as pl
 from traceq.analysis.causes import CAUSES
 from traceq.analysis.findings import Part, Waterfall
 from traceq.analysis.replay.engine import Replay
-from traceq.analysis.replay.replayer import Replayer
 from traceq.analysis.replay.timeline import Timeline
 from traceq.analysis.results import REST, REST_LABEL, Split
-from traceq.querying.engine import Session
 
 #: The query whose pieces of traced idle time the split scales.
 IDLE_PIECES = "_idle_pieces"
@@ -53,18 +51,6 @@ def idle_scale_by_cause(timeline: Timeline, replay: Replay, pieces: pl.DataFrame
     ratio = pl.when(gap > 0).then(pl.col("replay_gap") / gap).otherwise(1.0).fill_null(1.0)
     sums = matched.group_by("cause").agg(traced=pl.col("ns").sum(), replayed=(pl.col("ns") * ratio).sum())
     return {c: r / t for c, t, r in sums.select("cause", "traced", "replayed").iter_rows() if t > 0}
-
-
-def unprofiled_idle_scale(replayer: Replayer, session: Session, host_scale: float = 1.0) -> dict[str, float] | None:
-    """:func:`idle_scale_by_cause` of the replay without the profiler (``host_scale``: see
-    :meth:`~traceq.analysis.replay.replayer.Replayer.unprofiled`), from the traced ``_idle_pieces`` of
-    ``session``; None where the steps are no host ranges (an nsys capture's one window, whose end the
-    replay cannot move: the time it takes out of gaps would stay in the window as rest)."""
-    tl = replayer.timeline
-    if tl.steps["row"].is_null().all():
-        return None
-    pieces = session.query(IDLE_PIECES)  # made by the report already, unless its metrics were stored
-    return idle_scale_by_cause(tl, replayer.unprofiled_replay(replayer.model, host_scale), pieces)
 
 
 def _gap_before(gpu: pl.DataFrame, start: str, end: str, name: str) -> pl.DataFrame:

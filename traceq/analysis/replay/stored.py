@@ -3,9 +3,10 @@ by its reports.
 
 A report leads with that estimate (:meth:`~traceq.analysis.replay.replayer.Replayer.unprofiled`) and
 splits it by cause with the scale the replay gave each idle cause
-(:func:`~traceq.analysis.replay.idle_split.unprofiled_idle_scale`). Both depend on the run's own rows
+(:func:`~traceq.analysis.replay.explain.unprofiled_idle_scale`). Both depend on the run's own rows
 only, so where ingest stores the diagnosis the replay reads, it replays the run once in the session that
-made it and writes them beside the stored metrics; a report then reads two small files instead of loading
+made it (:func:`~traceq.analysis.replay.explain.store_estimate`, which the Python API and the command hand
+to ingest) and writes them beside the stored metrics; a report then reads two small files instead of loading
 the run's calls and kernels and replaying them. Layout::
 
     STORE/runs/run_id=<id>/rank=<r>/metrics/unprofiled.json           its numbers, notes and idle scale
@@ -27,8 +28,6 @@ from pathlib import Path
 import polars as pl
 
 from traceq.analysis.replay.estimates import Estimate
-from traceq.analysis.replay.idle_split import unprofiled_idle_scale
-from traceq.analysis.replay.replayer import Replayer, timeline_of
 from traceq.querying.engine import Session
 from traceq.querying.stored import FOLDER, fingerprint
 from traceq.store import write_parquet
@@ -54,20 +53,14 @@ def made_by() -> str:
                 digest.update(f"{prefix}{entry.name}".encode() + b"\0" + entry.read_bytes() + b"\0")
 
     walk(resources.files("traceq.analysis"), "")
-    return digest.hexdigest()[:16]
+    return digest.hexdigest()
 
 
-def save(session: Session, folder: Path, flavour: str, counts: dict[str, int]) -> None:
-    """Replay the one run of ``session`` (a rank being ingested, whose diagnosis the session made; its
-    ``flavour`` and events by kind, ``counts``, given) and write its estimate without the profiler into
-    its metrics ``folder``."""
-    (run_id,) = session.runs or [None]
-    assert run_id is not None, "a session over the rank being ingested"
-    replayer = Replayer(timeline_of(session, run_id, flavour, counts))
-    estimate = replayer.unprofiled()
+def write_estimate(folder: Path, estimate: Estimate, scale: dict[str, float] | None) -> None:
+    """Write a run's ``estimate`` without the profiler and the ``scale`` of each idle cause (None: not
+    split) into a rank's metrics ``folder`` being written, the numbers last."""
     write_parquet(estimate.per_step, folder / STEPS)
     numbers = {k: getattr(estimate, k) for k in _NUMBERS}
-    scale = unprofiled_idle_scale(replayer, session)
     doc = {"made_by": made_by(), **numbers, "notes": estimate.notes, "idle_scale": scale}
     (folder / NUMBERS).write_text(json.dumps(doc) + "\n")
 
