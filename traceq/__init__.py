@@ -16,8 +16,7 @@ from traceq.errors import InputError, QueryError, StoreError, TraceqError
 
 if TYPE_CHECKING:
     from traceq.analysis.results import Comparison, RunReport
-    from traceq.api import check, compare, remove_run, rename_run, run_report, runs
-    from traceq.ingestion.ingest import ingest
+    from traceq.api import check, compare, ingest, remove_run, rename_run, run_report, runs
     from traceq.querying.engine import query, sql
     from traceq.readers import read_trace
     from traceq.store import Store
@@ -29,7 +28,7 @@ _HOMES = {
     "Store": "traceq.store",
     "check": "traceq.api",
     "compare": "traceq.api",
-    "ingest": "traceq.ingestion.ingest",
+    "ingest": "traceq.api",
     "query": "traceq.querying.engine",
     "read_trace": "traceq.readers",
     "remove_run": "traceq.api",

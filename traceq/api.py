@@ -4,17 +4,28 @@ by :mod:`traceq` on first use of one of its names."""
 
 from __future__ import annotations
 
+from functools import wraps
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
-from traceq.analysis.replay.explain import explained_comparison, explained_report
+from traceq.analysis.replay.explain import explained_comparison, explained_report, store_estimate
 from traceq.analysis.results import Comparison, RunReport
+from traceq.ingestion.ingest import ingest as ingest_files
 from traceq.ingestion.ingest import pick_refs, runs_to_report
 from traceq.ingestion.run_refs import latest_run
 from traceq.store import Store, check_store
 from traceq.store import remove_run as _remove_run
 from traceq.store import rename_run as _rename_run
+
+
+@wraps(ingest_files, assigned=("__module__", "__name__", "__qualname__", "__annotations__"))
+def ingest(*args: Any, **kwargs: Any) -> pl.DataFrame:
+    """Ingest trace files into a store (:func:`traceq.ingestion.ingest.ingest`, whose arguments it takes),
+    with the step estimated without the profiler stored with each one-file run whose diagnosis is stored
+    (:mod:`traceq.analysis.replay.stored`): its reports read it instead of replaying the run."""
+    return ingest_files(*args, whole_run_step=store_estimate, **kwargs)
 
 
 def runs(store: Store | str | Path | None = None) -> pl.DataFrame:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLES, SHARED, PairStore, run_cli
+from tests.conftest import SAMPLES, SHARED, PairStore, run_cli, to_9_digits
 from traceq import run_report
 
 KEYS = {
@@ -135,3 +135,24 @@ def test_a_run_without_profiler_steps_gets_a_report(tmp_path: Path) -> None:
     assert sum(split["busy"].values()) + sum(split["idle"].values()) == pytest.approx(span_ms, abs=1e-3)
     found = {f["id"]: f for f in report["findings"]}
     assert found["allocator"]["evidence"]["allocator_calls_per_step"] == {k: float(n) for k, n in allocs.items()}
+
+
+def test_a_report_without_lanes_is_the_same_report_without_making_them(kineto_b4: PairStore) -> None:
+    """The representative step's lanes are the HTML page's alone: a report without them (the CLI's, but
+    for the page) leaves their queries unmade and is the same report otherwise; the page still draws them."""
+    from traceq.analysis.report import run_report as compute
+    from traceq.querying.engine import Session
+    from traceq.render import json_form
+    from traceq.store import Store
+
+    store = Store(kineto_b4.path)
+    run_id = store.resolve(kineto_b4.new)
+    with Session(store, [run_id], own_queries=True) as session:
+        without = compute(run_id, store, session, lanes=False)
+        assert not session._made & {"_typical_step", "_step_gpu_lanes", "_step_idle_lanes", "_step_host_lanes"}
+    full = compute(run_id, store)
+    assert without.timeline is None and full.timeline is not None and full.timeline.gpu.height > 0
+    assert to_9_digits(json_form.report(without)) == to_9_digits(json_form.report(full))
+    page = run_cli("report", kineto_b4.new, "--store", str(kineto_b4.path), "--format", "html")
+    assert page.returncode == 0, page.stderr
+    assert 'aria-label="timeline"' in page.stdout

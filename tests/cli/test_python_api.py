@@ -81,12 +81,12 @@ def test_progress_hears_every_byte_then_each_later_stage(tmp_path: Path, monkeyp
         "building the model",
         "classifying kernels",
         "writing Parquet",
-        "storing the report metrics: 0 of 8 stored",
+        "storing the report metrics: 0 of 9 stored",
     ]
-    made = [re.fullmatch(r"storing the report metrics: (\d) of 8 stored \((\w+)\)", s) for s in bar.stages[4:]]
-    assert [int(m[1]) for m in made] == list(range(1, 9))  # each metric once, in the order they were made
+    made = [re.fullmatch(r"storing the report metrics: (\d) of 9 stored \((\w+)\)", s) for s in bar.stages[4:]]
+    assert [int(m[1]) for m in made] == list(range(1, 10))  # each metric once, in the order they were made
     assert sorted(m[2] for m in made) == sorted(SUMMARY)
-    assert len(SUMMARY) == 8
+    assert len(SUMMARY) == 9
 
 
 def test_progress_says_when_the_model_is_built_on_disk(tmp_path: Path, monkeypatch) -> None:

@@ -60,6 +60,19 @@ def test_a_command_loads_only_what_it_needs(store: Path, args: tuple[str, ...], 
     assert loaded(store, *args) & set(absent) == set()
 
 
+def test_a_report_of_a_run_with_everything_stored_loads_neither_duckdb_nor_the_readers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its results, diagnosis and estimate without the profiler were stored at ingest: they are read from
+    their files (no DuckDB connection, no Arrow), and the catalog row from its copy."""
+    from traceq.ingestion import metrics
+
+    monkeypatch.setattr(metrics, "STORE_MIN_EVENTS", 0)
+    monkeypatch.setattr(metrics, "DIAGNOSIS_MIN_EVENTS", 0)
+    traceq.ingest([FP16], store=tmp_path / "store", jobs=1)
+    assert loaded(tmp_path / "store", "report", RUN) & {"duckdb", "pyarrow", "traceq.readers"} == set()
+
+
 def test_a_run_is_listed_and_resolved_from_its_catalog_copy_without_polars(store: Path) -> None:
     code = (
         "import sys\nfrom traceq.store import Store\n"

@@ -202,18 +202,19 @@ def test_a_metric_that_fails_leaves_the_run_ingested_without_stored_metrics(
     assert _live(Store(store_dir), run_id, "op_summary").height > 0
 
 
-def test_stored_results_are_read_in_place_and_the_report_counts_gaps_in_sql(store_dir: Path) -> None:
-    """Stored results are views over their files, not tables loaded into the session (``gpu_gaps`` has a
-    row per gap: 1.7 M on the 61x nsys export); the report takes the gaps counted and summed per bucket,
-    which add up to the per-gap rows computed from the events."""
+def test_stored_results_are_read_from_their_files_and_the_report_reads_gaps_counted(store_dir: Path) -> None:
+    """A report of a run whose results were all stored reads them from their files, with no DuckDB
+    connection, and never the per-gap rows (``gpu_gaps`` has a row per gap: 1.7 M on the 61x nsys
+    export): it takes the gaps counted and summed per bucket, stored too, which add up to the per-gap
+    rows computed from the events."""
     from traceq.analysis.report import run_report
 
     run_id = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)["run_id"][0]
     store = Store(store_dir)
-    with Session(store, [run_id]) as session:
-        report = run_report(run_id, store, session)
-        kinds = dict(session.con.execute("SELECT table_name, table_type FROM information_schema.tables").fetchall())
-    assert all(kinds[name] == "VIEW" for name in ("gpu_gaps", "gpu_busy", "launch_bound", "op_summary"))
+    with Session(store, [run_id], own_queries=True) as session:
+        report = run_report(run_id, store, session, lanes=False)
+        assert session._con is None
+        assert "gpu_gaps" not in session._frames and "gpu_gap_buckets" in session._frames
     counted = report.frames["gpu_gap_buckets"]
     live = _live(store, run_id, "gpu_gaps")
     assert counted.columns == ["rank", "step", "device", "kind", "bucket", "gaps", "gap_ns"]
@@ -231,3 +232,17 @@ def test_the_limit_of_metrics_built_on_disk_is_sized_from_the_available_memory(
     """An eighth of what is available, within the bounds that keep the ingest under about 1 GB."""
     monkeypatch.setattr(metrics, "available_memory", lambda: available)
     assert metrics.bounded_memory_limit() == limit
+
+
+@pytest.mark.parametrize("label", sorted(RUNS))
+def test_stored_results_read_from_their_files_are_their_views(label: str, store_dir: Path) -> None:
+    """A stored result read without DuckDB is row for row, column for column and type for type what its
+    view over the same files gives (``run_id`` and ``rank`` from the folder names first)."""
+    run_id = traceq.ingest([RUNS[label]], store=store_dir, jobs=1)["run_id"][0]
+    store = Store(store_dir)
+    with Session(store, [run_id], own_queries=True) as read, Session(store, [run_id], own_queries=True) as viewed:
+        for name in CACHED:
+            viewed.make([name])
+            frame, view = read.query(name), viewed.sql(f"select * from {name}")
+            assert frame.schema == view.schema and frame.equals(view), name
+        assert read._con is None  # the session that read the files never connected

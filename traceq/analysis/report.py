@@ -50,20 +50,23 @@ OUTLIER_RATIO = 1.5
 _MS = 1e6
 
 
-def run_report(ref: str, store: Store | str | Path | None = None, session: Session | None = None) -> RunReport:
+def run_report(
+    ref: str, store: Store | str | Path | None = None, session: Session | None = None, lanes: bool = True
+) -> RunReport:
     """Compute the report of one stored run (a run id or a run name; :func:`traceq.run_report` also
     takes a trace file, ingested first).
 
     ``session``: a :class:`~traceq.querying.engine.Session` over this run and others (a comparison's two runs)
     whose metric results are shared; by default one is opened for this run alone. The report carries every
-    op (render lists the first).
+    op (render lists the first). ``lanes``: with the representative step's lanes (``timeline``, which only
+    the HTML page draws); False leaves it None and its queries unmade.
     """
     store = Store.of(store)
     run_id = store.resolve(ref)
     if session is None:
         with Session(store, [run_id], own_queries=True) as own:
-            return run_report(run_id, store, own)
-    run = session.sql("select * from runs").filter(pl.col("run_id") == run_id).row(0, named=True)
+            return run_report(run_id, store, own, lanes)
+    run = session.run_row(run_id)
     run_info = {k: run[k] for k in ("run_id", "name", "source_format", "flavour", "profiler_version", "source_path")}
     run_info["n_ranks"] = run.get("n_ranks") or 1
     run_info["devices"] = sorted({d.get("name") for d in _json_list(run.get("devices")) if d.get("name")})
@@ -177,7 +180,7 @@ def run_report(ref: str, store: Store | str | Path | None = None, session: Sessi
         split=parts,
         evidence=ev,
         step_causes=step_causes,
-        timeline=timeline(session, run_id),
+        timeline=timeline(session, run_id) if lanes else None,
     )
 
 

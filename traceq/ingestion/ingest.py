@@ -21,6 +21,7 @@ from traceq._utils.jobs import default_jobs
 from traceq._version import __version__
 from traceq.errors import InputError, StoreError, TraceqError, as_text
 from traceq.ingestion.executors import Executor, run_tasks
+from traceq.ingestion.metrics import WholeRunStep
 from traceq.ingestion.ranks import assign_ranks, natural_key
 from traceq.ingestion.run_refs import comparable, looks_like_a_file, picked_refs, stored_id
 from traceq.ingestion.task import FileTask, ingest_file
@@ -140,6 +141,7 @@ def ingest(
     jobs: int | None = None,
     executor: Executor = "local",
     steps_from: str | None = None,
+    whole_run_step: WholeRunStep | None = None,
 ) -> pl.DataFrame:
     """Ingest trace files (or directories of them) into ``store``: one path (a ``str`` or a ``Path``) or a
     list of them.
@@ -153,7 +155,9 @@ def ingest(
     published atomically once all its ranks are written. Content already stored (same sha256) is
     reported as ``duplicate`` and not read again. A file that cannot be read raises
     :class:`InputError`, or, when ``on_error`` is given, is passed to it: its run is not stored, other
-    runs are unaffected.
+    runs are unaffected. ``whole_run_step``: what else a one-file run that stores its diagnosis stores
+    with it (:data:`~traceq.ingestion.metrics.WholeRunStep`; :func:`traceq.ingest` passes the step
+    estimated without the profiler).
 
     Returns
     -------
@@ -212,7 +216,7 @@ def ingest(
             run.writer = store.begin_run()
         tasks = [
             FileTask(str(r.files[i]), r.digests[i], str(r.writer.dir), f"part-{i}", steps_from,  # type: ignore[union-attr]
-                     r.identities[i], here)
+                     r.identities[i], here, whole_run_step if len(r.files) == 1 else None)
             for r, i in todo
         ]  # fmt: skip
         for k, result in _run_tasks(tasks, jobs, executor, progress):

@@ -8,6 +8,7 @@ tables while they are still in memory, so there is one definition of each metric
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -64,13 +65,28 @@ def bounded_memory_limit() -> str:
 WORKERS = 2
 
 
-def save(folder: Path, n_events: int, bounded: bool = False, progress: Progress | None = None) -> str | None:
+#: A step stored with the metrics of a rank that is a whole run (a one-file run) whose diagnosis is stored,
+#: and with GPU kernels: given the session that made them, the rank's metrics folder, the run's flavour and
+#: its events by kind. The Python API passes the step estimated without the profiler
+#: (:func:`traceq.analysis.replay.stored.save`); ingest itself knows no analysis.
+WholeRunStep = Callable[[Session, Path, str, dict[str, int]], None]
+
+
+def save(
+    folder: Path,
+    n_events: int,
+    bounded: bool = False,
+    progress: Progress | None = None,
+    whole_run: tuple[WholeRunStep, str, dict[str, int]] | None = None,
+) -> str | None:
     """Compute and write the stored metrics into one staged rank folder of ``n_events`` events (none
     where :func:`stores_metrics` says so), its fingerprint last. Each result streams from DuckDB into its
     file, so none is held whole. ``bounded``: the rank's model was built on disk, and the metrics keep to
-    :func:`bounded_memory_limit` too. ``progress`` hears each metric once it is stored. They are a cache: where
-    one cannot be computed, none is stored (reports compute them from the events) and the returned warning
-    says why."""
+    :func:`bounded_memory_limit` too. ``progress`` hears each metric once it is stored. ``whole_run``: where
+    this rank is all of its run, a :data:`WholeRunStep` with the run's flavour and events by kind, run
+    after the diagnosis. They are a cache: where one cannot be computed, none is stored (reports compute
+    them from the events) and the returned warning says why; a whole-run step that fails
+    (:class:`QueryError`) leaves its files out, the metrics kept."""
     names = stored_names(n_events)
     if not names:
         return None
@@ -87,8 +103,22 @@ def save(folder: Path, n_events: int, bounded: bool = False, progress: Progress 
                 report_stage(progress, f"storing the report metrics: {len(stored)} of {len(names)} stored ({name})")
 
             session.make(names, workers=min(WORKERS, pl.thread_pool_size()), made=write)
+            if whole_run is not None and whole_run[2].get("kernel") and set(DIAGNOSIS) <= set(names):
+                report_stage(progress, "storing the step estimated without the profiler")
+                _whole_run_step(session, folder / FOLDER, *whole_run)
     except QueryError as e:
         shutil.rmtree(folder / FOLDER)
         return f"report metrics not stored ({e}); reports compute them from the events"
     (folder / FOLDER / FINGERPRINT).write_text(fingerprint() + "\n")
     return None
+
+
+def _whole_run_step(session: Session, folder: Path, step: WholeRunStep, flavour: str, counts: dict[str, int]) -> None:
+    """Run ``step`` into the metrics ``folder``; where it fails, what it wrote is removed (reports then
+    compute it)."""
+    before = set(folder.iterdir())
+    try:
+        step(session, folder, flavour, counts)
+    except QueryError:
+        for path in set(folder.iterdir()) - before:
+            path.unlink()

@@ -41,6 +41,9 @@ class FileTask:
     #: the file's :func:`~traceq.readers.source.identity` when ``digest`` was taken, and on which host
     identity: tuple[int, ...] | None = None
     hashed_on: str | None = None
+    #: where the file is the whole run (not one rank of several): what else to store with its metrics
+    #: (:data:`traceq.ingestion.metrics.WholeRunStep`, a module-level function: it travels by name)
+    whole_run_step: metrics.WholeRunStep | None = None
 
 
 def ingest_file(task: FileTask, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -121,7 +124,9 @@ def _ingest(task: FileTask, spill: Path, progress: Callable[[int], None] | None)
     del result, ev  # the metrics below read the staged files: the tables need not stay in memory
     release_free_memory()
     try:
-        unstored = metrics.save(staging, info["source"]["n_events"], bounded=bounded, progress=progress)
+        step = task.whole_run_step
+        whole_run = (step, info["source"]["flavour"] or "", info["events_by_kind"]) if step is not None else None
+        unstored = metrics.save(staging, info["source"]["n_events"], bounded, progress, whole_run)
         warnings += [] if unstored is None else [unstored]
         info["source"]["warnings"] = json.dumps(warnings)
         publish_partition(staging, run_dir, task.part)

@@ -162,7 +162,7 @@ def reading(store: Store | None, runs: Collection[str] | None) -> Iterator[None]
         yield
     except TraceqError:
         raise
-    except (OSError, ValueError, duckdb.Error) as e:
+    except (OSError, ValueError, duckdb.Error, pl.exceptions.PolarsError) as e:  # Polars: stored results
         # pyarrow's ArrowInvalid is a ValueError; DuckDB reports a corrupt file as invalid input or a bare Error
         sql_error = (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException, duckdb.InterruptException,
                      duckdb.OutOfMemoryException, duckdb.ConversionException)  # fmt: skip
@@ -500,18 +500,39 @@ class Session:
         self.use_stored = use_stored and self.store is not None
         #: the Arrow datasets of the connection by name, registered again on each of its cursors
         self._sources: dict[str, Any] = {}
-        if con is None:
-            con, self._sources = _connect(self.store, runs, own_queries=own_queries)
-        self.con = con
-        ((access, allowed),) = con.execute(
-            "SELECT current_setting('enable_external_access'), current_setting('allowed_paths')"
-        ).fetchall()
-        #: whether DuckDB may read Parquet files itself (else stored metrics are Arrow datasets too)
-        self._reads_files = bool(access or allowed)
+        self._con = con
+        self._own_queries = own_queries
+        if con is not None:
+            ((access, allowed),) = con.execute(
+                "SELECT current_setting('enable_external_access'), current_setting('allowed_paths')"
+            ).fetchall()
+        #: whether DuckDB may read Parquet files itself (else stored metrics are Arrow datasets too): as
+        #: :func:`_connect` opens it, where the session's own queries run
+        self._reads_files = own_queries if con is None else bool(access or allowed)
         self._made: set[str] = set()
         self._frames: dict[str, pl.DataFrame] = {}
         self._scratch: Path | None = None
         self._memory_limit: str | None = None
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The session's connection (:func:`connect`), opened when first needed: a report whose results
+        were all stored at ingest reads them without DuckDB (:meth:`query`)."""
+        if self._con is None:
+            self._con, sources = _connect(self.store, self.runs, own_queries=self._own_queries)
+            self._sources.update(sources)
+        return self._con
+
+    def run_row(self, run_id: str) -> dict[str, Any]:
+        """The ``runs`` row of ``run_id``, one of the session's runs: from the store's catalog, without a
+        query (a session over ranks being written has no catalog: there, from its ``runs`` view)."""
+        if self.store is not None:
+            rows = [row for row in self.store.catalog_rows() if row["run_id"] == run_id]
+        else:
+            rows = self.sql("select * from runs").filter(pl.col("run_id") == run_id).rows(named=True)
+        if not rows:
+            raise QueryError(f"{run_id}: no such run in this session")
+        return rows[0]
 
     @classmethod
     def over_ranks(cls, folders: dict[int, Path], run_id: str = "run", memory_limit: str | None = None) -> Session:
@@ -536,10 +557,16 @@ class Session:
         return session
 
     def query(self, name: str) -> pl.DataFrame:
-        """The result of ``queries/NAME.sql`` over this session's runs (computed once)."""
+        """The result of ``queries/NAME.sql`` over this session's runs (computed once; results stored at
+        ingest are read from their files, as their view would read them, without DuckDB)."""
         if name not in self._frames:
-            self.make([name])
-            self._frames[name] = self._run(f"SELECT * FROM {name}")
+            stored = self._stored_files(name) if name not in self._made else None
+            if stored is not None:
+                with reading(self.store, self.runs):
+                    self._frames[name] = _stored_frame(stored)
+            else:
+                self.make([name])
+                self._frames[name] = self._run(f"SELECT * FROM {name}")
         return self._frames[name]
 
     def stream(self, name: str, batch_rows: int = 1 << 16) -> pl.LazyFrame:
@@ -670,9 +697,7 @@ class Session:
                 return
             if name in stack:
                 raise QueryError(f"circular Requires: {' -> '.join((*stack, name))}")
-            stored = (
-                stored_files(self.store.runs_dir if self.store else None, self.runs, name) if self.use_stored else None
-            )
+            stored = self._stored_files(name)
             # a view: stored results are read where used (one of them, gpu_gaps, has a row per gap)
             if stored is not None and not self._reads_files:
                 source = f"_stored_{name}"
@@ -692,6 +717,13 @@ class Session:
         for name in names:
             visit(name, ())
         return plan
+
+    def _stored_files(self, name: str) -> list[Path] | None:
+        """The files of ``name``'s results stored at ingest for every run of the session, or None (not
+        all stored, or not to be used)."""
+        if not self.use_stored or self.store is None:
+            return None
+        return stored_files(self.store.runs_dir, self.runs, name)
 
     def _create(self, name: str, statement: str, con: duckdb.DuckDBPyConnection) -> None:
         """Run ``statement`` (which makes ``name``) on ``con``; out of memory under this session's limit,
@@ -748,7 +780,8 @@ class Session:
             raise QueryError(_one_line(str(e))) from None
 
     def close(self) -> None:
-        close(self.con)
+        if self._con is not None:
+            close(self._con)
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
 
@@ -757,6 +790,21 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _stored_frame(files: list[Path]) -> pl.DataFrame:
+    """Stored results (files of :func:`~traceq.querying.stored.stored_files`) as their view reads them
+    (:func:`_hive_select`): ``run_id`` and ``rank`` from the folder names first, then the files' columns
+    by name, in the files' order."""
+    frames = []
+    for path in files:
+        rank_dir = path.parent.parent  # run_id=<id>/rank=<r>/metrics/<query>.parquet
+        with path.open("rb") as f:  # a file, not a path: the store's path is no pattern
+            frame = pl.read_parquet(f)
+        run_id = pl.lit(rank_dir.parent.name.removeprefix("run_id="), pl.String).alias("run_id")
+        rank = pl.lit(int(rank_dir.name.removeprefix("rank=")), pl.Int64).alias("rank")
+        frames.append(frame.select(run_id, rank, pl.all()))
+    return _plain_types(pl.concat(frames, how="diagonal_relaxed"))
 
 
 def _plain_types(frame: pl.DataFrame) -> pl.DataFrame:

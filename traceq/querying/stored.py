@@ -18,11 +18,14 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-#: The metric queries a report and a comparison read, stored per rank at ingest. (``rank_balance`` is
-#: across ranks, so it is computed from the stored ``gpu_busy`` and ``launch_bound`` when needed.)
+#: The metric queries a report and a comparison read, stored per rank at ingest (``gpu_gap_buckets`` too,
+#: though made from the stored ``gpu_gaps`` in milliseconds: stored, a report of one rank reads every
+#: result from its files and needs no DuckDB). ``rank_balance`` is across ranks, so it is computed from the
+#: stored ``gpu_busy`` and ``launch_bound`` when needed.
 SUMMARY: tuple[str, ...] = (
     "gpu_busy",
     "gpu_gaps",
+    "gpu_gap_buckets",
     "launch_bound",
     "precision_coverage",
     "cast_overhead",

@@ -19,9 +19,10 @@ import polars as pl
 
 from traceq.analysis.compare import change_next_step, compare, comparison_sessions
 from traceq.analysis.findings import Finding
-from traceq.analysis.replay.estimates import Verdict, change_words
+from traceq.analysis.replay.estimates import Estimate, Verdict, change_words
 from traceq.analysis.replay.idle_split import IDLE_PIECES, estimated_split, estimated_waterfall, idle_scale_by_cause
-from traceq.analysis.replay.replayer import Replayer
+from traceq.analysis.replay.replayer import Replayer, timeline_of
+from traceq.analysis.replay.stored import stored_estimate, write_estimate
 from traceq.analysis.replay.verdict import compare_replayers
 from traceq.analysis.report import run_report
 from traceq.analysis.results import Comparison, RunReport, Split
@@ -80,30 +81,64 @@ def replay_report(
             "not add up, and launch_overhead and python_overhead share one (CUDA graphs take the host's time "
             "in the step away)."
         )
-    split = None
-    if unprofiled:
-        estimate = replayer.unprofiled(host_scale)
-        split = split_of_estimate(report, replayer, estimate.step_ms, session, host_scale)
     findings = with_what_if(report.findings, frame) if what_if else report.findings
+    report = dataclasses.replace(report, findings=findings, what_if=frame, notes=notes)
+    if not unprofiled:
+        return report
+    estimate = replayer.unprofiled(host_scale)
+    return with_estimate(report, estimate, idle_scale_of(report, replayer, session, host_scale))
+
+
+def with_estimate(report: RunReport, estimate: Estimate, scale: dict[str, float] | None) -> RunReport:
+    """``report`` with the step estimated without the profiler and, where there is a ``scale``
+    (:func:`idle_scale_of`), that step split by cause, each finding with its cause's part of it."""
+    split = split_of_estimate(report, estimate.step_ms, scale)
+    findings = report.findings
     if split is not None:
         findings = with_unprofiled(findings, {c: split.part(c) for c in split.parts()})
-    return dataclasses.replace(
-        report, findings=findings, what_if=frame, unprofiled=estimate, unprofiled_split=split, notes=notes
-    )
+    return dataclasses.replace(report, findings=findings, unprofiled=estimate, unprofiled_split=split)
 
 
-def split_of_estimate(
-    report: RunReport, replayer: Replayer, step_ms: float, session: Session | None, host_scale: float = 1.0
-) -> Split | None:
-    """The step estimated without the profiler split by cause (:func:`estimated_split`, from the traced
-    ``_idle_pieces`` of ``session``), or None: without a session, for a run of several ranks (one is
-    replayed), or where the steps are no host ranges (an nsys capture's one window, whose end the replay
-    cannot move: the time it takes out of gaps would stay in the window as rest)."""
+def idle_scale_of(
+    report: RunReport, replayer: Replayer, session: Session | None, host_scale: float = 1.0
+) -> dict[str, float] | None:
+    """How the replay without the profiler scaled each idle cause of ``report``'s run
+    (:func:`unprofiled_idle_scale`, from the traced ``_idle_pieces`` of ``session``), or None where its
+    estimate is not split: without a session, for a run of several ranks (one is replayed), or where the
+    steps are no host ranges."""
+    if session is None or report.split is None or report.run.get("n_ranks", 1) != 1:
+        return None
+    return unprofiled_idle_scale(replayer, session, host_scale)
+
+
+def unprofiled_idle_scale(replayer: Replayer, session: Session, host_scale: float = 1.0) -> dict[str, float] | None:
+    """:func:`idle_scale_by_cause` of the replay without the profiler (``host_scale``: see
+    :meth:`~traceq.analysis.replay.replayer.Replayer.unprofiled`), from the traced ``_idle_pieces`` of
+    ``session``; None where the steps are no host ranges (an nsys capture's one window, whose end the
+    replay cannot move: the time it takes out of gaps would stay in the window as rest)."""
     tl = replayer.timeline
-    if session is None or report.split is None or report.run.get("n_ranks", 1) != 1 or tl.steps["row"].is_null().all():
+    if tl.steps["row"].is_null().all():
         return None
     pieces = session.query(IDLE_PIECES)  # made by the report already, unless its metrics were stored
-    scale = idle_scale_by_cause(tl, replayer.unprofiled_replay(replayer.model, host_scale), pieces)
+    return idle_scale_by_cause(tl, replayer.unprofiled_replay(replayer.model, host_scale), pieces)
+
+
+def store_estimate(session: Session, folder: Path, flavour: str, counts: dict[str, int]) -> None:
+    """Replay the one run of ``session`` (a rank being ingested, whose diagnosis the session made; its
+    ``flavour`` and events by kind, ``counts``, given) and store its estimate without the profiler and
+    idle scale in its metrics ``folder`` (:mod:`traceq.analysis.replay.stored`): the
+    :data:`~traceq.ingestion.metrics.WholeRunStep` that :func:`traceq.ingest` and ``traceq ingest`` pass."""
+    (run_id,) = session.runs or [""]
+    replayer = Replayer(timeline_of(session, run_id, flavour, counts))
+    write_estimate(folder, replayer.unprofiled(), unprofiled_idle_scale(replayer, session))
+
+
+def split_of_estimate(report: RunReport, step_ms: float, scale: dict[str, float] | None) -> Split | None:
+    """The step of ``report``'s run estimated without the profiler (``step_ms``) split by cause
+    (:func:`estimated_split`, each idle cause scaled by ``scale``: :func:`idle_scale_of`), or None
+    where there is no scale."""
+    if scale is None or report.split is None:
+        return None
     return estimated_split(report.split, scale, step_ms)
 
 
@@ -112,12 +147,14 @@ def explained_report(
     store: Store | str | Path | None = None,
     what_if: bool = False,
     unprofiled: bool | None = None,
+    lanes: bool = True,
 ) -> RunReport:
-    """The report of a stored run (:func:`~traceq.analysis.report.run_report`) with the replay as asked
-    (:func:`with_replay`), both from one session: the replay reuses the report's building blocks."""
+    """The report of a stored run (:func:`~traceq.analysis.report.run_report`, with the representative
+    step's ``lanes`` or not) with the replay as asked (:func:`with_replay`), both from one session: the
+    replay reuses the report's building blocks."""
     store = Store.of(store)
     with Session(store, [store.resolve(run_id)], own_queries=True) as session:
-        return with_replay(run_report(run_id, store, session), store, what_if, unprofiled, session)
+        return with_replay(run_report(run_id, store, session, lanes), store, what_if, unprofiled, session)
 
 
 def explained_comparison(
@@ -184,6 +221,8 @@ def with_replay(
         with Session(Store.of(store), run_ids, own_queries=True) as opened:
             return with_replay(result, store, what_if, unprofiled, opened)
     sessions = session if isinstance(session, tuple) else (session, session)
+    if isinstance(result, RunReport) and not what_if and (stored := stored_estimate(sessions[0], result.run["run_id"])):
+        return with_estimate(result, *stored)  # made at ingest: the run is not replayed again
     replayers = [Replayer.load(s, r.run["run_id"]) for s, r in zip(sessions, reports, strict=False)]
     if isinstance(result, RunReport):
         return replay_report(result, replayers[0], what_if, unprofiled, sessions[0])
@@ -203,7 +242,7 @@ def with_replay(
         changes["notes"] = [*result.notes, *verdict.notes]
         estimates, scales = (verdict.base, verdict.new), (verdict.base_scale, verdict.new_scale)
         sides = zip(reports, replayers, estimates, sessions, scales, strict=True)
-        splits = [split_of_estimate(r, rp, e.step_ms, s, k) for r, rp, e, s, k in sides]
+        splits = [split_of_estimate(r, e.step_ms, idle_scale_of(r, rp, s, k)) for r, rp, e, s, k in sides]
         n_step = verdict.new.step_ms
         if splits[0] is not None and splits[1] is not None:
             water = estimated_waterfall(splits[0], splits[1])

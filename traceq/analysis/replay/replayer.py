@@ -28,7 +28,6 @@ from traceq.analysis.replay.overhead import (
 from traceq.analysis.replay.speed import step_spread
 from traceq.analysis.replay.timeline import Timeline, timeline_from_frames
 from traceq.analysis.replay.whatif import CHANGES, FIXES, SCENARIOS
-from traceq.errors import QueryError
 from traceq.querying.engine import Session
 
 #: The query files a replay reads (made once per session, for all its runs).
@@ -38,16 +37,21 @@ QUERIES = ("replay_host", "replay_gpu", "replay_steps", "_windows", "_search_cal
 def load_timeline(session: Session, run_id: str, rank: int | None = None) -> Timeline:
     """Load ``run_id`` (rank ``rank``; by default its lowest rank) from ``session`` (whose runs must
     include it)."""
-    catalog = session.sql("select * from runs").filter(pl.col("run_id") == run_id)
-    if catalog.height == 0:
-        raise QueryError(f"{run_id}: no such run in this session")
-    run = catalog.row(0, named=True)
+    run = session.run_row(run_id)
     counts = json.loads(run.get("events_by_kind") or "{}")
+    return timeline_of(session, run_id, run.get("flavour") or "", counts, rank)
+
+
+def timeline_of(
+    session: Session, run_id: str, flavour: str, counts: dict[str, int], rank: int | None = None
+) -> Timeline:
+    """:func:`load_timeline` of a run whose catalog row is not in ``session`` (one being ingested): its
+    ``flavour`` and events by kind (``counts``) given."""
     frames = [session.query(name) for name in QUERIES]
     if rank is None:  # a one-file run keeps the rank its trace declares
         rank = frames[0].filter(pl.col("run_id") == run_id)["rank"].min()  # type: ignore[assignment]
         rank = 0 if rank is None else int(rank)  # type: ignore[arg-type]
-    return timeline_from_frames(run_id, rank, run.get("flavour") or "", counts, *frames)
+    return timeline_from_frames(run_id, rank, flavour, counts, *frames)
 
 
 class Replayer:
