@@ -470,8 +470,9 @@ def report(
             which = ", the two latest runs" if not runs else ""
             before = ", the run ingested before it," if len(runs) == 1 else ""
             _note(f"comparing BASE {_named(stored, refs[0])}{before} with NEW {_named(stored, refs[1])}{which}")
+        page = html is not None or fmt is ReportFormat.html  # the steps' lanes are drawn by the HTML page only
         with _steps_chosen(stored, refs, pattern) as (source, (base_id, new_id)):
-            result = explained_comparison(base_id, new_id, source, base_step_ms, new_step_ms, what_if, unprofiled)
+            result = explained_comparison(base_id, new_id, source, base_step_ms, new_step_ms, what_if, unprofiled, page)
         try:
             render(result, fmt, top=top)
         except BrokenPipeError:  # the reader has gone (`| head`): the page and the gate are still due

@@ -156,3 +156,27 @@ def test_a_report_without_lanes_is_the_same_report_without_making_them(kineto_b4
     page = run_cli("report", kineto_b4.new, "--store", str(kineto_b4.path), "--format", "html")
     assert page.returncode == 0, page.stderr
     assert 'aria-label="timeline"' in page.stdout
+
+
+def test_a_comparison_without_lanes_is_the_same_comparison_without_making_them(kineto_b4: PairStore) -> None:
+    """A comparison the terminal shows (and the Perfetto export's findings) leaves the lanes of both runs
+    unmade and is the same comparison otherwise; the HTML page still draws both."""
+    from traceq.analysis.compare import compare
+    from traceq.querying.engine import Session
+    from traceq.render import json_form
+    from traceq.store import Store
+
+    store = Store(kineto_b4.path)
+    ids = [store.resolve(kineto_b4.base), store.resolve(kineto_b4.new)]
+    with Session(store, ids, own_queries=True) as session:
+        without = compare(ids[0], ids[1], store, session=session, lanes=False)
+        assert not session._made & {"_typical_step", "_step_gpu_lanes", "_step_idle_lanes", "_step_host_lanes"}
+    full = compare(ids[0], ids[1], store)
+    assert without.base.timeline is None and without.new.timeline is None
+    assert full.base.timeline is not None and full.new.timeline is not None
+    assert to_9_digits(json_form.comparison(without)) == to_9_digits(json_form.comparison(full))
+    page = run_cli("report", "--compare", kineto_b4.base, kineto_b4.new, "--store", str(kineto_b4.path),
+                   "--format", "html")  # fmt: skip
+    assert page.returncode == 0, page.stderr
+    assert 'aria-label="timeline"' in page.stdout
+    assert f">BASE {kineto_b4.base}</text>" in page.stdout and f">NEW {kineto_b4.new}</text>" in page.stdout

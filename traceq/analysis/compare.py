@@ -44,6 +44,7 @@ def compare(
     base_step_ms: float | None = None,
     new_step_ms: float | None = None,
     session: Session | tuple[Session, Session] | None = None,
+    lanes: bool = True,
 ) -> Comparison:
     """Compare two stored runs (run ids or names; :func:`traceq.compare` also takes trace files, ingested
     first): waterfall, findings, verdict. ``base_step_ms``/``new_step_ms``: step times measured without the
@@ -51,15 +52,16 @@ def compare(
     larger or smaller.
     Each run's report carries every op. ``session``: one over both runs (and maybe others) whose metric
     results are shared, or BASE's and NEW's (:func:`comparison_sessions`); by default they are opened for
-    the two."""
+    the two. ``lanes``: each run's representative step's lanes (which only the HTML page draws), as
+    :func:`~traceq.analysis.report.run_report` takes them."""
     store = Store.of(store)
     base_id, new_id = store.resolve(base_ref), store.resolve(new_ref)
     measured = _measured(base_step_ms, new_step_ms)
     if session is not None:
         sessions = session if isinstance(session, tuple) else (session, session)
-        return _compare(base_id, new_id, store, sessions, measured)
+        return _compare(base_id, new_id, store, sessions, measured, lanes)
     with comparison_sessions(store, base_id, new_id) as sessions:
-        return _compare(base_id, new_id, store, sessions, measured)
+        return _compare(base_id, new_id, store, sessions, measured, lanes)
 
 
 @contextmanager
@@ -90,10 +92,11 @@ def _compare(
     store: Store,
     sessions: tuple[Session, Session],
     measured: dict[str, float] | None = None,
+    lanes: bool = True,
 ) -> Comparison:
     """The comparison, each run's metrics from its session of ``sessions`` (BASE's, NEW's: one session
     twice, or one per run)."""
-    base, new = run_report(base_id, store, sessions[0]), run_report(new_id, store, sessions[1])
+    base, new = run_report(base_id, store, sessions[0], lanes), run_report(new_id, store, sessions[1], lanes)
     if not (base.has_timeline and new.has_timeline):
         return compare_summaries(base, new)
     op_deltas = _op_deltas(base.ops, new.ops)

@@ -73,10 +73,10 @@ def export(
             return write_sqlite(store, path, run_ids=ids or None, force=force)
         with Session(store, ids, own_queries=True) as session:
             if compare_runs:
-                result = compare(ids[0], ids[1], store, session=session)
+                result = compare(ids[0], ids[1], store, session=session, lanes=False)  # findings only
                 findings = {ids[0]: result.base.findings, ids[1]: result.findings}
             else:
-                findings = {ids[0]: run_report(ids[0], store, session).findings}
+                findings = {ids[0]: run_report(ids[0], store, session, lanes=False).findings}
             return write_perfetto(session, ids, path, findings=findings, force=force)
     except OSError as e:
         raise TraceqError(f"{path}: {e.strerror or e}") from None

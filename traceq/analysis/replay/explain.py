@@ -165,12 +165,14 @@ def explained_comparison(
     new_step_ms: float | None = None,
     what_if: bool = False,
     unprofiled: bool | None = None,
+    lanes: bool = True,
 ) -> Comparison:
     """The comparison of two stored runs (:func:`~traceq.analysis.compare.compare`) with the replay as
-    asked (:func:`with_replay`), both from the comparison's sessions: the replay reuses its building blocks."""
+    asked (:func:`with_replay`), both from the comparison's sessions: the replay reuses its building blocks.
+    ``lanes``: each run's representative step's lanes, which only the HTML page draws."""
     store = Store.of(store)
     with comparison_sessions(store, store.resolve(base_id), store.resolve(new_id)) as sessions:
-        result = compare(base_id, new_id, store, base_step_ms, new_step_ms, session=sessions)
+        result = compare(base_id, new_id, store, base_step_ms, new_step_ms, session=sessions, lanes=lanes)
         return with_replay(result, store, what_if, unprofiled, sessions)
 
 
