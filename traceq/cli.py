@@ -461,6 +461,7 @@ def report(
         html_output(html, stored, force)
     pattern = _pattern(steps_from)
     top = None if all_ops else TOP_OPS
+    page = html is not None or fmt is ReportFormat.html  # the steps' lanes are drawn by the HTML page only
     if compare:
         from traceq.ingestion.ingest import pick_refs
 
@@ -470,7 +471,6 @@ def report(
             which = ", the two latest runs" if not runs else ""
             before = ", the run ingested before it," if len(runs) == 1 else ""
             _note(f"comparing BASE {_named(stored, refs[0])}{before} with NEW {_named(stored, refs[1])}{which}")
-        page = html is not None or fmt is ReportFormat.html  # the steps' lanes are drawn by the HTML page only
         with _steps_chosen(stored, refs, pattern) as (source, (base_id, new_id)):
             result = explained_comparison(base_id, new_id, source, base_step_ms, new_step_ms, what_if, unprofiled, page)
         try:
@@ -490,8 +490,7 @@ def report(
         _note(f"explaining {_named(stored, run_id)}, the latest run")
         runs = [run_id]
     with _steps_chosen(stored, runs[:1], pattern) as (source, ids):
-        # the step's lanes are drawn by the HTML page only
-        explained = explained_report(ids[0], source, what_if, unprofiled, html is not None or fmt is ReportFormat.html)
+        explained = explained_report(ids[0], source, what_if, unprofiled, page)
     render(explained, fmt, top=top)
     if html is not None and (replaced := write_html(explained, html, stored, force, top)):
         _note(replaced)

@@ -330,10 +330,9 @@ def _ranks_combined(ops: pl.DataFrame) -> pl.DataFrame:
     if ops.is_empty() or ops["rank"].n_unique() <= 1:
         return ops.drop("run_id", "rank")
     sums = ("calls", "cpu_incl_ns", "cpu_self_ns", "gpu_ns", "gpu_top_ns", "gpu_incl_ns", "kernels")
+    gpu = pl.col("gpu_incl_ns")
     weighted = [
-        ((pl.col(c) * pl.col("gpu_incl_ns")).sum() / pl.col("gpu_incl_ns").filter(pl.col(c).is_not_null()).sum()).alias(
-            c
-        )
+        ((pl.col(c) * gpu).sum() / gpu.filter(pl.col(c).is_not_null()).sum()).alias(c)
         for c in ("fp16_coverage", "tensor_core_coverage")
     ]
     return (

@@ -68,7 +68,7 @@ WORKERS = 2
 #: A step stored with the metrics of a rank that is a whole run (a one-file run) whose diagnosis is stored,
 #: and with GPU kernels: given the session that made them, the rank's metrics folder, the run's flavour and
 #: its events by kind. The Python API passes the step estimated without the profiler
-#: (:func:`traceq.analysis.replay.stored.save`); ingest itself knows no analysis.
+#: (:func:`traceq.analysis.replay.explain.store_estimate`); ingest itself knows no analysis.
 WholeRunStep = Callable[[Session, Path, str, dict[str, int]], None]
 
 

@@ -212,23 +212,19 @@ def _scaler_spans(graph: Graph) -> list[tuple[int, float, float]]:
     op of the thread (the scaler's step asks whether to skip the optimizer); and each update of the scale."""
     host = graph.timeline.host
     top = host.filter(pl.col("kind").is_in(list(OP_TREE_KINDS)) & (pl.col("depth") == 0)).sort("thread", "ts")
-    threads, starts, ends = top["thread"].to_list(), top["ts"].to_list(), top["end"].to_list()
-    names = [n or "" for n in top["name"].to_list()]
-    spans: list[tuple[int, float, float]] = []
-    for i, name in enumerate(names):
-        if re.match(SCALE_UPDATE_OPS, name):
-            spans.append((threads[i], starts[i], ends[i]))
-        if not re.match(UNSCALE_OPS, name):
-            continue
+    name = pl.col("name").fill_null("")
+    top = top.select(
+        "thread", "ts", "end", prep=name.str.contains(SCALER_PREP_OPS), read=name.str.contains(READ_OPS),
+        check=name.str.contains(UNSCALE_OPS), update=name.str.contains(SCALE_UPDATE_OPS),
+    ).with_row_index("i")  # fmt: skip
+    spans: list[tuple[int, float, float]] = top.filter("update").select("thread", "ts", "end").rows()
+    threads, starts, ends = top["thread"], top["ts"], top["end"]
+    prep, read = top["prep"], top["read"]
+    for i in top.filter("check")["i"].to_list():
         first, last = i, i
-        while (
-            first > 0
-            and i - first < MAX_SCALER_PREP
-            and threads[first - 1] == threads[i]
-            and re.match(SCALER_PREP_OPS, names[first - 1])
-        ):
+        while first > 0 and i - first < MAX_SCALER_PREP and threads[first - 1] == threads[i] and prep[first - 1]:
             first -= 1
-        if i + 1 < len(names) and threads[i + 1] == threads[i] and re.match(READ_OPS, names[i + 1]):
+        if i + 1 < top.height and threads[i + 1] == threads[i] and read[i + 1]:
             last = i + 1
         spans.append((threads[i], starts[first], ends[last]))
     return spans
