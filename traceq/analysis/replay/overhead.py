@@ -94,24 +94,46 @@ def band_width(traced_ms: float, step_ms: float, step_cv: float = 0.0) -> float:
     return BAND_FLOOR + BAND_PER_REMOVED * removed + step_cv
 
 
+#: The node classes of :func:`slice_types`, in the order of their codes.
+NODE_CLASSES = ("op", "L", "rt", "py", "x")
+#: :func:`slice_types`' code of a thread's last node (no slice after it).
+NO_SLICE = -1
+
+
 def slice_types(graph: Graph) -> pl.Series:
-    """Each slice's transition type (``op<op<``, ``L<L>``, ``py>op<``, ...; empty for a thread's last node,
-    ``x`` in it where a step range bounds the slice)."""
+    """Each slice's transition type (``op<op<``, ``L<L>``, ``py>op<``, ...), as a code: the node before it
+    and the node after it each as ``2 * class + side`` (class: the position in :data:`NODE_CLASSES`, where
+    ``x`` is a step range's bound; side 0 for a start ``<``, 1 for an end ``>``), the type ``10 * before +
+    after``; :data:`NO_SLICE` for a thread's last node. Codes, not text: a trace has millions of slices."""
     launch_rows = graph.items["launch_row"].drop_nulls().unique().implode()
     kind = pl.col("kind")
-    typ = pl.when(kind.is_in([*OP_TREE_KINDS, "annotation"])).then(pl.lit("op")).when(
-        (kind == "runtime") & pl.col("row").is_in(launch_rows)
-    ).then(pl.lit("L")).when(kind == "runtime").then(pl.lit("rt")).when(kind == "python").then(pl.lit("py")).otherwise(
-        pl.lit("x")
-    ) + pl.when(pl.col("start")).then(pl.lit("<")).otherwise(pl.lit(">"))
-    nxt = typ.shift(-1).over("thread")
-    return graph.nodes.select(pl.when(nxt.is_null()).then(pl.lit("")).otherwise(typ + nxt).alias("type")).to_series()
+    node_class = (
+        pl.when(kind.is_in([*OP_TREE_KINDS, "annotation"]))
+        .then(0)
+        .when((kind == "runtime") & pl.col("row").is_in(launch_rows))
+        .then(1)
+        .when(kind == "runtime")
+        .then(2)
+        .when(kind == "python")
+        .then(3)
+        .otherwise(4)
+    )
+    code = 2 * node_class + pl.when(pl.col("start")).then(0).otherwise(1)
+    nxt = code.shift(-1).over("thread")
+    typ = pl.when(nxt.is_null()).then(NO_SLICE).otherwise(10 * code + nxt)
+    return graph.nodes.select(typ.cast(pl.Int32).alias("type")).to_series()
 
 
-def typical_lengths(graph: Graph, types: pl.Series, model: OverheadModel) -> dict[str, float]:
+def _bounded(types: pl.Expr) -> pl.Expr:
+    """Whether a slice type (a :func:`slice_types` code) has a step range's bound on either side."""
+    x = NODE_CLASSES.index("x")
+    return ((types // 10) // 2 == x) | ((types % 10) // 2 == x)
+
+
+def typical_lengths(graph: Graph, types: pl.Series, model: OverheadModel) -> dict[int, float]:
     """The typical length of each transition type's slices (those that did not wait), ns."""
     frame = graph.nodes.select("L", "W0").with_columns(type=types)
-    usable = frame.filter((pl.col("type") != "") & ~pl.col("type").str.contains("x") & (pl.col("W0") >= pl.col("L")))
+    usable = frame.filter((pl.col("type") != NO_SLICE) & ~_bounded(pl.col("type")) & (pl.col("W0") >= pl.col("L")))
     typical = usable.group_by("type").agg(pl.len().alias("n"), pl.col("L").quantile(model.quantile).alias("t"))
     return dict(typical.filter(pl.col("n") >= model.min_slices).select("type", "t").iter_rows())
 
