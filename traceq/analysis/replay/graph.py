@@ -120,8 +120,7 @@ def _nodes(host: pl.DataFrame) -> pl.DataFrame:
     )
     sign = pl.when(pl.col("start")).then(1).otherwise(-1)
     nodes = (
-        pl.concat([starts, ends])
-        .sort("thread", "T", "phase", "key")
+        _in_node_order(pl.concat([starts, ends]))
         .with_row_index("node")
         .with_columns(pl.col("node").cast(pl.Int64))
         .with_columns(
@@ -140,6 +139,24 @@ def _nodes(host: pl.DataFrame) -> pl.DataFrame:
     ).drop("phase", "key", "ts", "end")
 
 
+def _in_node_order(nodes: pl.DataFrame) -> pl.DataFrame:
+    """``nodes`` sorted by thread, time ``T``, ``phase`` and ``key``. Where the thread and time fit one
+    integer, and the phase and key another (as in any trace shorter than about 4.8 hours), the sort is by
+    those two: three times faster than by the four columns on millions of nodes."""
+    fits = nodes.select(
+        (pl.col("thread").max() < 1 << 18) & (pl.col("T").min() >= 0) & (pl.col("T").max() < 1 << 44)
+        & (pl.col("key").abs().max() < 1 << 38) & (pl.col("phase").max() < 4)
+    ).item()  # fmt: skip
+    if not fits:
+        return nodes.sort("thread", "T", "phase", "key")
+    order = nodes.select(
+        pl.arg_sort_by(
+            pl.col("thread") * (1 << 44) + pl.col("T"), pl.col("phase").cast(pl.Int64) * (1 << 40) + pl.col("key")
+        )
+    ).to_series()
+    return nodes.gather(order)
+
+
 def _innermost_op() -> pl.Expr:
     """The op open over the slice after each node (its parent after an op's end is not tracked: -1)."""
     is_op = pl.col("kind").is_in(list(OP_TREE_KINDS))
@@ -150,13 +167,14 @@ def _innermost_op() -> pl.Expr:
 
 def _items(tl: Timeline, start_node: pl.DataFrame, nodes: pl.DataFrame) -> tuple[pl.DataFrame, float, float]:
     """GPU events with their launch node, latency, gap after their stream predecessor and event waits."""
+    # every host row has one start node, and a node's id is its position: both looked up by position
+    start_of_row = start_node.sort("row")["start_node"]
     g = (
-        tl.gpu.join(start_node.rename({"row": "launch_row", "start_node": "launch_node"}), on="launch_row", how="left")
+        tl.gpu.with_columns(launch_node=pl.lit(start_of_row).gather(pl.col("launch_row")))
         .with_columns(S=pl.col("ts").cast(pl.Float64), E=pl.col("end").cast(pl.Float64))
         .with_columns(d=pl.col("E") - pl.col("S"), P=pl.col("E").shift(1).over("lane", order_by="item"))
+        .with_columns(LT=pl.lit(nodes["T"]).gather(pl.col("launch_node")))
     )
-    launch_T = nodes.select(pl.col("node").alias("launch_node"), pl.col("T").alias("LT"))
-    g = g.join(launch_T, on="launch_node", how="left").sort("item")
     g = g.with_columns(xL=pl.col("S") - pl.col("LT"), xP=pl.col("S") - pl.col("P"))
     # typical latency where the launch bound the start, typical gap where the predecessor did (each under
     # LATENCY_CAP_NS: longer ones are waits for something else)
