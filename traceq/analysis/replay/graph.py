@@ -307,9 +307,9 @@ def _gpu_waits(tl: Timeline, start_node: pl.DataFrame, end_node: pl.DataFrame, i
     calls = rt.filter(pl.col("reason").is_not_null())
     if calls.height == 0:
         return pl.DataFrame()
-    # GPU events by end (and by start) with the start of their launch call (-inf: queued before the profile)
-    launch_ts = tl.host.select(pl.col("row").alias("launch_row"), pl.col("ts").alias("lts"))
-    it = items.join(launch_ts, on="launch_row", how="left").with_columns(pl.col("lts").fill_null(float("-inf")))
+    # GPU events by end (and by start) with the start of their launch call (-inf: queued before the profile;
+    # a host row's number is its position in the timeline's host frame)
+    it = items.with_columns(lts=pl.lit(tl.host["ts"]).gather(pl.col("launch_row")).fill_null(float("-inf")))
     by_end = it.sort("E")
     ends, end_items, end_lts, end_rows = (by_end[c].to_list() for c in ("E", "item", "lts", "launch_row"))
     by_start = it.sort("S")
@@ -344,8 +344,7 @@ def _gpu_waits(tl: Timeline, start_node: pl.DataFrame, end_node: pl.DataFrame, i
         out, schema=["call_row", "thread", "type", "target", "t_target", "ts", "end", "reason"], orient="row"
     )
     w = w.with_columns(waited=pl.col("t_target") > pl.col("ts"), dur=(pl.col("end") - pl.col("ts")).cast(pl.Float64))
-    names = tl.host.select(pl.col("row").alias("call_row"), "name")
-    w = w.join(names, on="call_row", how="left")
+    w = w.with_columns(name=pl.lit(tl.host["name"]).gather(pl.col("call_row")))
     # a call's own CPU time: the typical length of the same call where it did not wait
     typical = w.filter(~pl.col("waited")).group_by("name").agg(own=pl.col("dur").quantile(0.1))
     w = w.join(typical, on="name", how="left").with_columns(
