@@ -3,6 +3,7 @@ when they were made by the current query files."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import polars as pl
@@ -10,11 +11,13 @@ import pytest
 
 import traceq
 from tests.conftest import SAMPLES, shared, to_9_digits
+from traceq import queries
 from traceq.errors import QueryError
 from traceq.ingestion import metrics
 from traceq.model import on_disk
+from traceq.querying import macros
 from traceq.querying.engine import Session
-from traceq.querying.stored import CACHED, DIAGNOSIS, SUMMARY, stored_files, stored_metrics
+from traceq.querying.stored import CACHED, DIAGNOSIS, SUMMARY, fingerprint, stored_files, stored_metrics
 from traceq.render import json_form
 from traceq.store import Store
 
@@ -89,6 +92,17 @@ def test_results_of_other_query_files_are_not_used(store_dir: Path) -> None:
     assert stored_files(store.runs_dir, [run_id], "gpu_busy") is None
     with Session(store, [run_id]) as session:  # computed from the events instead
         assert session.query("gpu_busy")["busy_ns"].sum() == _live(store, run_id, "gpu_busy")["busy_ns"].sum()
+
+
+def test_the_fingerprint_covers_the_query_files_and_their_macros() -> None:
+    """Stored results depend on the query files and on the macros expanded into them: a change to either
+    gives another fingerprint (computed here from the files on disk, independently)."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(queries.__file__).parent.glob("*.sql")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    without_macros = digest.hexdigest()[:16]
+    digest.update(b"macros.py\0" + Path(macros.__file__).read_bytes() + b"\0")
+    assert fingerprint() == digest.hexdigest()[:16] != without_macros
 
 
 def test_summary_text_runs_store_no_metrics(store_dir: Path) -> None:

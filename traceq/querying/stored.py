@@ -54,11 +54,14 @@ FINGERPRINT = "fingerprint.txt"
 
 @cache
 def fingerprint() -> str:
-    """A hash of every query file's text: stored results made by other query files are not used."""
+    """A hash of every query file's text and of the macros they are expanded with
+    (:mod:`traceq.querying.macros`): stored results made by other query files or macros are not used."""
     digest = hashlib.sha256()
     for entry in sorted(resources.files("traceq.queries").iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".sql"):
             digest.update(entry.name.encode() + b"\0" + entry.read_bytes() + b"\0")
+    macros = resources.files("traceq.querying") / "macros.py"
+    digest.update(b"macros.py\0" + macros.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
