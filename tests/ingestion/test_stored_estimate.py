@@ -121,3 +121,28 @@ def test_only_one_file_runs_with_the_diagnosis_store_it(store_dir: Path, monkeyp
     monkeypatch.setattr(metrics, "DIAGNOSIS_MIN_EVENTS", 10**12)
     traceq.ingest([RUNS["kineto"]], store=store_dir / "summary", jobs=1)
     assert not list((store_dir / "summary" / "runs").glob(f"*/rank=*/metrics/{NUMBERS}"))
+
+
+def test_an_estimate_whose_replay_would_not_fit_is_left_to_the_report(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay may take a share of the memory available at ingest (REPLAY_BYTES_PER_EVENT for each of
+    the run's events); at one byte less the estimate is not stored and the report replays the run, giving
+    what the stored one gives."""
+    path = RUNS["kineto"]
+    traceq.ingest([path], store=store_dir / "probe", jobs=1)
+    by_kind = json.loads(traceq.runs(store_dir / "probe")["events_by_kind"][0])
+    need = sum(by_kind.values()) * explain.REPLAY_BYTES_PER_EVENT / explain.REPLAY_MEMORY_SHARE
+    stored, left = store_dir / "stored", store_dir / "left"
+    monkeypatch.setattr(explain, "available_memory", lambda: int(need))
+    run_stored = traceq.ingest([path], store=stored, jobs=1)["run_id"][0]
+    monkeypatch.setattr(explain, "available_memory", lambda: int(need) - 1)
+    run_left = traceq.ingest([path], store=left, jobs=1)["run_id"][0]
+    assert list((stored / "runs").glob(f"*/rank=*/metrics/{NUMBERS}"))
+    assert not list((left / "runs").glob(f"*/rank=*/metrics/{NUMBERS}"))
+    assert list((left / "runs").glob("*/rank=*/metrics/_idle_pieces.parquet"))  # the diagnosis is stored still
+    read, replayed = traceq.run_report(run_stored, stored), traceq.run_report(run_left, left)
+    assert read.unprofiled is not None and replayed.unprofiled is not None
+    assert to_9_digits(_numbers(read.unprofiled)) == to_9_digits(
+        _numbers(replayed.unprofiled) | {"run_id": read.unprofiled.run_id}
+    )

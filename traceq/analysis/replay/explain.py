@@ -26,7 +26,7 @@ from traceq.analysis.replay.stored import stored_estimate, write_estimate
 from traceq.analysis.replay.verdict import compare_replayers
 from traceq.analysis.report import run_report
 from traceq.analysis.results import Comparison, RunReport, Split
-from traceq.querying.engine import Session
+from traceq.querying.engine import Session, available_memory
 from traceq.store import Store
 
 
@@ -123,11 +123,30 @@ def unprofiled_idle_scale(replayer: Replayer, session: Session, host_scale: floa
     return idle_scale_by_cause(tl, replayer.unprofiled_replay(replayer.model, host_scale), pieces)
 
 
+#: Memory a replay takes per event of the run, bytes (its timeline, graph and two replays: measured 1.9 GB
+#: for the 2.4 M events of the 16-copy chrome trace and 2.7 GB for the 2.9 M of the 21-copy nsys export,
+#: benchmarks/README.md, eighteenth round).
+REPLAY_BYTES_PER_EVENT = 1_000
+#: The share of the memory available that an ingest lets the replay of its stored estimate take. The rest
+#: of an ingest keeps to about 1 GB at any size; a run whose replay would need more is left for its reports
+#: to replay (the same estimate, computed then).
+REPLAY_MEMORY_SHARE = 0.25
+
+
+def replay_fits_ingest(counts: dict[str, int]) -> bool:
+    """Whether the replay of a run of ``counts`` events by kind fits the share of the memory available now
+    that an ingest gives it (:data:`REPLAY_MEMORY_SHARE`)."""
+    return sum(counts.values()) * REPLAY_BYTES_PER_EVENT <= available_memory() * REPLAY_MEMORY_SHARE
+
+
 def store_estimate(session: Session, folder: Path, flavour: str, counts: dict[str, int]) -> None:
     """Replay the one run of ``session`` (a rank being ingested, whose diagnosis the session made; its
     ``flavour`` and events by kind, ``counts``, given) and store its estimate without the profiler and
     idle scale in its metrics ``folder`` (:mod:`traceq.analysis.replay.stored`): the
-    :data:`~traceq.ingestion.metrics.WholeRunStep` that :func:`traceq.ingest` and ``traceq ingest`` pass."""
+    :data:`~traceq.ingestion.metrics.WholeRunStep` that :func:`traceq.ingest` and ``traceq ingest`` pass.
+    Nothing is stored where the replay would not fit the ingest's memory (:func:`replay_fits_ingest`)."""
+    if not replay_fits_ingest(counts):
+        return
     (run_id,) = session.runs or [""]
     replayer = Replayer(timeline_of(session, run_id, flavour, counts))
     write_estimate(folder, replayer.unprofiled(), unprofiled_idle_scale(replayer, session))
