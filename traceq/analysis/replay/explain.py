@@ -21,7 +21,7 @@ from traceq.analysis.compare import change_next_step, compare, comparison_sessio
 from traceq.analysis.findings import Finding
 from traceq.analysis.replay.estimates import Estimate, Verdict, change_words
 from traceq.analysis.replay.idle_split import IDLE_PIECES, estimated_split, estimated_waterfall, idle_scale_by_cause
-from traceq.analysis.replay.replayer import Replayer, timeline_of
+from traceq.analysis.replay.replayer import QUERIES, Replayer, timeline_of
 from traceq.analysis.replay.stored import stored_estimate, write_estimate
 from traceq.analysis.replay.verdict import compare_replayers
 from traceq.analysis.report import run_report
@@ -123,9 +123,9 @@ def unprofiled_idle_scale(replayer: Replayer, session: Session, host_scale: floa
     return idle_scale_by_cause(tl, replayer.unprofiled_replay(replayer.model, host_scale), pieces)
 
 
-#: Memory a replay takes per event of the run, bytes (its timeline, graph and two replays: measured 1.9 GB
-#: for the 2.4 M events of the 16-copy chrome trace and 2.7 GB for the 2.9 M of the 21-copy nsys export,
-#: benchmarks/README.md, eighteenth round).
+#: Memory a replay takes per event of the run, bytes, rounded up (its timeline, graph and two replays:
+#: measured 1.5 GB for the 2.4 M events of the 16-copy chrome trace and 2.4 GB for the 2.9 M of the 21-copy
+#: nsys export, benchmarks/README.md, "Constants in the code").
 REPLAY_BYTES_PER_EVENT = 1_000
 #: The share of the memory available that an ingest lets the replay of its stored estimate take. The rest
 #: of an ingest keeps to about 1 GB at any size; a run whose replay would need more is left for its reports
@@ -148,7 +148,9 @@ def store_estimate(session: Session, folder: Path, flavour: str, counts: dict[st
     if not replay_fits_ingest(counts):
         return
     (run_id,) = session.runs or [""]
-    replayer = Replayer(timeline_of(session, run_id, flavour, counts))
+    timeline = timeline_of(session, run_id, flavour, counts)
+    session.drop(QUERIES)  # the timeline holds its own copies: free the session's before the graph is built
+    replayer = Replayer(timeline)
     write_estimate(folder, replayer.unprofiled(), unprofiled_idle_scale(replayer, session))
 
 
