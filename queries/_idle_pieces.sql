@@ -45,58 +45,38 @@ probed AS (  -- the stretches of its thread each gap reads: the gap, and for que
   SELECT run_id, rank, pid, tid, launch_ts_ns AS lo, launch_ts_ns AS hi FROM gaps
   WHERE launch_ts_ns IS NOT NULL AND kind IN ('dependency', 'unknown')
 ),
-reach AS (  -- on each thread, the furthest end of the stretches starting at or before each stretch's start
-  SELECT run_id, rank, pid, tid, lo, max(hi) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY lo) AS reach
-  FROM probed
-),
 span AS (  -- each thread's probed span: from its first stretch's start to its last one's end
   SELECT run_id, rank, pid, tid, min(lo) AS lo, max(hi) AS hi FROM probed GROUP BY run_id, rank, pid, tid
 ),
-candidates AS (  -- the marks within a thread's span, and the nearest one on each side of it (steps may cover a
-                 -- small part of a capture: the marks outside them are left out before any sort)
-  SELECT m.run_id, m.rank, m.pid, m.tid, m.event_id, m.ts_ns, m.end_ns
+marks AS (  -- the marks that can change a piece: those within a thread's span, and the nearest one on each side
+            -- of it (the segment the span starts in begins at the last edge at or before it; the one it
+            -- ends in needs an edge after it). Over these marks every probed instant has the same open
+            -- marks and the same segment bounds as over all of them. Steps may cover a small part of a
+            -- capture: the marks outside them are left out before any sort (a hash join and two
+            -- aggregates); within the span, gaps lie among most calls of a launching thread, so the
+            -- marks are not narrowed further to those meeting a gap (three as-of joins that cost more than
+            -- sorting the few marks they leave out)
+  SELECT m.run_id, m.rank, m.pid, m.tid, m.event_id, m.ts_ns, m.end_ns, m.cause
   FROM _host_marks m
   JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
   WHERE m.end_ns >= s.lo AND m.ts_ns <= s.hi
   UNION ALL
   SELECT run_id, rank, pid, tid, unnest(mark)
   FROM (SELECT m.run_id, m.rank, m.pid, m.tid,
-               arg_max({'event_id': m.event_id, 'ts_ns': m.ts_ns, 'end_ns': m.end_ns}, m.end_ns) AS mark
+               arg_max({'event_id': m.event_id, 'ts_ns': m.ts_ns, 'end_ns': m.end_ns, 'cause': m.cause}, m.end_ns)
+                 AS mark
         FROM _host_marks m
         JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
         WHERE m.end_ns < s.lo
         GROUP BY ALL
         UNION ALL
         SELECT m.run_id, m.rank, m.pid, m.tid,
-               arg_min({'event_id': m.event_id, 'ts_ns': m.ts_ns, 'end_ns': m.end_ns}, m.ts_ns) AS mark
+               arg_min({'event_id': m.event_id, 'ts_ns': m.ts_ns, 'end_ns': m.end_ns, 'cause': m.cause}, m.ts_ns)
+                 AS mark
         FROM _host_marks m
         JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
         WHERE m.ts_ns > s.hi
         GROUP BY ALL)
-),
-near AS (  -- the marks that can change a piece: those meeting a stretch, and beside each stretch the nearest
-           -- mark edge outside it (the segment a stretch starts in begins at the last edge at or before
-           -- it; the one it ends in needs an edge after it). Over these marks alone every probed instant
-           -- has the same open marks and the same segment bounds as over all of them, and every segment
-           -- inside a stretch is the same: a thread's other marks (most of its calls) are not sorted.
-  SELECT m.run_id, m.rank, m.event_id
-  FROM candidates m
-  ASOF JOIN reach r
-    ON r.run_id = m.run_id AND r.rank = m.rank AND r.pid = m.pid AND r.tid = m.tid AND m.end_ns >= r.lo
-  WHERE r.reach >= m.ts_ns
-  UNION
-  SELECT m.run_id, m.rank, m.event_id
-  FROM probed p
-  ASOF JOIN candidates m
-    ON m.run_id = p.run_id AND m.rank = p.rank AND m.pid = p.pid AND m.tid = p.tid AND p.lo >= m.end_ns
-  UNION
-  SELECT m.run_id, m.rank, m.event_id
-  FROM probed p
-  ASOF JOIN candidates m
-    ON m.run_id = p.run_id AND m.rank = p.rank AND m.pid = p.pid AND m.tid = p.tid AND p.hi < m.ts_ns
-),
-marks AS (
-  SELECT m.* FROM _host_marks m SEMI JOIN near n ON n.run_id = m.run_id AND n.rank = m.rank AND n.event_id = m.event_id
 ),
 edges AS (  -- each mark opens and closes its cause on its thread
   SELECT run_id, rank, pid, tid, ts_ns AS t, 1 AS d, event_id, cause FROM marks
