@@ -85,13 +85,15 @@ marks AS (  -- the marks that can change a piece: those within a thread's span, 
         GROUP BY ALL)
 ),
 edges AS (  -- each mark opens and closes its cause on its thread
-  SELECT thread, ts_ns AS t, 1 AS d, event_id, cause FROM marks
+  SELECT thread, ts_ns AS t, 1 AS d, cause FROM marks
   UNION ALL
-  SELECT thread, end_ns AS t, -1 AS d, event_id, cause FROM marks
+  SELECT thread, end_ns AS t, -1 AS d, cause FROM marks
 ),
-running AS (  -- marks of each cause open after each edge, in time order (closes before opens at one instant),
-              -- and the edge's number on its thread. One running sum carries the six counts, 21 bits each
-              -- (a count never goes below 0: a mark closes after it opens), in one sort of the edges.
+running AS (  -- marks of each cause open after each edge, in time order, and the edge's number on its thread. One
+              -- running sum carries the six counts, 21 bits each, in one sort of the edges by time alone: the
+              -- edges of one instant come in any order, as only the last of them is read (segments), whose
+              -- sum and number count every edge up to that instant, and whose counts are all between 0 and
+              -- 2^21 - 1 (a mark closes at or after it opens).
   SELECT thread, t,
          sum(d * (1::HUGEINT << (21 * CASE cause WHEN 'algorithm_search' THEN 0 WHEN 'input_pipeline' THEN 1
                                                   WHEN 'host_sync' THEN 2 WHEN 'allocator' THEN 3
@@ -100,8 +102,7 @@ running AS (  -- marks of each cause open after each edge, in time order (closes
          lead(t) OVER thread_time AS next_t,
          row_number() OVER thread_time AS k
   FROM edges
-  WINDOW thread_time AS (PARTITION BY thread ORDER BY t, d, event_id
-                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+  WINDOW thread_time AS (PARTITION BY thread ORDER BY t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
 segments AS (  -- the thread's time cut where its open marks change; each piece with the winning cause, and
                -- a number that grows with time on its thread (its last edge's)
