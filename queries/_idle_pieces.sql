@@ -45,68 +45,56 @@ probed AS (  -- the stretches of its thread each gap reads: the gap, and for que
   SELECT run_id, rank, pid, tid, launch_ts_ns AS lo, launch_ts_ns AS hi FROM gaps
   WHERE launch_ts_ns IS NOT NULL AND kind IN ('dependency', 'unknown')
 ),
-reach AS (  -- on each thread, the furthest end of the stretches starting at or before each stretch's start
-  SELECT run_id, rank, pid, tid, lo, max(hi) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY lo) AS reach
+span AS MATERIALIZED (  -- each thread's probed span: from its first stretch's start to its last one's end,
+                        -- and a number for the thread, which the sorts and joins below key on (one
+                        -- integer instead of the run, rank, process and thread: half the CPU time of
+                        -- the as-of join at 16 copies of a chrome trace); made once, so that every reader
+                        -- sees the same numbers
+  SELECT run_id, rank, pid, tid, min(lo) AS lo, max(hi) AS hi, row_number() OVER () AS thread
   FROM probed
+  GROUP BY run_id, rank, pid, tid
 ),
-span AS (  -- each thread's probed span: from its first stretch's start to its last one's end
-  SELECT run_id, rank, pid, tid, min(lo) AS lo, max(hi) AS hi FROM probed GROUP BY run_id, rank, pid, tid
-),
-candidates AS (  -- the marks within a thread's span, and the nearest one on each side of it (steps may cover a
-                 -- small part of a capture: the marks outside them are left out before any sort)
-  SELECT m.run_id, m.rank, m.pid, m.tid, m.event_id, m.ts_ns, m.end_ns
+marks AS (  -- the marks that can change a piece: those within a thread's span, and the nearest one on each side
+            -- of it (the segment the span starts in begins at the last edge at or before it; the one it
+            -- ends in needs an edge after it). Over these marks every probed instant has the same open
+            -- marks and the same segment bounds as over all of them. Steps may cover a small part of a
+            -- capture: the marks outside them are left out before any sort (a hash join and two
+            -- aggregates); within the span, gaps lie among most calls of a launching thread, so the
+            -- marks are not narrowed further to those meeting a gap (three as-of joins that cost more than
+            -- sorting the few marks they leave out)
+  SELECT s.thread, m.event_id, m.ts_ns, m.end_ns, m.cause
   FROM _host_marks m
   JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
   WHERE m.end_ns >= s.lo AND m.ts_ns <= s.hi
   UNION ALL
-  SELECT run_id, rank, pid, tid, unnest(mark)
-  FROM (SELECT m.run_id, m.rank, m.pid, m.tid,
-               arg_max({'event_id': m.event_id, 'ts_ns': m.ts_ns, 'end_ns': m.end_ns}, m.end_ns) AS mark
+  SELECT thread, unnest(mark)
+  FROM (SELECT s.thread,
+               arg_max({'event_id': m.event_id, 'ts_ns': m.ts_ns, 'end_ns': m.end_ns, 'cause': m.cause}, m.end_ns)
+                 AS mark
         FROM _host_marks m
         JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
         WHERE m.end_ns < s.lo
         GROUP BY ALL
         UNION ALL
-        SELECT m.run_id, m.rank, m.pid, m.tid,
-               arg_min({'event_id': m.event_id, 'ts_ns': m.ts_ns, 'end_ns': m.end_ns}, m.ts_ns) AS mark
+        SELECT s.thread,
+               arg_min({'event_id': m.event_id, 'ts_ns': m.ts_ns, 'end_ns': m.end_ns, 'cause': m.cause}, m.ts_ns)
+                 AS mark
         FROM _host_marks m
         JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
         WHERE m.ts_ns > s.hi
         GROUP BY ALL)
 ),
-near AS (  -- the marks that can change a piece: those meeting a stretch, and beside each stretch the nearest
-           -- mark edge outside it (the segment a stretch starts in begins at the last edge at or before
-           -- it; the one it ends in needs an edge after it). Over these marks alone every probed instant
-           -- has the same open marks and the same segment bounds as over all of them, and every segment
-           -- inside a stretch is the same: a thread's other marks (most of its calls) are not sorted.
-  SELECT m.run_id, m.rank, m.event_id
-  FROM candidates m
-  ASOF JOIN reach r
-    ON r.run_id = m.run_id AND r.rank = m.rank AND r.pid = m.pid AND r.tid = m.tid AND m.end_ns >= r.lo
-  WHERE r.reach >= m.ts_ns
-  UNION
-  SELECT m.run_id, m.rank, m.event_id
-  FROM probed p
-  ASOF JOIN candidates m
-    ON m.run_id = p.run_id AND m.rank = p.rank AND m.pid = p.pid AND m.tid = p.tid AND p.lo >= m.end_ns
-  UNION
-  SELECT m.run_id, m.rank, m.event_id
-  FROM probed p
-  ASOF JOIN candidates m
-    ON m.run_id = p.run_id AND m.rank = p.rank AND m.pid = p.pid AND m.tid = p.tid AND p.hi < m.ts_ns
-),
-marks AS (
-  SELECT m.* FROM _host_marks m SEMI JOIN near n ON n.run_id = m.run_id AND n.rank = m.rank AND n.event_id = m.event_id
-),
 edges AS (  -- each mark opens and closes its cause on its thread
-  SELECT run_id, rank, pid, tid, ts_ns AS t, 1 AS d, event_id, cause FROM marks
+  SELECT thread, ts_ns AS t, 1 AS d, cause FROM marks
   UNION ALL
-  SELECT run_id, rank, pid, tid, end_ns AS t, -1 AS d, event_id, cause FROM marks
+  SELECT thread, end_ns AS t, -1 AS d, cause FROM marks
 ),
-running AS (  -- marks of each cause open after each edge, in time order (closes before opens at one instant),
-              -- and the edge's number on its thread. One running sum carries the six counts, 21 bits each
-              -- (a count never goes below 0: a mark closes after it opens), in one sort of the edges.
-  SELECT run_id, rank, pid, tid, t,
+running AS (  -- marks of each cause open after each edge, in time order, and the edge's number on its thread. One
+              -- running sum carries the six counts, 21 bits each, in one sort of the edges by time alone: the
+              -- edges of one instant come in any order, as only the last of them is read (segments), whose
+              -- sum and number count every edge up to that instant, and whose counts are all between 0 and
+              -- 2^21 - 1 (a mark closes at or after it opens).
+  SELECT thread, t,
          sum(d * (1::HUGEINT << (21 * CASE cause WHEN 'algorithm_search' THEN 0 WHEN 'input_pipeline' THEN 1
                                                   WHEN 'host_sync' THEN 2 WHEN 'allocator' THEN 3
                                                   WHEN 'cast_overhead' THEN 4 WHEN 'launch_overhead' THEN 5 END)))
@@ -114,12 +102,11 @@ running AS (  -- marks of each cause open after each edge, in time order (closes
          lead(t) OVER thread_time AS next_t,
          row_number() OVER thread_time AS k
   FROM edges
-  WINDOW thread_time AS (PARTITION BY run_id, rank, pid, tid ORDER BY t, d, event_id
-                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+  WINDOW thread_time AS (PARTITION BY thread ORDER BY t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
 segments AS (  -- the thread's time cut where its open marks change; each piece with the winning cause, and
                -- a number that grows with time on its thread (its last edge's)
-  SELECT run_id, rank, pid, tid, t AS seg_start, next_t AS seg_end,
+  SELECT thread, t AS seg_start, next_t AS seg_end,
          CASE WHEN open_marks & 2097151 > 0 THEN 'algorithm_search'
               WHEN (open_marks >> 21) & 2097151 > 0 THEN 'input_pipeline'
               WHEN (open_marks >> 42) & 2097151 > 0 THEN 'host_sync'
@@ -132,23 +119,24 @@ segments AS (  -- the thread's time cut where its open marks change; each piece 
   WHERE next_t > t  -- the last edge at an instant holds the state after it
 ),
 probes AS (  -- the instants each gap needs its thread's segment at: its start, its launch (read only for a gap
-            -- whose work was queued), its last instant
-  SELECT gap_id, run_id, rank, pid, tid, 0 AS at, gap_start_ns AS t FROM gaps
-  UNION ALL
-  SELECT gap_id, run_id, rank, pid, tid, 1 AS at, launch_ts_ns AS t FROM gaps
-  WHERE launch_ts_ns IS NOT NULL AND kind IN ('dependency', 'unknown')
-  UNION ALL
-  SELECT gap_id, run_id, rank, pid, tid, 2 AS at, gap_end_ns - 1 AS t FROM gaps
+            -- whose work was queued), its last instant; a gap without a thread has none
+  SELECT g.gap_id, s.thread, g.at, g.t
+  FROM (SELECT gap_id, run_id, rank, pid, tid, 0 AS at, gap_start_ns AS t FROM gaps
+        UNION ALL
+        SELECT gap_id, run_id, rank, pid, tid, 1 AS at, launch_ts_ns AS t FROM gaps
+        WHERE launch_ts_ns IS NOT NULL AND kind IN ('dependency', 'unknown')
+        UNION ALL
+        SELECT gap_id, run_id, rank, pid, tid, 2 AS at, gap_end_ns - 1 AS t FROM gaps) g
+  JOIN span s ON s.run_id = g.run_id AND s.rank = g.rank AND s.pid = g.pid AND s.tid = g.tid
 ),
 found AS (  -- the segment holding each such instant (the last one starting at or before it): one as-of join
-  SELECT p.gap_id, p.at, s.k, s.cause, s.seg_start
+  SELECT p.gap_id, p.thread, p.at, s.k, s.cause, s.seg_start
   FROM probes p
-  ASOF JOIN segments s
-    ON s.run_id = p.run_id AND s.rank = p.rank AND s.pid = p.pid AND s.tid = p.tid AND p.t >= s.seg_start
+  ASOF JOIN segments s ON s.thread = p.thread AND p.t >= s.seg_start
 ),
 spans AS (  -- the segments holding each gap's start, its launch, and the last one starting before its end
-  SELECT g.*, f.k AS k_first, f.cause AS start_cause, f.seg_start AS start_seg_start, l.cause AS launch_cause,
-         e.k AS k_last
+  SELECT g.*, e.thread, f.k AS k_first, f.cause AS start_cause, f.seg_start AS start_seg_start,
+         l.cause AS launch_cause, e.k AS k_last
   FROM gaps g
   LEFT JOIN found f ON f.gap_id = g.gap_id AND f.at = 0
   LEFT JOIN found l ON l.gap_id = g.gap_id AND l.at = 1
@@ -201,7 +189,7 @@ sliced AS (  -- the other gaps: each overlapped segment's cause, for the overlap
   FROM (SELECT *, unnest(range(coalesce(k_first, 1), coalesce(k_last, 0) + 1)) AS k
         FROM spans s
         WHERE NOT EXISTS (SELECT 1 FROM whole w WHERE w.gap_id = s.gap_id)) g
-  JOIN segments s ON s.run_id = g.run_id AND s.rank = g.rank AND s.pid = g.pid AND s.tid = g.tid AND s.k = g.k
+  JOIN segments s ON s.thread = g.thread AND s.k = g.k
   WHERE s.seg_start < g.gap_end_ns AND s.seg_end > g.gap_start_ns
 ),
 beyond AS (  -- the parts of a gap its thread's segments do not cover (before its first call or after its

@@ -31,18 +31,20 @@ WITH calls AS (
 slow AS (  -- the ops that have a call far slower than their median call
   SELECT DISTINCT run_id, rank, name FROM calls WHERE dur_ns >= greatest(1000000, 20 * typical_ns)
 ),
-span AS (  -- each thread's probed span: from its first call of those ops (from its first host call where
-           -- one has no end) to the last instant looked up for one. The counts inside a call are differences
-           -- of counts up to two instants within the span, the same over its host calls alone: a thread's
-           -- others (most of them, where the ops cover a small part of a capture) are neither sorted nor
-           -- counted.
+span AS MATERIALIZED (  -- each thread's probed span: from its first call of those ops (from its first host call
+                        -- where one has no end) to the last instant looked up for one. The counts inside a
+                        -- call are differences of counts up to two instants within the span, the same over
+                        -- its host calls alone: a thread's others (most of them, where the ops cover a small
+                        -- part of a capture) are neither sorted nor counted. And a number for the thread,
+                        -- which the counts' window and lookups key on (one integer instead of the run, rank,
+                        -- process and thread); made once, so that every reader sees the same numbers.
   SELECT run_id, rank, pid, tid, CASE WHEN bool_or(end_ns IS NULL) THEN NULL ELSE min(ts_ns) END AS lo,
-         max(greatest(ts_ns, end_ns)) AS hi
+         max(greatest(ts_ns, end_ns)) AS hi, row_number() OVER () AS thread
   FROM calls JOIN slow USING (run_id, rank, name)
   GROUP BY run_id, rank, pid, tid
 ),
 host_calls AS (
-  SELECT r.run_id, r.rank, r.pid, r.tid, r.ts_ns,
+  SELECT s.thread, r.ts_ns,
          EXISTS (SELECT 1 FROM events g WHERE g.run_id = r.run_id AND g.rank = r.rank AND g.launch_id = r.event_id)
            AS launch,
          c.cause = 'host_sync' OR r.name LIKE '%MemGetInfo%' AS wait
@@ -56,12 +58,12 @@ host AS (  -- launches and waits on the threads, to be counted inside calls (oth
   SELECT * FROM host_calls WHERE launch OR wait
 ),
 counted AS (  -- per thread and instant: the launches and waits on it up to that instant, inclusive
-  SELECT run_id, rank, pid, tid, ts_ns,
+  SELECT thread, ts_ns,
          sum(count(*) FILTER (WHERE launch)) OVER upto AS launches,
          sum(count(*) FILTER (WHERE wait)) OVER upto AS waits
   FROM host
-  GROUP BY run_id, rank, pid, tid, ts_ns
-  WINDOW upto AS (PARTITION BY run_id, rank, pid, tid ORDER BY ts_ns ROWS UNBOUNDED PRECEDING)
+  GROUP BY thread, ts_ns
+  WINDOW upto AS (PARTITION BY thread ORDER BY ts_ns ROWS UNBOUNDED PRECEDING)
 ),
 inside AS (  -- per call of those ops: launches and waits within it on its thread (those before its end less
              -- those before its start: two as-of lookups, not a range join of every call with every launch)
@@ -70,10 +72,9 @@ inside AS (  -- per call of those ops: launches and waits within it on its threa
          (coalesce(e.waits, 0) - coalesce(b.waits, 0))::BIGINT AS syncs
   FROM calls c
   JOIN slow USING (run_id, rank, name)
-  ASOF LEFT JOIN counted e
-    ON e.run_id = c.run_id AND e.rank = c.rank AND e.pid = c.pid AND e.tid = c.tid AND c.end_ns > e.ts_ns
-  ASOF LEFT JOIN counted b
-    ON b.run_id = c.run_id AND b.rank = c.rank AND b.pid = c.pid AND b.tid = c.tid AND c.ts_ns > b.ts_ns
+  LEFT JOIN span s ON s.run_id = c.run_id AND s.rank = c.rank AND s.pid = c.pid AND s.tid = c.tid
+  ASOF LEFT JOIN counted e ON e.thread = s.thread AND c.end_ns > e.ts_ns
+  ASOF LEFT JOIN counted b ON b.thread = s.thread AND c.ts_ns > b.ts_ns
 ),
 judged AS (
   SELECT c.*, i.kernels, i.syncs,

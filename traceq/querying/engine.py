@@ -135,12 +135,12 @@ def _connect(
             cols = ", ".join(f"NULL::{_duck_type(c.type)} AS {c.name}" for c in table.columns)
             keys = "NULL::VARCHAR AS run_id" + ("" if table is RUNS else ", NULL::BIGINT AS rank")
             con.execute(f"CREATE VIEW {table.name} AS SELECT {keys}, {cols} WHERE false")
-    if locked and not own_queries:
-        # DuckDB turns an ASOF join whose left side it expects to be small (it expects one row from an Arrow
-        # scan) into a nested loop join, minutes instead of seconds on large runs: never (DuckDB before 1.3
-        # has neither the setting nor the loop). Measured: benchmarks/README.md, "Constants in the code".
-        with suppress(duckdb.CatalogException):
-            con.execute("SET asof_loop_join_threshold = 0")
+    # DuckDB turns an ASOF join whose left side it expects to be small (it expects one row from an Arrow
+    # scan, and few from a join it misjudges over Parquet) into a nested loop join, minutes instead of seconds
+    # on large runs: never, on every connection (DuckDB before 1.3 has neither the setting nor the loop).
+    # Measured: benchmarks/README.md, "Constants in the code".
+    with suppress(duckdb.CatalogException):
+        con.execute("SET asof_loop_join_threshold = 0")
     if locked:
         if own_queries:  # the runs' files, the metrics stored with them included, and nothing else
             run_dirs = [d for d in store.run_dirs() if runs is None or d.name[len("run_id=") :] in runs]
