@@ -16,6 +16,7 @@ from traceq.analysis.replay import explain
 from traceq.analysis.replay.replayer import Replayer
 from traceq.analysis.replay.stored import NUMBERS, STEPS, stored_estimate
 from traceq.ingestion import metrics
+from traceq.ingestion.ingest import ingest as ingest_files
 from traceq.querying.engine import Session
 from traceq.render import json_form, render
 from traceq.store import Store
@@ -146,3 +147,18 @@ def test_an_estimate_whose_replay_would_not_fit_is_left_to_the_report(
     assert to_9_digits(_numbers(read.unprofiled)) == to_9_digits(
         _numbers(replayed.unprofiled) | {"run_id": read.unprofiled.run_id}
     )
+
+
+def test_a_whole_run_step_that_fails_costs_the_run_nothing(store_dir: Path) -> None:
+    """Whatever a whole-run step raises, the run is ingested with its metrics, what the step wrote is
+    removed, and the ingest's warning names the error."""
+
+    def failing(session: Session, folder: Path, flavour: str, counts: dict[str, int]) -> None:
+        (folder / NUMBERS).write_text("{}")
+        raise ValueError("a replay that could not finish")
+
+    result = ingest_files([RUNS["kineto"]], store=store_dir, jobs=1, whole_run_step=failing)
+    assert result["status"][0] == "ingested"
+    metrics_dir = next((store_dir / "runs").glob("*/rank=*/metrics"))
+    assert (metrics_dir / "_idle_pieces.parquet").is_file() and not (metrics_dir / NUMBERS).exists()
+    assert "ValueError: a replay that could not finish" in result["warnings"][0]

@@ -86,10 +86,11 @@ def save(
     this rank is all of its run, a :data:`WholeRunStep` with the run's flavour and events by kind, run
     after the diagnosis. They are a cache: where one cannot be computed, none is stored (reports compute
     them from the events) and the returned warning says why; a whole-run step that fails
-    (:class:`QueryError`) leaves its files out, the metrics kept."""
+    leaves its files out, the metrics kept, and the warning says why."""
     names = stored_names(n_events)
     if not names:
         return None
+    left_out = None
     limit = bounded_memory_limit() if bounded else None
     (folder / FOLDER).mkdir()
     stored: list[str] = []
@@ -105,20 +106,25 @@ def save(
             session.make(names, workers=min(WORKERS, pl.thread_pool_size()), made=write)
             if whole_run is not None and whole_run[2].get("kernel") and set(DIAGNOSIS) <= set(names):
                 report_stage(progress, "storing the step estimated without the profiler")
-                _whole_run_step(session, folder / FOLDER, *whole_run)
+                left_out = _whole_run_step(session, folder / FOLDER, *whole_run)
     except QueryError as e:
         shutil.rmtree(folder / FOLDER)
         return f"report metrics not stored ({e}); reports compute them from the events"
     (folder / FOLDER / FINGERPRINT).write_text(fingerprint() + "\n")
-    return None
+    return left_out
 
 
-def _whole_run_step(session: Session, folder: Path, step: WholeRunStep, flavour: str, counts: dict[str, int]) -> None:
-    """Run ``step`` into the metrics ``folder``; where it fails, what it wrote is removed (reports then
-    compute it)."""
+def _whole_run_step(
+    session: Session, folder: Path, step: WholeRunStep, flavour: str, counts: dict[str, int]
+) -> str | None:
+    """Run ``step`` into the metrics ``folder``; where it fails, whatever the error, what it wrote is
+    removed and a warning returned: it is a cache, and the ingest keeps the run (reports compute it, and
+    show the error if it is theirs too)."""
     before = set(folder.iterdir())
     try:
         step(session, folder, flavour, counts)
-    except QueryError:
+    except Exception as e:  # an optional cache must not cost the user the run
         for path in set(folder.iterdir()) - before:
             path.unlink()
+        return f"step estimated without the profiler not stored ({type(e).__name__}: {e}); reports replay the run"
+    return None
