@@ -85,19 +85,24 @@ def find_steps(events: pl.DataFrame, steps_from: str | None = None) -> pl.DataFr
 def as_step_kind(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """``events`` with the ranges :func:`find_steps` chose as steps (a user's ``train_step 7`` ranges, or
     those ``--steps-from`` names) made of kind ``step``: they are the step windows, not ops, so no op
-    nests under one as its top-level op and no op table lists them. Matched on name, start and length."""
+    nests under one as its top-level op and no op table lists them. Matched on name, start and length,
+    among the named events only (the model keeps names on step candidates alone)."""
     if steps.is_empty() or "name" not in events.columns:
         return events
     key = pl.concat_str([pl.col("name"), pl.col("ts_ns").cast(pl.String), pl.col("dur_ns").cast(pl.String)],
                         separator="\x1f")  # fmt: skip
     chosen = steps.select(key.alias("k")).get_column("k")
-    return events.with_columns(
-        pl.when(key.is_in(chosen.implode()) & (pl.col("kind") != "step"))
-        .then(pl.lit("step"))
-        .otherwise(pl.col("kind"))
-        .cast(events.schema["kind"])
-        .alias("kind")
+    rows = (
+        events.select("kind", "name", "ts_ns", "dur_ns")
+        .with_row_index("_row")
+        .filter(pl.col("name").is_not_null() & (pl.col("kind") != "step"))
+        .filter(key.is_in(chosen.implode()))
+        .get_column("_row")
     )
+    if rows.is_empty():
+        return events
+    kind = events.get_column("kind").cast(pl.String).clone().scatter(rows, "step")
+    return events.with_columns(kind.cast(events.schema["kind"]))
 
 
 def _user_steps(ranges: pl.DataFrame) -> pl.DataFrame:
