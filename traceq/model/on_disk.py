@@ -13,8 +13,9 @@ rows wait in Arrow IPC files in a folder:
    :func:`~traceq.model.links.link_launches`) and takes the launch's op, top op and step (runtime calls
    and GPU work wait in buckets of their own, each with the columns it gives the link);
 4. :meth:`ModelOnDisk.rows_in_order` gives every event's derived columns in the trace's order, a range of
-   rows at a time (:func:`~traceq.model.links.inherit_from_launch`). Only they wait in the row buckets:
-   the key columns as read are the trace's own, read again with the events' other columns.
+   rows at a time (:func:`~traceq.model.links.inherit_from_launch`). Only they wait in the row buckets,
+   with the columns the caller asks to have carried (what it mapped already and would otherwise map
+   again): the other key columns as read are the trace's own, read again with the events' other columns.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ SAMPLE_EVERY = 64
 _NESTED_KINDS = (*OP_TREE_KINDS, "annotation", "runtime")
 _NEST_COLUMNS = ["event_id", "kind", "ts_ns", "dur_ns", "pid", "tid"]
 _LAST = 2**63 - 1
-#: The columns of the row buckets: the row's position in the trace and what the model derives for it
-#: (``kind``: ranges that are steps become steps, :func:`as_step_kind`).
+#: The columns of the row buckets (besides the carried ones): the row's position in the trace and what the
+#: model derives for it (``kind``: ranges that are steps become steps, :func:`as_step_kind`).
 _DERIVED = ["row", "kind", "event_id", "parent_id", "depth", "op_id", "top_op_id", "step"]
 _LAUNCHED = {
     "row": pl.Int64,
@@ -150,12 +151,15 @@ class ModelOnDisk:
         events: int,
         launch_keys: tuple[str, ...] = (),
         steps_from: str | None = None,
+        carried: tuple[str, ...] = (),
     ) -> None:
         """``starts``: a sample of the start times (every :data:`SAMPLE_EVERY`-th event's, say) of
         about ``events`` events to come; ``launch_keys``: kept columns a launch and its GPU work share
         besides the correlation id (:func:`link_launches`); ``steps_from``: the pattern of the ranges that
-        are steps, where given (:func:`find_steps`)."""
+        are steps, where given (:func:`find_steps`); ``carried``: columns added with the keys and handed
+        back as they were by :meth:`rows_in_order`."""
         self.steps_from = steps_from
+        self.carried = carried
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.launch_keys = launch_keys
@@ -168,8 +172,8 @@ class ModelOnDisk:
         self._step_rows: list[pl.DataFrame] = []
 
     def add(self, frame: pl.DataFrame) -> None:
-        """Append ``frame``'s rows (the key columns of some events, numbered on from the rows added before)
-        to their time buckets (equal times in one bucket)."""
+        """Append ``frame``'s rows (the key and ``carried`` columns of some events, numbered on from the rows
+        added before) to their time buckets (equal times in one bucket)."""
         frame = frame.with_columns(pl.int_range(self.rows, self.rows + frame.height, dtype=pl.Int64).alias("row"))
         at = frame.get_column("ts_ns").fill_null(_LAST)  # nulls sort last
         self._times.add(frame, pl.lit(self._cuts.search_sorted(at, side="right")) if len(self._cuts) else pl.lit(0))
@@ -206,7 +210,7 @@ class ModelOnDisk:
             stacks = still_open
             events = events.with_columns(assign_steps(events, windows).alias("step"))
             events = events.join(nested, on="event_id", how="left")
-            self._rows.add(events.select(_DERIVED), pl.col("row") // BUCKET_ROWS)
+            self._rows.add(events.select(*_DERIVED, *self.carried), pl.col("row") // BUCKET_ROWS)
             linked = pl.col("correlation").is_not_null()
             by_correlation = pl.col("correlation").hash() % links
             runtime = linked & (pl.col("kind") == "runtime")
@@ -241,9 +245,9 @@ class ModelOnDisk:
         self._launched.close()
 
     def rows_in_order(self) -> Iterator[pl.DataFrame]:
-        """Every event's derived columns (``kind``, ``event_id``, nesting, ``launch_id``, ``step``), in the
-        order added, a bucket of rows at a time."""
-        derived = ["kind", "event_id", "parent_id", "depth", "op_id", "top_op_id", "launch_id", "step"]
+        """Every event's derived columns (``kind``, ``event_id``, nesting, ``launch_id``, ``step``) and the
+        ``carried`` ones, in the order added, a bucket of rows at a time."""
+        derived = ["kind", "event_id", "parent_id", "depth", "op_id", "top_op_id", "launch_id", "step", *self.carried]
         for bucket in range(math.ceil(self.rows / BUCKET_ROWS)):
             rows = self._rows.read(bucket, keep=True)  # the events may be produced again
             assert rows is not None

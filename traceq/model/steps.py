@@ -14,7 +14,7 @@ from itertools import pairwise
 
 import polars as pl
 
-from traceq.model.placing import nulls, placed_at
+from traceq.model.placing import nulls
 from traceq.model.step_names import STEP_NAME
 
 #: Names of host ranges that may be a user's steps or optimizer steps: kept (with their names) while the
@@ -65,10 +65,8 @@ def find_steps(events: pl.DataFrame, steps_from: str | None = None) -> pl.DataFr
     ``pid``, ``tid``, ``event_id`` of the events :func:`is_step_candidate` keeps; other rows' names null):
     the ranges matching ``steps_from`` where given; else the profiler steps; else a user's repeated step
     ranges; else the windows between optimizer steps; else none."""
-    named = events.filter(
-        pl.col("name").is_not_null()
-        & (pl.col("dur_ns") > 0)
-        & is_step_candidate(pl.col("kind"), pl.col("name"), steps_from)
+    named = events.filter(pl.col("name").is_not_null()).filter(  # (few rows keep their names)
+        (pl.col("dur_ns") > 0) & is_step_candidate(pl.col("kind"), pl.col("name"), steps_from)
     )
     if steps_from is not None:
         chosen = named.filter((pl.col("kind") != "step") & pl.col("name").str.contains(steps_from))
@@ -85,19 +83,24 @@ def find_steps(events: pl.DataFrame, steps_from: str | None = None) -> pl.DataFr
 def as_step_kind(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """``events`` with the ranges :func:`find_steps` chose as steps (a user's ``train_step 7`` ranges, or
     those ``--steps-from`` names) made of kind ``step``: they are the step windows, not ops, so no op
-    nests under one as its top-level op and no op table lists them. Matched on name, start and length."""
+    nests under one as its top-level op and no op table lists them. Matched on name, start and length,
+    among the named events only (the model keeps names on step candidates alone)."""
     if steps.is_empty() or "name" not in events.columns:
         return events
     key = pl.concat_str([pl.col("name"), pl.col("ts_ns").cast(pl.String), pl.col("dur_ns").cast(pl.String)],
                         separator="\x1f")  # fmt: skip
     chosen = steps.select(key.alias("k")).get_column("k")
-    return events.with_columns(
-        pl.when(key.is_in(chosen.implode()) & (pl.col("kind") != "step"))
-        .then(pl.lit("step"))
-        .otherwise(pl.col("kind"))
-        .cast(events.schema["kind"])
-        .alias("kind")
+    rows = (
+        events.select("kind", "name", "ts_ns", "dur_ns")
+        .with_row_index("_row")
+        .filter(pl.col("name").is_not_null() & (pl.col("kind") != "step"))
+        .filter(key.is_in(chosen.implode()))
+        .get_column("_row")
     )
+    if rows.is_empty():
+        return events
+    kind = events.get_column("kind").cast(pl.String).clone().scatter(rows, "step")
+    return events.with_columns(kind.cast(events.schema["kind"]))
 
 
 def _user_steps(ranges: pl.DataFrame) -> pl.DataFrame:
@@ -192,16 +195,23 @@ def assign_steps(events: pl.DataFrame, steps: pl.DataFrame, at: str = "ts_ns") -
     """For each event, the step whose window [start, end) contains the event's ``at`` time (else null)."""
     if steps.is_empty():
         return nulls("step", pl.Int32(), events.height)
-    windows = steps.select(
-        pl.col("ts_ns").alias("_win_start"),
-        (pl.col("ts_ns") + pl.col("dur_ns")).alias("_win_end"),
-        pl.col("step").alias("_win_step"),
-    ).sort("_win_start")
-    probe = events.select(pl.col(at).alias("_t")).with_row_index("_row")
-    matched = (
-        probe.filter(pl.col("_t").is_not_null())
-        .sort("_t")
-        .join_asof(windows, left_on="_t", right_on="_win_start", strategy="backward")
-        .select("_row", pl.when(pl.col("_t") < pl.col("_win_end")).then(pl.col("_win_step")).alias("step"))
+    windows = (
+        steps.select(
+            pl.col("ts_ns").alias("_win_start"),
+            (pl.col("ts_ns") + pl.col("dur_ns")).alias("_win_end"),
+            pl.col("step").cast(pl.Int32).alias("_win_step"),
+        )
+        .filter(pl.col("_win_start").is_not_null())
+        .sort("_win_start")
     )
-    return placed_at(matched.get_column("step").cast(pl.Int32), matched.get_column("_row"), events.height)
+    if windows.is_empty():
+        return nulls("step", pl.Int32(), events.height)
+    # the last window starting at or before each time: a binary search among the (few) windows per event
+    times = events.get_column(at)
+    last = windows.get_column("_win_start").search_sorted(times, side="right").cast(pl.Int64) - 1
+    window = pl.DataFrame({"_t": times, "_i": last}).select(
+        pl.when(pl.col("_t").is_not_null() & (pl.col("_i") >= 0)).then(pl.col("_i")).alias("_i"), "_t"
+    )
+    ends, numbers = (windows.get_column(c).gather(window.get_column("_i")) for c in ("_win_end", "_win_step"))
+    inside = window.get_column("_t") < ends
+    return pl.select(pl.when(inside).then(numbers)).to_series().alias("step")

@@ -67,7 +67,8 @@ def assemble(
     if spill_dir is not None and on_disk.builds_on_disk(decoded := sum(chunks.rows)):
         report_stage(progress, f"building the model on disk ({decoded:,} events)")
         starts = _sampled_starts(chunks, events_of)
-        disk = on_disk.ModelOnDisk(spill_dir / "model", starts, decoded, launch_keys=launch_keys, steps_from=steps_from)
+        disk = on_disk.ModelOnDisk(spill_dir / "model", starts, decoded, launch_keys=launch_keys, steps_from=steps_from,
+                                   carried=_CARRIED)  # fmt: skip
     columns = list(dict.fromkeys((*KEY_COLUMNS, *launch_keys)))  # what the model is derived from
     keys = _ModelKeys.of(path, chunks, events_of, columns, disk, steps_from)
     release_free_memory()
@@ -82,7 +83,7 @@ def assemble(
         steps = disk.derive(tolerance_ns)
         model = _model_on_disk(disk, keys.rows)
     warnings = [f"{count(keys.negative, 'event')} had negative durations; counted as 0"] if keys.negative else []
-    events = _events_by_chunk(chunks, events_of, _KEPT_WRITTEN if disk is None else ["kind"], model)
+    events = _events_by_chunk(chunks, events_of, _KEPT_WRITTEN if disk is None else ["kind", *_CARRIED], model)
     return Assembled(
         tables=RunTables(events=events, steps=steps, threads=conform_threads(threads)),
         overview=keys.overview,
@@ -97,8 +98,11 @@ def assemble(
 _KEPT = (*KEY_COLUMNS, "device", "stream")
 
 #: The kept columns written from the kept values where the model is built in memory (``name`` is mapped
-#: again with the other columns); a model built on disk keeps none of them but ``kind`` (as derived).
+#: again with the other columns); a model built on disk keeps ``kind`` (as derived) and carries these
+#: through its buckets (GPU work's device and stream need each event's kind, which the events pass would
+#: otherwise map again).
 _KEPT_WRITTEN = [c for c in _KEPT if c != "name"]
+_CARRIED = ("device", "stream")
 
 #: Durations as the model and the events take them: a negative one counts as 0 (a warning says how many).
 _DURATION = pl.col("dur_ns").clip(lower_bound=0)
@@ -144,7 +148,7 @@ class _ModelKeys:
             if disk is None:  # categorical: a step name holds its own bytes, not the chunk's block of names
                 parts.append(kept.with_columns(pl.col("name").cast(pl.Categorical)))
             else:
-                disk.add(kept.select(columns))
+                disk.add(kept.select(*columns, *disk.carried))
             rows.append(kept.height)
         if not sum(rows):
             raise InputError(path, "a trace with no timed events")
