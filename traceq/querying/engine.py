@@ -578,7 +578,7 @@ class Session:
         def batches(columns: list[str] | None) -> Iterator[pl.DataFrame]:
             # The limit is for making the table (sorts, joins, windows): a scan of it holds a batch, but
             # under a small limit DuckDB may fail to pin even the blocks it reads.
-            with self._memory_limit_lifted():
+            with self.memory_limit_lifted():
                 try:
                     reader = self.con.sql(f"SELECT * FROM {name}").to_arrow_reader(batch_rows)
                     for batch in reader:
@@ -755,13 +755,13 @@ class Session:
                 except duckdb.OutOfMemoryException:
                     fewer //= 2
             con.execute(f"SET threads = {threads}")
-            with self._memory_limit_lifted():
+            with self.memory_limit_lifted():
                 con.execute(statement)
         finally:
             con.execute(f"SET threads = {threads}")
 
     @contextmanager
-    def _memory_limit_lifted(self) -> Iterator[None]:
+    def memory_limit_lifted(self) -> Iterator[None]:
         """DuckDB's default memory limit inside, this session's outside."""
         if self._memory_limit is None:
             yield
