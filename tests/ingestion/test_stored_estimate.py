@@ -135,12 +135,26 @@ def test_an_estimate_whose_replay_would_not_fit_is_left_to_the_report(
     by_kind = json.loads(traceq.runs(store_dir / "probe")["events_by_kind"][0])
     need = sum(by_kind.values()) * explain.REPLAY_BYTES_PER_EVENT / explain.REPLAY_MEMORY_SHARE
     stored, left = store_dir / "stored", store_dir / "left"
+    stages: dict[Path, list[str]] = {stored: [], left: []}
+
+    class Heard:  # a progress that keeps the stages it is told
+        def __init__(self, store: Path) -> None:
+            self.stage = stages[store].append
+
+        def __call__(self, n_bytes: int) -> None:
+            pass
+
+    def ingest(store: Path) -> str:
+        return traceq.ingest([path], store=store, jobs=1, progress=lambda label, size: Heard(store))["run_id"][0]
+
     monkeypatch.setattr(explain, "available_memory", lambda: int(need))
-    run_stored = traceq.ingest([path], store=stored, jobs=1)["run_id"][0]
+    run_stored = ingest(stored)
     monkeypatch.setattr(explain, "available_memory", lambda: int(need) - 1)
-    run_left = traceq.ingest([path], store=left, jobs=1)["run_id"][0]
+    run_left = ingest(left)
     assert list((stored / "runs").glob(f"*/rank=*/metrics/{NUMBERS}"))
     assert not list((left / "runs").glob(f"*/rank=*/metrics/{NUMBERS}"))
+    said = "storing the step estimated without the profiler"
+    assert said in stages[stored] and said not in stages[left]  # the progress says so only where it is
     assert list((left / "runs").glob("*/rank=*/metrics/_idle_pieces.parquet"))  # the diagnosis is stored still
     read, replayed = traceq.run_report(run_stored, stored), traceq.run_report(run_left, left)
     assert read.unprofiled is not None and replayed.unprofiled is not None
@@ -153,7 +167,7 @@ def test_a_whole_run_step_that_fails_costs_the_run_nothing(store_dir: Path) -> N
     """Whatever a whole-run step raises, the run is ingested with its metrics, what the step wrote is
     removed, and the ingest's warning names the error."""
 
-    def failing(session: Session, folder: Path, flavour: str, counts: dict[str, int]) -> None:
+    def failing(session: Session, folder: Path, flavour: str, counts: dict[str, int], stage: object) -> None:
         (folder / NUMBERS).write_text("{}")
         raise ValueError("a replay that could not finish")
 

@@ -66,10 +66,11 @@ WORKERS = 2
 
 
 #: A step stored with the metrics of a rank that is a whole run (a one-file run) whose diagnosis is stored,
-#: and with GPU kernels: given the session that made them, the rank's metrics folder, the run's flavour and
-#: its events by kind. The Python API passes the step estimated without the profiler
+#: and with GPU kernels: given the session that made them, the rank's metrics folder, the run's flavour, its
+#: events by kind, and where to name its stage in the ingest's progress (once it knows it has work to do).
+#: The Python API passes the step estimated without the profiler
 #: (:func:`traceq.analysis.replay.explain.store_estimate`); ingest itself knows no analysis.
-WholeRunStep = Callable[[Session, Path, str, dict[str, int]], None]
+WholeRunStep = Callable[[Session, Path, str, dict[str, int], Callable[[str], None]], None]
 
 
 def save(
@@ -105,8 +106,7 @@ def save(
 
             session.make(names, workers=min(WORKERS, pl.thread_pool_size()), made=write)
             if whole_run is not None and whole_run[2].get("kernel") and set(DIAGNOSIS) <= set(names):
-                report_stage(progress, "storing the step estimated without the profiler")
-                left_out = _whole_run_step(session, folder / FOLDER, *whole_run)
+                left_out = _whole_run_step(session, folder / FOLDER, *whole_run, progress)
     except QueryError as e:
         shutil.rmtree(folder / FOLDER)
         return f"report metrics not stored ({e}); reports compute them from the events"
@@ -115,14 +115,19 @@ def save(
 
 
 def _whole_run_step(
-    session: Session, folder: Path, step: WholeRunStep, flavour: str, counts: dict[str, int]
+    session: Session,
+    folder: Path,
+    step: WholeRunStep,
+    flavour: str,
+    counts: dict[str, int],
+    progress: Progress | None,
 ) -> str | None:
     """Run ``step`` into the metrics ``folder``; where it fails, whatever the error, what it wrote is
     removed and a warning returned: it is a cache, and the ingest keeps the run (reports compute it, and
     show the error if it is theirs too)."""
     before = set(folder.iterdir())
     try:
-        step(session, folder, flavour, counts)
+        step(session, folder, flavour, counts, lambda text: report_stage(progress, text))
     except Exception as e:  # an optional cache must not cost the user the run
         for path in set(folder.iterdir()) - before:
             path.unlink()

@@ -12,6 +12,7 @@ win: the verdict keeps them and the estimate is shown beside them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import overload
 
@@ -139,14 +140,18 @@ def replay_fits_ingest(counts: dict[str, int]) -> bool:
     return sum(counts.values()) * REPLAY_BYTES_PER_EVENT <= available_memory() * REPLAY_MEMORY_SHARE
 
 
-def store_estimate(session: Session, folder: Path, flavour: str, counts: dict[str, int]) -> None:
+def store_estimate(
+    session: Session, folder: Path, flavour: str, counts: dict[str, int], stage: Callable[[str], None]
+) -> None:
     """Replay the one run of ``session`` (a rank being ingested, whose diagnosis the session made; its
     ``flavour`` and events by kind, ``counts``, given) and store its estimate without the profiler and
     idle scale in its metrics ``folder`` (:mod:`traceq.analysis.replay.stored`): the
     :data:`~traceq.ingestion.metrics.WholeRunStep` that :func:`traceq.ingest` and ``traceq ingest`` pass.
-    Nothing is stored where the replay would not fit the ingest's memory (:func:`replay_fits_ingest`)."""
+    Nothing is stored where the replay would not fit the ingest's memory (:func:`replay_fits_ingest`);
+    otherwise ``stage`` hears that it is being stored."""
     if not replay_fits_ingest(counts):
         return
+    stage("storing the step estimated without the profiler")
     (run_id,) = session.runs or [""]
     with session.memory_limit_lifted():  # the replay has its memory (above): its queries need not spill
         timeline = timeline_of(session, run_id, flavour, counts)
