@@ -18,7 +18,9 @@ import traceq
 import traceq.readers.chrome.decoder
 import traceq.store
 from tests.conftest import SAMPLES, raw_trace, tree_state
+from traceq.errors import QueryError
 from traceq.model import on_disk
+from traceq.querying.engine import Session
 from traceq.store import Store
 
 KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
@@ -261,3 +263,26 @@ def test_a_store_path_with_glob_characters_reads_its_own_runs_only(tmp_path: Pat
     report = traceq.run_report(run_id, store)  # DuckDB's own reader, given the files as literal paths
     assert report.summary.steps == 2 and report.run["run_id"] == run_id
     assert traceq.query("gpu_busy", store)["run_id"].unique().to_list() == [run_id]
+
+
+def test_a_session_reads_one_run_s_catalog_row_alone(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session's run row is the catalog's row of that run, read without reading the other runs' rows;
+    a run the store lacks is an error."""
+    traceq.ingest([KINETO, PADDLE], store=store_dir, jobs=1)
+    store = Store(store_dir)
+    catalog = {row["run_id"]: row for row in store.catalog_rows()}
+    read: list[str] = []
+    original = Store._catalog_row
+
+    def reading(self: Store, run_dir: Path) -> tuple:
+        read.append(run_dir.name)
+        return original(self, run_dir)
+
+    monkeypatch.setattr(Store, "_catalog_row", reading)
+    for run_id, row in catalog.items():
+        read.clear()
+        with Session(store, [run_id]) as session:
+            assert session.run_row(run_id) == row
+        assert read == [f"run_id={run_id}"]
+    with Session(store, list(catalog)) as session, pytest.raises(QueryError, match="no such run"):
+        session.run_row("r000000000000")

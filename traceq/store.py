@@ -133,6 +133,15 @@ class Store:
         row's JSON copy (:mod:`traceq._utils.catalog_copy`)."""
         return self._scan()[0]
 
+    def catalog_row(self, run_id: str) -> Row | None:
+        """The catalog row of ``run_id`` as :meth:`catalog_rows` gives it, reading that run's alone; None
+        where the run is missing or damaged."""
+        run_dir = self.runs_dir / f"run_id={run_id}"
+        if not run_dir.is_dir():
+            return None
+        row, problem = self._catalog_row(run_dir)
+        return {"run_id": run_id, **row} if problem is None and row is not None else None
+
     def damaged(self) -> dict[str, Damage]:
         """The damaged runs by run id: those whose catalog row cannot be read or whose files are missing
         or of another size than written (cheap: no file is read but the catalog rows)."""

@@ -527,12 +527,12 @@ class Session:
         """The ``runs`` row of ``run_id``, one of the session's runs: from the store's catalog, without a
         query (a session over ranks being written has no catalog: there, from its ``runs`` view)."""
         if self.store is not None:
-            rows = [row for row in self.store.catalog_rows() if row["run_id"] == run_id]
+            row = self.store.catalog_row(run_id)
         else:
-            rows = self.sql("select * from runs").filter(pl.col("run_id") == run_id).rows(named=True)
-        if not rows:
+            row = next(iter(self.sql("select * from runs").filter(pl.col("run_id") == run_id).rows(named=True)), None)
+        if row is None:
             raise QueryError(f"{run_id}: no such run in this session")
-        return rows[0]
+        return row
 
     @classmethod
     def over_ranks(cls, folders: dict[int, Path], run_id: str = "run", memory_limit: str | None = None) -> Session:
