@@ -86,8 +86,8 @@ def save(
     :func:`bounded_memory_limit` too. ``progress`` hears each metric once it is stored. ``whole_run``: where
     this rank is all of its run, a :data:`WholeRunStep` with the run's flavour and events by kind, run
     after the diagnosis. They are a cache: where one cannot be computed, none is stored (reports compute
-    them from the events) and the returned warning says why; a whole-run step that fails
-    leaves its files out, the metrics kept, and the warning says why."""
+    them from the events), and where the whole-run step fails its files are left out, the metrics kept;
+    the returned warning says why."""
     names = stored_names(n_events)
     if not names:
         return None
