@@ -22,8 +22,8 @@ import hashlib
 import json
 from functools import cache
 from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -31,6 +31,9 @@ from traceq.analysis.replay.estimates import Estimate
 from traceq.querying.engine import Session
 from traceq.querying.stored import FOLDER, fingerprint
 from traceq.store import write_parquet
+
+if TYPE_CHECKING:  # importlib.resources.abc is Python 3.11's; 3.10 has it as importlib.abc only
+    from importlib.abc import Traversable
 
 #: The files of the stored estimate in a rank's metrics folder.
 NUMBERS, STEPS = "unprofiled.json", "unprofiled_steps.parquet"
