@@ -188,7 +188,8 @@ def ingest(
     Example: traceq ingest sample_traces/paddlefmt_conformer_fp16_b64_2steps.json.gz --name paddle_amp
     Example: traceq ingest sample_traces/ddp/fp32 --name ddp --jobs 2
     """  # fmt: skip
-    from traceq.api import ingest as ingest_files  # with the step estimated without the profiler stored
+    from traceq.analysis.replay.explain import store_estimate
+    from traceq.ingestion.ingest import ingest as ingest_files
     from traceq.render import render
     from traceq.render.ingested import ingest_lines
 
@@ -205,7 +206,7 @@ def ingest(
     with _progress(quiet) as progress:
         result = ingest_files(
             paths, store=_store(store, existing=False), name=name, progress=progress, on_error=on_error, jobs=jobs,
-            executor=executor, steps_from=_pattern(steps_from),  # type: ignore[arg-type]
+            executor=executor, steps_from=_pattern(steps_from), whole_run_step=store_estimate,  # type: ignore[arg-type]
         )  # fmt: skip
     if fmt is FrameFormat.table:
         ingest_lines(result)
