@@ -547,12 +547,17 @@ def queries(fmt: FrameFormatOpt = FrameFormat.table) -> None:
     \b
     Example: traceq query gpu_busy --format json
     """
-    from traceq.querying.files import list_queries, source_dir
-    from traceq.render import render
+    from traceq.querying.files import QUERY_LIST_COLUMNS, list_queries, query_summaries, source_dir
 
-    render(list_queries(), fmt)
-    if fmt is FrameFormat.table:
-        typer.echo(f"files: {source_dir()}")
+    if fmt is not FrameFormat.table:
+        from traceq.render import render
+
+        render(list_queries(), fmt)
+        return
+    from traceq.render.cells import SHOWN_ROWS, table  # the rows without Polars, as `runs` shows them
+
+    table([(c, False) for c in QUERY_LIST_COLUMNS], query_summaries(), sys.stdout, shown_rows=SHOWN_ROWS)
+    typer.echo(f"files: {source_dir()}")
 
 
 @app.command(cls=_Command)
@@ -566,15 +571,11 @@ def schema() -> None:
 @app.command(cls=_Command)
 def version() -> None:
     """Print traceq's version and whether its optional C parts were built."""
-
-    from traceq.model.nesting import native_available as nesting_native
-    from traceq.readers.chrome.decoder import native_available as decoder_native
-
-    def built(yes: bool) -> str:
-        return "built" if yes else "not in use (Python path)"
+    from traceq._utils.native import PARTS, load
 
     typer.echo(f"traceq {__version__}")  # as --version prints it
-    typer.echo(f"chrome decoder: {built(decoder_native())}; nesting: {built(nesting_native())}")
+    built = (f"{part}: {'built' if load(module) else 'not in use (Python path)'}" for part, module in PARTS.items())
+    typer.echo("; ".join(built))
 
 
 @app.command(cls=_Command)

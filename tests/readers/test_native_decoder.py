@@ -12,6 +12,8 @@ import json
 import os
 import random
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -403,3 +405,25 @@ def test_version_says_whether_the_c_parts_are_built() -> None:
     result = run_cli("version")
     assert result.returncode == 0
     assert "chrome decoder: built; nesting: built" in result.stdout
+
+
+def test_the_c_parts_load_without_their_packages_and_import_as_the_same_module() -> None:
+    """``traceq version`` loads the C parts alone: neither their packages (which import the readers and
+    Polars) nor Polars are imported for it, and a later import of a part gives the module loaded."""
+    _require_native()
+    probe = (
+        "import sys\n"
+        "from traceq._utils.native import PARTS, load\n"
+        "loaded = {name: load(name) for name in PARTS.values()}\n"
+        "print(sorted(m for m in ('polars', 'pyarrow', 'traceq.readers', 'traceq.model') if m in sys.modules))\n"
+        "import importlib\n"
+        "print(all(importlib.import_module(name) is module for name, module in loaded.items()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["[]", "True"]
+
+
+def test_version_says_the_python_paths_are_in_use_when_the_c_parts_are_switched_off() -> None:
+    result = run_cli("version", env={"TRACEQ_NATIVE": "0"})
+    assert result.returncode == 0
+    assert "chrome decoder: not in use (Python path); nesting: not in use (Python path)" in result.stdout

@@ -13,11 +13,11 @@ from __future__ import annotations
 import polars as pl
 import pyarrow as pa
 
-from traceq._utils.native import load
+from traceq._utils.native import NESTING, load
 from traceq.schema import OP_TREE_KINDS
 
 #: The C walk and climb (same columns as the Python ones below).
-_nest_scan = load("traceq.model._nest_scan")
+_nest_scan = load(NESTING)
 
 _CONTAINER_KINDS = (*OP_TREE_KINDS, "annotation")
 _LEAF_KINDS = ("runtime",)

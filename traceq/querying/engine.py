@@ -342,7 +342,6 @@ def _users_query(
     """A connection for users' SQL (:func:`connect`) and ``query`` on it, within the bounds of :func:`sql`
     (its result fetched inside: DuckDB's errors become :class:`QueryError`). Only the tables the statement
     and the metrics it binds name are read, and documented only where it may read the catalog."""
-    check_read_only(query)
     limit = default_memory_limit() if memory_limit is None else memory_bytes(memory_limit)
     store = Store.of(store)
     bound = dependency_order(query)
@@ -359,6 +358,7 @@ def _users_query(
 
     timer = threading.Timer(timeout, stop) if timeout else None
     try:
+        check_read_only(query, con)  # parsed on this connection: DuckDB's default one would cost another database
         if documented:
             _comment_tables(con)
         for name, text in bound:
@@ -593,7 +593,7 @@ class Session:
     def sql(self, query: str) -> pl.DataFrame:
         """An ad-hoc read-only query; the metrics and blocks it names (:func:`used_queries`) are made first,
         but those the connection holds already (its ``-- Requires:`` lines are always made)."""
-        check_read_only(query)
+        check_read_only(query, self.con)
         held = {n for (n,) in self.con.execute("SELECT table_name FROM duckdb_tables() UNION ALL "
                                                "SELECT view_name FROM duckdb_views()").fetchall()}  # fmt: skip
         named = requires(query)
@@ -821,10 +821,11 @@ def _plain_types(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(casts) if casts else frame
 
 
-def check_read_only(query: str) -> None:
-    """Raise :class:`QueryError` unless ``query`` is exactly one SELECT or EXPLAIN statement."""
+def check_read_only(query: str, con: duckdb.DuckDBPyConnection | None = None) -> None:
+    """Raise :class:`QueryError` unless ``query`` is exactly one SELECT or EXPLAIN statement (parsed on
+    ``con``; None: DuckDB's default connection, a database of its own made on first use, ~15 ms)."""
     try:
-        statements = duckdb.extract_statements(query)
+        statements = (duckdb if con is None else con).extract_statements(query)
     except duckdb.Error as e:
         raise QueryError(_one_line(str(e))) from None
     if len(statements) != 1:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from traceq.errors import QueryError, as_text
 
-if TYPE_CHECKING:  # imported by list_queries: users' SQL runs without Polars
+if TYPE_CHECKING:  # imported by list_queries: users' SQL and the list of queries run without Polars
     import polars as pl
 
 _REQUIRES = re.compile(r"^--\s*Requires:\s*(.+)$", re.M | re.I)
@@ -136,15 +136,26 @@ def _names(text: str) -> list[str]:
     return [words[0] for words in names if words and words[0] != "nothing"]
 
 
+#: The columns of :func:`list_queries` (both text).
+QUERY_LIST_COLUMNS = ("name", "summary")
+
+
+def query_summaries() -> list[tuple[str, str]]:
+    """Each metric query's name and summary line, by name (building blocks left out): the rows of
+    :func:`list_queries`, read without Polars (``traceq queries``' table)."""
+    entries = sorted(resources.files("traceq.queries").iterdir(), key=lambda p: p.name)
+    return [
+        (entry.name[:-4], str(doc(entry.read_text())["summary"]))
+        for entry in entries
+        if entry.name.endswith(".sql") and not entry.name.startswith("_")
+    ]
+
+
 def list_queries() -> pl.DataFrame:
     """The metric queries (building blocks left out): ``name``, ``summary``."""
     import polars as pl
 
-    rows = []
-    for entry in sorted(resources.files("traceq.queries").iterdir(), key=lambda p: p.name):
-        if entry.name.endswith(".sql") and not entry.name.startswith("_"):
-            rows.append({"name": entry.name[:-4], "summary": doc(entry.read_text())["summary"]})
-    return pl.DataFrame(rows, schema={"name": pl.String, "summary": pl.String})
+    return pl.DataFrame(query_summaries(), schema=dict.fromkeys(QUERY_LIST_COLUMNS, pl.String), orient="row")
 
 
 def source_dir() -> Path:

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from traceq._utils.in_order import InOrder
 from traceq._utils.memory import heap_reused
-from traceq._utils.native import load
+from traceq._utils.native import DECODER, load
 from traceq._utils.words import count
 from traceq.errors import InputError
 from traceq.readers.chrome import columns
@@ -29,7 +29,7 @@ from traceq.readers.chunks import Chunks
 from traceq.readers.source import Progress, TruncatedInput, iter_content, prefetched
 
 #: The C decoder (same columns; about 3x faster than the msgspec path on decoding alone).
-_scan = load("traceq.readers.chrome._scan")
+_scan = load(DECODER)
 
 #: Bytes of JSON decoded at a time (their events are gathered into :class:`Chunks`).
 CHUNK = 4 << 20
