@@ -60,3 +60,11 @@ def test_packed_values_are_the_series_values():
     assert packed(floats, "d") == array("d", [i * 0.5 - 3.25 for i in range(n)])
     assert packed(ints, "q").tolist() == [(i * 7919) % 1_000_003 - 17 for i in range(n)]
     assert packed(pl.Series([], dtype=pl.Float64), "d") == array("d")
+
+
+def test_replayed_times_are_kept_as_floats_of_eight_bytes(replayers):
+    rp = replayers["enc_fp16_3steps"]
+    out = rp.traced()
+    assert isinstance(out.start, array) and isinstance(out.end, array)
+    assert out.start.itemsize == out.end.itemsize == 8
+    assert len(out.start) == len(out.end) == rp.graph.items.height
