@@ -18,6 +18,8 @@ Barriers and GPU events are visited in recorded time order, which is an order th
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -31,13 +33,14 @@ _NEG = float("-inf")
 @dataclass
 class Replay:
     """A replay's times (rebased ns like the timeline): ``node_t`` per host node, ``start``/``end`` per GPU
-    event (a dropped event has zero length at its predecessor's end), and ``windows`` (``step``,
-    ``win_start``, ``win_end``, ``ms``, ``host_start``, ``host_end``, ``device_end``)."""
+    event (a dropped event has zero length at its predecessor's end; kept as arrays of floats, 8 bytes an
+    event), and ``windows`` (``step``, ``win_start``, ``win_end``, ``ms``, ``host_start``, ``host_end``,
+    ``device_end``)."""
 
     scenario: Scenario
     node_t: pl.Series
-    start: list[float]
-    end: list[float]
+    start: Sequence[float]
+    end: Sequence[float]
     windows: pl.DataFrame
 
     @property
@@ -169,7 +172,7 @@ def replay(graph: Graph, scenario: Scenario | None = None) -> Replay:
     node_off = pl.when(pos_all >= own_first).then(offs.gather(pos_all.clip(lower_bound=0))).otherwise(0.0)
     node_t = pl.select(C + node_off).to_series()
     windows = _windows(graph, node_t, start, end, dropped)
-    return Replay(sc, node_t, start, end, windows)
+    return Replay(sc, node_t, array("d", start), array("d", end), windows)
 
 
 def _windows(

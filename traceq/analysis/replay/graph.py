@@ -25,7 +25,9 @@ constraints say. GPU work without a captured launch (queued before the profile) 
 from __future__ import annotations
 
 import bisect
+from array import array
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -54,9 +56,9 @@ class Graph:
     """A timeline's host slices, waits and GPU constraints (see the module doc).
 
     ``nodes``: one row per host node, threads in blocks, in time order within each: ``thread``, ``T``
-    (recorded time), ``row`` (host event), ``start``, ``L`` (length of the slice to the thread's next
-    node), ``W0`` (its CPU time: ``L`` less any wait), and the slice's open counts (``act``, ``rt``,
-    ``op``, ``py``), its innermost runtime call ``rt_row``, its innermost op ``op_row``.
+    (recorded time), ``row`` (host event), ``kind`` (its kind), ``start``, ``L`` (length of the slice to the
+    thread's next node), ``W0`` (its CPU time: ``L`` less any wait), and the slice's open counts (``act``,
+    ``rt``, ``op``, ``py``).
     ``barriers``: one row per wait: ``node`` (where the thread resumes), ``type`` (``gpu_end``,
     ``gpu_start`` or ``thread``), ``target`` (GPU item or node), ``post`` (recorded latency after the
     target), ``call_row`` (the waiting call; null for thread waits), ``reason``, ``slice`` and ``wait_ns``
@@ -96,13 +98,12 @@ def build_graph(tl: Timeline) -> Graph:
 
 
 def _nodes(host: pl.DataFrame) -> pl.DataFrame:
-    """Every start and end of the host ranges, in order within each thread, with each slice's state."""
+    """Every start and end of the host ranges, in order within each thread, with each slice's state. Only
+    what the graph and the scenarios read is kept (no names, causes or ids: two rows per host range)."""
     base = host.select(
         "row",
         "thread",
         "kind",
-        "cause",
-        "search",
         "ts",
         "end",
         "event_id",
@@ -119,24 +120,16 @@ def _nodes(host: pl.DataFrame) -> pl.DataFrame:
         key=-pl.col("event_id"),
     )
     sign = pl.when(pl.col("start")).then(1).otherwise(-1)
-    nodes = (
-        _in_node_order(pl.concat([starts, ends]))
+    return (
+        _in_node_order(pl.concat([starts, ends]).drop("ts", "end", "event_id"))
+        .drop("phase", "key")
         .with_row_index("node")
         .with_columns(pl.col("node").cast(pl.Int64))
         .with_columns(
             *((pl.col(c) * sign).cum_sum().over("thread").alias(c) for c in ("act", "rt", "op", "py")),
             L=(pl.col("T").shift(-1).over("thread") - pl.col("T")).fill_null(0).cast(pl.Float64),
-            # the innermost runtime call and op open over the slice after each node
-            rt_row=pl.when(pl.col("kind") == "runtime")
-            .then(pl.when(pl.col("start")).then(pl.col("row")).otherwise(-1))
-            .forward_fill()
-            .over("thread"),
-            op_row=_innermost_op(),
         )
     )
-    return nodes.with_columns(
-        rt_row=pl.when(pl.col("rt") > 0).then(pl.col("rt_row").fill_null(-1)).otherwise(-1),
-    ).drop("phase", "key", "ts", "end")
 
 
 def _in_node_order(nodes: pl.DataFrame) -> pl.DataFrame:
@@ -157,20 +150,15 @@ def _in_node_order(nodes: pl.DataFrame) -> pl.DataFrame:
     return nodes.gather(order)
 
 
-def _innermost_op() -> pl.Expr:
-    """The op open over the slice after each node (its parent after an op's end is not tracked: -1)."""
-    is_op = pl.col("kind").is_in(list(OP_TREE_KINDS))
-    return (
-        pl.when(is_op).then(pl.when(pl.col("start")).then(pl.col("row")).otherwise(-1)).forward_fill().over("thread")
-    ).fill_null(-1)
-
-
 def _items(tl: Timeline, start_node: pl.DataFrame, nodes: pl.DataFrame) -> tuple[pl.DataFrame, float, float]:
     """GPU events with their launch node, latency, gap after their stream predecessor and event waits."""
     # every host row has one start node, and a node's id is its position: both looked up by position
     start_of_row = start_node.sort("row")["start_node"]
+    # the numbers only: the text columns are the timeline's own, whose rows are in item order already
+    text = ["event_id", "kind", "name", "kernel_class"]
     g = (
-        tl.gpu.with_columns(launch_node=pl.lit(start_of_row).gather(pl.col("launch_row")))
+        tl.gpu.drop(text)
+        .with_columns(launch_node=pl.lit(start_of_row).gather(pl.col("launch_row")))
         .with_columns(S=pl.col("ts").cast(pl.Float64), E=pl.col("end").cast(pl.Float64))
         .with_columns(d=pl.col("E") - pl.col("S"), P=pl.col("E").shift(1).over("lane", order_by="item"))
         .with_columns(LT=pl.lit(nodes["T"]).gather(pl.col("launch_node")))
@@ -178,18 +166,22 @@ def _items(tl: Timeline, start_node: pl.DataFrame, nodes: pl.DataFrame) -> tuple
     g = g.with_columns(xL=pl.col("S") - pl.col("LT"), xP=pl.col("S") - pl.col("P"))
     # typical latency where the launch bound the start, typical gap where the predecessor did (each under
     # LATENCY_CAP_NS: longer ones are waits for something else)
-    launch_bound = g.filter(
-        pl.col("xL").is_not_null()
-        & (pl.col("P").is_null() | (pl.col("xL") <= pl.col("xP")))
-        & (pl.col("xL") < LATENCY_CAP_NS)
-    )
-    lat_typ = float(launch_bound["xL"].median()) if launch_bound.height else 5_000.0
-    pred_bound = g.filter(
-        pl.col("xP").is_not_null()
-        & (pl.col("xL").is_null() | (pl.col("xP") < pl.col("xL")))
-        & (pl.col("xP") < LATENCY_CAP_NS / 10)
-    )
-    gap_typ = float(pred_bound["xP"].clip(lower_bound=0).median()) if pred_bound.height else 1_000.0
+    launch_bound = g.select(
+        pl.col("xL").filter(
+            pl.col("xL").is_not_null()
+            & (pl.col("P").is_null() | (pl.col("xL") <= pl.col("xP")))
+            & (pl.col("xL") < LATENCY_CAP_NS)
+        )
+    )["xL"]
+    lat_typ = float(launch_bound.median()) if launch_bound.len() else 5_000.0
+    pred_bound = g.select(
+        pl.col("xP").filter(
+            pl.col("xP").is_not_null()
+            & (pl.col("xL").is_null() | (pl.col("xP") < pl.col("xL")))
+            & (pl.col("xP") < LATENCY_CAP_NS / 10)
+        )
+    )["xP"]
+    gap_typ = float(pred_bound.clip(lower_bound=0).median()) if pred_bound.len() else 1_000.0
     lat_cap, gap_cap = lat_typ, max(gap_typ, 0.0)
     # the later of launch and predecessor bound the start: it keeps its recorded latency, the other is capped
     launch_binds = pl.col("P").is_null() | (pl.col("xL").is_not_null() & (pl.col("xL") <= pl.col("xP")))
@@ -220,7 +212,8 @@ def _items(tl: Timeline, start_node: pl.DataFrame, nodes: pl.DataFrame) -> tuple
         "step",
         "kernel_class",
     ]
-    return g.select(cols).sort("item"), lat_typ, gap_typ
+    items = g.select(c for c in cols if c not in text).sort("item").hstack(tl.gpu.select(text))
+    return items.select(cols), lat_typ, gap_typ
 
 
 def _event_waits(g: pl.DataFrame, lat_cap: float, gap_cap: float) -> pl.DataFrame:
@@ -275,17 +268,22 @@ def _barriers(
 
 def _gpu_waits(tl: Timeline, start_node: pl.DataFrame, end_node: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
     """Runtime calls that waited for GPU work, each with the GPU event it waited for (module doc)."""
-    rt = tl.host.filter(pl.col("kind") == "runtime").select("row", "thread", "name", "ts", "end")
+    # the runtime calls without their names (millions in a long capture): what the names say, as flags
+    name = pl.col("name")
+    rt = tl.host.filter(pl.col("kind") == "runtime").select(
+        "row", "thread", "ts", "end", sync=name.str.contains(SYNC_RE), free=name.str.contains(FREE_RE)
+    )
     own = (
-        items.filter(pl.col("launch_row").is_not_null())
+        items.select("launch_row", "item", "name")
+        .filter(pl.col("launch_row").is_not_null())
         .group_by("launch_row")
         .agg(own_item=pl.col("item").first(), own_pageable=pl.col("name").first().str.contains("(?i)pageable"))
     )
     rt = rt.join(own.rename({"launch_row": "row"}), on="row", how="left")
     reason = (
-        pl.when(pl.col("name").str.contains(SYNC_RE))
+        pl.when(pl.col("sync"))
         .then(pl.lit("sync"))
-        .when(pl.col("name").str.contains(FREE_RE))
+        .when(pl.col("free"))
         .then(pl.lit("free"))
         .when(pl.col("own_pageable").fill_null(False))
         .then(pl.lit("pageable"))
@@ -311,9 +309,13 @@ def _gpu_waits(tl: Timeline, start_node: pl.DataFrame, end_node: pl.DataFrame, i
     # a host row's number is its position in the timeline's host frame)
     it = items.with_columns(lts=pl.lit(tl.host["ts"]).gather(pl.col("launch_row")).fill_null(float("-inf")))
     by_end = it.sort("E")
-    ends, end_items, end_lts, end_rows = (by_end[c].to_list() for c in ("E", "item", "lts", "launch_row"))
+    ends, end_lts = packed(by_end["E"], "d"), packed(by_end["lts"], "d")
+    end_items, end_rows = packed(by_end["item"], "q"), packed(by_end["launch_row"].fill_null(-1), "q")
+    del by_end
     by_start = it.sort("S")
-    starts, start_items, start_lts = (by_start[c].to_list() for c in ("S", "item", "lts"))
+    starts, start_lts = packed(by_start["S"], "d"), packed(by_start["lts"], "d")
+    start_items = packed(by_start["item"], "q")
+    del by_start
     out = []
     for row, thread, ts, end, reason, own_item in calls.select(
         "row", "thread", "ts", "end", "reason", "own_item"
@@ -365,6 +367,20 @@ def _gpu_waits(tl: Timeline, start_node: pl.DataFrame, end_node: pl.DataFrame, i
         w0=pl.lit(None, pl.Float64),
         w1=pl.lit(None, pl.Float64),
     )
+
+
+#: Values converted at a time by :func:`packed`.
+PACK_CHUNK = 1 << 16
+
+
+def packed(values: pl.Series, typecode: str) -> array[Any]:
+    """``values`` (no nulls) as a Python :class:`array.array` of ``typecode`` (``d``: float, ``q``: int):
+    8 bytes per value where a list holds an object per value; converted a chunk at a time, so that no
+    list of them all is ever made."""
+    out = array(typecode)
+    for offset in range(0, values.len(), PACK_CHUNK):
+        out.extend(values.slice(offset, PACK_CHUNK).to_list())
+    return out
 
 
 def _thread_waits(tl: Timeline, nodes: pl.DataFrame) -> pl.DataFrame:

@@ -19,17 +19,21 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceq.errors import QueryError
+from traceq.schema import KINDS
 
 #: The kind the readers store for ranges where the host blocked on a full launch queue (``schema.KINDS``).
 QUEUE_FULL = "queue_full"
+#: A host event's kind in the timeline: one byte per event instead of a string.
+KIND = pl.Enum(list(KINDS))
 
 
 @dataclass
 class Timeline:
     """The events of one rank of one run that a replay needs.
 
-    ``host``: one row per host range (``row`` 0..n-1, ``thread`` index, ``ts``/``end`` rebased ns, kind,
-    name, step, depth, ``cause`` from ``_host_marks``, ``search`` for algorithm-search calls).
+    ``host``: one row per host range (``row`` 0..n-1, ``thread`` index (into ``threads``), ``ts``/``end``
+    rebased ns, ``kind`` (:data:`KIND`), name, step, depth, ``cause`` from ``_host_marks``, ``search`` for
+    algorithm-search calls).
     ``gpu``: one row per GPU event (``lane`` = device and stream index, ``ts``/``end``, ``launch_row`` =
     the host row of its launch call or null, ``step`` of its launch, ``kernel_class``).
     ``steps``: ``step``, ``row`` (the step's host range; null where the step is no host range, as the one
@@ -97,7 +101,7 @@ def timeline_from_frames(
 
     queue_full = pl.col("kind") == QUEUE_FULL
     waits = rebased(host.filter(queue_full)).select("ts", "end").sort("ts")
-    host = rebased(host.filter(~queue_full)).sort("event_id")
+    host = rebased(host.filter(~queue_full)).sort("event_id").with_columns(pl.col("kind").cast(KIND))
     gpu = rebased(gpu).sort("ts", "event_id")
     steps = rebased(steps).select("step", "event_id", "ts", "end").sort("ts")
     windows = windows.select("step", win_start=pl.col("win_start") - t0, win_end=pl.col("win_end") - t0).sort(
@@ -124,7 +128,7 @@ def _assemble(
     host = host.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
     threads = host.select("pid", "tid").unique(maintain_order=True).sort("pid", "tid")
     threads = threads.with_row_index("thread").with_columns(pl.col("thread").cast(pl.Int64))
-    host = host.join(threads, on=["pid", "tid"], how="left")
+    host = host.join(threads, on=["pid", "tid"], how="left").drop("pid", "tid")
     marked = searches.select("event_id", search=pl.lit(True))
     host = host.join(marked, on="event_id", how="left").with_columns(pl.col("search").fill_null(False)).sort("row")
     rows = host.select("event_id", "row", "thread")
