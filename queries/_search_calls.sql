@@ -85,6 +85,14 @@ searches AS (
   SELECT * FROM judged
   WHERE dur_ns >= greatest(1000000, 20 * typical_ns) AND syncs > 0
     AND kernels >= 2 * typical_kernels + 3
+),
+enclosing AS (  -- the searches with another one inside them on their thread: a join, then an anti join on the
+                -- call below. Not a NOT EXISTS correlated on these conditions: DuckDB 1 (which Python 3.10
+                -- installs) planned that with the <> as the anti join's only condition and kept every search
+  SELECT DISTINCT o.run_id, o.rank, o.event_id
+  FROM searches o
+  JOIN searches i ON i.run_id = o.run_id AND i.rank = o.rank AND i.pid = o.pid AND i.tid = o.tid
+   AND i.event_id <> o.event_id AND i.ts_ns >= o.ts_ns AND i.end_ns <= o.end_ns
 )
 SELECT s.run_id, s.rank, s.event_id, s.name, s.step, s.input_shapes,
        CASE WHEN s.input_shapes IS NULL THEN NULL ELSE NOT EXISTS (  -- looked up for the searches only
@@ -93,8 +101,5 @@ SELECT s.run_id, s.rank, s.event_id, s.name, s.step, s.input_shapes,
            AND o.input_shapes = s.input_shapes
            AND (o.ts_ns < s.ts_ns OR (o.ts_ns = s.ts_ns AND o.event_id < s.event_id))) END AS new_shape,
        s.dur_ns, s.typical_ns, s.kernels, s.typical_kernels, s.syncs
-FROM searches s
-WHERE NOT EXISTS (  -- keep the innermost: no qualifying call inside this one
-  SELECT 1 FROM searches i
-  WHERE i.run_id = s.run_id AND i.rank = s.rank AND i.pid = s.pid AND i.tid = s.tid
-    AND i.event_id <> s.event_id AND i.ts_ns >= s.ts_ns AND i.end_ns <= s.end_ns)
+FROM searches s  -- keep the innermost: no qualifying call inside this one
+ANTI JOIN enclosing USING (run_id, rank, event_id)

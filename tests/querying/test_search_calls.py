@@ -86,3 +86,25 @@ def test_the_counts_are_looked_up_by_asof_joins_not_nested_loops(ingested: Inges
     operators = re.findall(r'"name": "([A-Z_]+)"', plan)
     assert operators.count("ASOF_JOIN") == 2
     assert "NESTED_LOOP_JOIN" not in operators
+
+
+@pytest.mark.parametrize("trace", ["cudnn_var_fp16_3steps.json.gz", "nsys_cudnn_var_fp16_4steps.sqlite.gz"])
+def test_of_nested_searching_calls_only_the_innermost_is_kept(ingested: Ingested, trace: str) -> None:
+    """aten::conv1d > aten::convolution > ... > aten::cudnn_convolution all search when the innermost does:
+    no call kept may enclose another kept call of its thread, checked pair by pair over the events' spans
+    (DuckDB 1 once planned the query's anti join on the ``<>`` alone and kept every level)."""
+    store = ingested.store(SAMPLES / "planted" / trace)
+    found = traceq.sql(
+        "-- Requires: _search_calls\nselect e.event_id, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns as end_ns "
+        "from _search_calls s join events e using (run_id, rank, event_id)",
+        store,
+    )
+    assert found.height >= 18  # a search per convolution shape
+    calls = list(found.iter_rows())
+    enclosing = [
+        (outer[0], inner[0])
+        for outer in calls
+        for inner in calls
+        if outer[0] != inner[0] and outer[1:3] == inner[1:3] and outer[3] <= inner[3] and inner[4] <= outer[4]
+    ]
+    assert enclosing == []
