@@ -26,10 +26,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ("kineto_conformer_fp32_b4_2steps.json.gz", "kineto_conformer_fp16_b4_2steps.json.gz")
 #: pytest's options, as the README's test command gives them
 PYTEST = ("-q", "-n", "auto", "--dist", "loadfile", "-m", "not slow")
-#: The tests run on each interpreter (those not marked slow): the commands, the SQL layer, and the replay's
-#: comparisons of later traces, where library versions have differed (DuckDB's Arrow reader, the order of
-#: tied evidence).
-TESTS = ("tests/cli", "tests/querying", "tests/analysis/replay/test_later_leases.py")
+#: The tests run on each interpreter (those not marked slow): the SQL layer's metrics and users' SQL, the
+#: commands end to end and their golden reports, and the comparisons of later traces, where library
+#: versions have differed (DuckDB 1's Arrow reader and anti joins; about a minute on two cores)
+TESTS = (
+    "tests/querying/test_metrics.py",
+    "tests/querying/test_search_calls.py",
+    "tests/querying/test_sql_names.py",
+    "tests/cli/test_cli.py",
+    "tests/cli/test_end_to_end.py",
+    "tests/cli/test_golden_reports.py",
+    "tests/analysis/replay/test_later_leases.py",
+)
 
 
 def tracked_copy(dest: Path) -> None:
