@@ -22,13 +22,15 @@
 --   depth      INTEGER  enclosing ops
 --   parent_id  BIGINT   innermost enclosing op
 --   cause      VARCHAR  the event's own idle cause (see _host_marks), NULL where none
+WITH user_steps AS (  -- steps that are no profiler steps, by the model's rule
+  SELECT DISTINCT run_id, rank, event_id FROM steps WHERE NOT is_profiler_step(name)
+)
 SELECT e.run_id, e.rank, e.event_id,
-       CASE WHEN e.kind = 'step' AND e.event_id IN (SELECT event_id FROM steps s WHERE s.run_id = e.run_id
-                                                    AND s.rank = e.rank AND NOT is_profiler_step(s.name))
-            THEN 'op' ELSE e.kind END AS kind,
+       CASE WHEN e.kind = 'step' AND u.event_id IS NOT NULL THEN 'op' ELSE e.kind END AS kind,
        e.name, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
        e.step, e.depth, e.parent_id, m.cause
 FROM events e
+LEFT JOIN user_steps u ON u.run_id = e.run_id AND u.rank = e.rank AND u.event_id = e.event_id
 LEFT JOIN _host_marks m ON m.run_id = e.run_id AND m.rank = e.rank AND m.event_id = e.event_id
 WHERE (e.kind IN ('op', 'op_inner', 'python', 'annotation', 'runtime', 'step')
        AND e.pid IS NOT NULL AND e.tid IS NOT NULL AND e.dur_ns >= 0)

@@ -590,6 +590,29 @@ class Session:
 
         return lazy_source(batches, schema)
 
+    def fetch(self, name: str, run_id: str, rank: int | None = None, batch_rows: int = 1 << 16) -> pl.DataFrame:
+        """The rows of ``run_id`` (of rank ``rank``; None: all its ranks) in the result of ``queries/NAME.sql``,
+        for a reader that reads them once: the blocks it requires are made, but not its table, and the rows
+        come in Arrow batches of ``batch_rows``, each converted as it comes (a table, then a frame of it,
+        would hold the result three times over, and DuckDB keeps a dropped table's memory). Nothing is
+        kept; a result made, fetched or stored already is read from there (:meth:`query`)."""
+        if name in self._made or name in self._frames or self._stored_files(name) is not None:
+            frame = self.query(name).filter(pl.col("run_id") == run_id)
+            return frame if rank is None else frame.filter(pl.col("rank") == rank)
+        text = query_text(name)
+        self.make(requires(text))
+        where = f"run_id = {sql_string(run_id)}" + ("" if rank is None else f" AND rank = {int(rank)}")
+        try:
+            with reading(self.store, self.runs):
+                query = f"SELECT * FROM ({_strip_terminator(text)}\n) WHERE {where}"  # after a last -- comment
+                reader = self.con.sql(query).to_arrow_reader(batch_rows)
+                frames = [pl.from_arrow(batch) for batch in reader]
+        except duckdb.Error as e:
+            raise QueryError(f"{name}: {_one_line(str(e))}") from None
+        if not frames:
+            frames = [pl.from_arrow(reader.schema.empty_table())]
+        return _plain_types(pl.concat(frames, rechunk=False))  # type: ignore[arg-type]
+
     def sql(self, query: str) -> pl.DataFrame:
         """An ad-hoc read-only query; the metrics and blocks it names (:func:`used_queries`) are made first,
         but those the connection holds already (its ``-- Requires:`` lines are always made)."""

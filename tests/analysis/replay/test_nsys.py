@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import traceq
@@ -70,3 +71,9 @@ def test_the_estimate_without_nsys_is_close_to_the_measured_step(capture):
     assert est.step_ms == pytest.approx(manifest["step_ms"], rel=0.15)
     assert est.low_ms <= est.step_ms <= est.high_ms < est.traced_ms
     assert any("nsys adds far less host cost" in note for note in est.notes)
+
+
+def test_the_nvtx_step_ranges_are_replayed_as_ops(capture):
+    replayer, _, db = capture
+    host = replayer.timeline.host.filter(pl.col("name").str.starts_with("train_step "))
+    assert host.height == len(_nvtx_steps(db)) and set(host["kind"]) == {"op"}

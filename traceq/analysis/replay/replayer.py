@@ -47,11 +47,13 @@ def timeline_of(
 ) -> Timeline:
     """:func:`load_timeline` of a run whose catalog row is not in ``session`` (one being ingested): its
     ``flavour`` and events by kind (``counts``) given."""
-    frames = [session.query(name) for name in QUERIES]
+    host = session.fetch("replay_host", run_id)
     if rank is None:  # a one-file run keeps the rank its trace declares
-        rank = frames[0].filter(pl.col("run_id") == run_id)["rank"].min()  # type: ignore[assignment]
+        rank = host["rank"].min()  # type: ignore[assignment]
         rank = 0 if rank is None else int(rank)  # type: ignore[arg-type]
-    return timeline_from_frames(run_id, rank, flavour, counts, *frames)
+    frames = [session.fetch(name, run_id, rank) for name in ("replay_gpu", "replay_steps")]
+    shared = [session.query(name) for name in ("_windows", "_search_calls")]  # a report's blocks too
+    return timeline_from_frames(run_id, rank, flavour, counts, host, *frames, *shared)
 
 
 class Replayer:
