@@ -124,9 +124,9 @@ def unprofiled_idle_scale(replayer: Replayer, session: Session, host_scale: floa
     return idle_scale_by_cause(tl, replayer.unprofiled_replay(replayer.model, host_scale), pieces)
 
 
-#: Memory a replay takes per event of the run, bytes, rounded up (its timeline, graph and two replays:
-#: measured 1.7 GB for the 2.4 M events of the 16-copy chrome trace and 2.4 GB for the 2.9 M of the 21-copy
-#: nsys export, benchmarks/README.md, "Constants in the code").
+#: Memory a replay takes per event of the run, bytes, rounded up (its timeline, graph and two replays: at
+#: most 915 bytes per event for a fresh process that loads and replays a stored run of 1.2-2.9 M events,
+#: 580-660 inside an ingest; benchmarks/README.md, "Nineteenth round").
 REPLAY_BYTES_PER_EVENT = 1_000
 #: The share of the memory available that an ingest lets the replay of its stored estimate take. The rest
 #: of an ingest keeps to about 1 GB at any size; a run whose replay would need more is left for its reports
