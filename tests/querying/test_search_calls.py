@@ -8,6 +8,7 @@ import bisect
 import re
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import traceq
@@ -49,15 +50,22 @@ def _counts(store: Path) -> tuple[dict[tuple[int, int], list[int]], dict[tuple[i
     return launches, waits
 
 
-@pytest.mark.parametrize("trace", ["cudnn_var_fp16_3steps.json.gz", "nsys_cudnn_var_fp16_4steps.sqlite.gz"])
-def test_kernels_and_waits_inside_each_search_are_counted_over_the_whole_thread(ingested: Ingested, trace: str) -> None:
-    store = ingested.store(SAMPLES / "planted" / trace)
+def _searches(store: Path, columns: str) -> pl.DataFrame:
+    """``columns`` of each call ``_search_calls`` keeps (``s``) and of its event (``e``); at least 18 of them,
+    a search per convolution shape of the planted cuDNN runs."""
     found = traceq.sql(
-        "-- Requires: _search_calls\nselect s.event_id, s.kernels, s.syncs, e.pid, e.tid, e.ts_ns, e.dur_ns "
+        f"-- Requires: _search_calls\nselect {columns} "
         "from _search_calls s join events e using (run_id, rank, event_id)",
         store,
     )
-    assert found.height >= 18  # a search per convolution shape
+    assert found.height >= 18
+    return found
+
+
+@pytest.mark.parametrize("trace", ["cudnn_var_fp16_3steps.json.gz", "nsys_cudnn_var_fp16_4steps.sqlite.gz"])
+def test_kernels_and_waits_inside_each_search_are_counted_over_the_whole_thread(ingested: Ingested, trace: str) -> None:
+    store = ingested.store(SAMPLES / "planted" / trace)
+    found = _searches(store, "s.event_id, s.kernels, s.syncs, e.pid, e.tid, e.ts_ns, e.dur_ns")
     launches, waits = _counts(store)
     first = min(min(times) for times in launches.values())
     assert (
@@ -94,12 +102,7 @@ def test_of_nested_searching_calls_only_the_innermost_is_kept(ingested: Ingested
     no call kept may enclose another kept call of its thread, checked pair by pair over the events' spans
     (DuckDB 1 once planned the query's anti join on the ``<>`` alone and kept every level)."""
     store = ingested.store(SAMPLES / "planted" / trace)
-    found = traceq.sql(
-        "-- Requires: _search_calls\nselect e.event_id, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns as end_ns "
-        "from _search_calls s join events e using (run_id, rank, event_id)",
-        store,
-    )
-    assert found.height >= 18  # a search per convolution shape
+    found = _searches(store, "e.event_id, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns as end_ns")
     calls = list(found.iter_rows())
     enclosing = [
         (outer[0], inner[0])
