@@ -358,7 +358,7 @@ def _users_query(
 
     timer = threading.Timer(timeout, stop) if timeout else None
     try:
-        check_read_only(query, con)  # parsed on this connection: DuckDB's default one would cost another database
+        check_read_only(query, con)
         if documented:
             _comment_tables(con)
         for name, text in bound:
@@ -844,11 +844,11 @@ def _plain_types(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(casts) if casts else frame
 
 
-def check_read_only(query: str, con: duckdb.DuckDBPyConnection | None = None) -> None:
+def check_read_only(query: str, con: duckdb.DuckDBPyConnection) -> None:
     """Raise :class:`QueryError` unless ``query`` is exactly one SELECT or EXPLAIN statement (parsed on
-    ``con``; None: DuckDB's default connection, a database of its own made on first use, ~15 ms)."""
+    ``con``, the query's own: DuckDB's default connection would make a database of its own, ~15 ms)."""
     try:
-        statements = (duckdb if con is None else con).extract_statements(query)
+        statements = con.extract_statements(query)
     except duckdb.Error as e:
         raise QueryError(_one_line(str(e))) from None
     if len(statements) != 1:

@@ -30,8 +30,13 @@ from traceq.analysis.replay.timeline import Timeline, timeline_from_frames
 from traceq.analysis.replay.whatif import CHANGES, FIXES, SCENARIOS
 from traceq.querying.engine import Session
 
-#: The query files a replay reads (made once per session, for all its runs).
-QUERIES = ("replay_host", "replay_gpu", "replay_steps", "_windows", "_search_calls")
+#: The query files whose rows of one run a replay fetches, read once (:meth:`Session.fetch`: no table made).
+FETCHED = ("replay_host", "replay_gpu", "replay_steps")
+#: The query files a replay reads as the session's tables (made once per session, for all its runs; a
+#: report reads them too).
+SHARED = ("_windows", "_search_calls")
+#: Every query file a replay reads.
+QUERIES = FETCHED + SHARED
 
 
 def load_timeline(session: Session, run_id: str, rank: int | None = None) -> Timeline:
@@ -47,12 +52,13 @@ def timeline_of(
 ) -> Timeline:
     """:func:`load_timeline` of a run whose catalog row is not in ``session`` (one being ingested): its
     ``flavour`` and events by kind (``counts``) given."""
-    host = session.fetch("replay_host", run_id)
+    host_query, *others = FETCHED
+    host = session.fetch(host_query, run_id)
     if rank is None:  # a one-file run keeps the rank its trace declares
         rank = host["rank"].min()  # type: ignore[assignment]
         rank = 0 if rank is None else int(rank)  # type: ignore[arg-type]
-    frames = [session.fetch(name, run_id, rank) for name in ("replay_gpu", "replay_steps")]
-    shared = [session.query(name) for name in ("_windows", "_search_calls")]  # a report's blocks too
+    frames = [session.fetch(name, run_id, rank) for name in others]
+    shared = [session.query(name) for name in SHARED]
     return timeline_from_frames(run_id, rank, flavour, counts, host, *frames, *shared)
 
 
