@@ -27,8 +27,9 @@ SAMPLES = ("kineto_conformer_fp32_b4_2steps.json.gz", "kineto_conformer_fp16_b4_
 #: pytest's options, as the README's test command gives them
 PYTEST = ("-q", "-n", "auto", "--dist", "loadfile", "-m", "not slow")
 #: The tests run on each interpreter (those not marked slow): the SQL layer's metrics and users' SQL, the
-#: commands end to end and their golden reports, and the comparisons of later traces, where library
-#: versions have differed (DuckDB 1's Arrow reader and anti joins; about a minute on two cores)
+#: commands end to end and their golden reports, the comparisons of later traces and the data-safety
+#: tests (signals, spills), where library versions have differed (DuckDB 1's Arrow reader, anti joins
+#: and close after an interrupt; about a minute and a half on two cores)
 TESTS = (
     "tests/querying/test_metrics.py",
     "tests/querying/test_search_calls.py",
@@ -37,6 +38,7 @@ TESTS = (
     "tests/cli/test_end_to_end.py",
     "tests/cli/test_golden_reports.py",
     "tests/analysis/replay/test_later_leases.py",
+    "tests/reliability/test_data_safety.py",
 )
 
 

@@ -737,7 +737,23 @@ def _on_signal(signum: int, frame: object) -> None:
 
 def main() -> None:
     """Entry point: library errors become one line on stderr and exit code 1, never a traceback; Ctrl-C
-    and SIGTERM end every command in one line ("interrupted"), exit code 130."""
+    and SIGTERM end every command in one line ("interrupted"), exit code 130. Where a stopped query's
+    connection is still closing (DuckDB 1 waits for the query's running tasks), the process ends with its
+    code at once, its output flushed and its spill folders removed, instead of waiting at exit."""
+    try:
+        _run()
+    except SystemExit as e:
+        engine = sys.modules.get("traceq.querying.engine")  # (loaded only by commands that query)
+        if engine is not None and engine.end_without_waiting():
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+            for stream in (sys.stdout, sys.stderr):
+                with suppress(OSError, ValueError):
+                    stream.flush()
+            os._exit(code)
+        raise
+
+
+def _run() -> None:
     import signal
 
     for stream in (sys.stdout, sys.stderr):  # names the terminal's encoding cannot show are shown replaced

@@ -423,13 +423,21 @@ def test_temporary_folders_are_private(store: Path, monkeypatch) -> None:
     assert modes == [0o700, 0o700]
 
 
-def _spilling_query(store: Path, tmp: Path) -> subprocess.Popen:
+def _spilling_query(store: Path, tmp: Path, timeout: int = 0, command: tuple[str, ...] = ("-m", "traceq")
+                    ) -> subprocess.Popen:  # fmt: skip
     query = ("select count(*) from (select * from (select i, repeat('x', 50) || (i * 7919 % 3000017)::varchar s "
              "from range(40000000) r(i)) order by s)")  # fmt: skip
     env = {**os.environ, "TMPDIR": str(tmp)}
-    args = ["sql", query, "--memory-limit", "60MB", "--timeout", "0", "--store", str(store)]
-    return subprocess.Popen([sys.executable, "-m", "traceq", *args], env=env, stdout=subprocess.PIPE,
+    args = ["sql", query, "--memory-limit", "60MB", "--timeout", str(timeout), "--store", str(store)]
+    return subprocess.Popen([sys.executable, *command, *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+#: The command with a connection's close that takes two minutes, as DuckDB 1's did after a signal under load
+#: (it waits for the stopped query's tasks still running: 40 s to 3 minutes for the sort above)
+_SLOW_CLOSE = ("-c", "import sys, time; import traceq.querying.engine as e; c = e.close; "
+               "e.close = lambda con: (time.sleep(120), c(con)); from traceq.cli import main; "
+               "sys.argv[0] = 'traceq'; main()")  # fmt: skip
 
 
 def _wait_for_spill(tmp: Path, proc: subprocess.Popen) -> None:
@@ -455,6 +463,27 @@ def test_a_signal_ends_a_command_in_one_line_and_leaves_nothing(store: Path, tmp
     assert proc.returncode == 130
     assert err.strip().splitlines() == ["traceq: error: interrupted; nothing partial was stored"]
     assert mode == 0o700 and not list(temp.iterdir())
+
+
+def test_a_stopped_query_ends_the_command_without_waiting_for_its_connection_to_close(
+    store: Path, tmp_path: Path
+) -> None:
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    proc = _spilling_query(store, temp, command=_SLOW_CLOSE)
+    _wait_for_spill(temp, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert err.strip().splitlines() == ["traceq: error: interrupted; nothing partial was stored"]
+    assert not list(temp.iterdir())
+    # and stopped by the timeout
+    started = time.monotonic()
+    proc = _spilling_query(store, temp, timeout=2, command=_SLOW_CLOSE)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and time.monotonic() - started < 60
+    assert err.strip().splitlines() == ["traceq: error: query stopped after 2 s (--timeout)"]
+    assert not list(temp.iterdir())
 
 
 def test_the_spill_of_a_killed_query_is_removed_by_the_next(store: Path, tmp_path: Path) -> None:

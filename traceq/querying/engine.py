@@ -50,20 +50,60 @@ _DUCK_TYPES = {"Int64": "BIGINT", "Int32": "INTEGER", "String": "VARCHAR", "Floa
 
 #: The spill folder of each open connection (by ``id``), removed by :func:`close` (or at exit).
 _SPILLS: dict[int, Path] = {}
+#: The open connections whose query was stopped (Ctrl-C, SIGTERM, the timeout), by ``id``.
+_STOPPED: set[int] = set()
+#: The threads closing them (:func:`_close_later`).
+_CLOSING: list[threading.Thread] = []
 
 
 def close(con: duckdb.DuckDBPyConnection) -> None:
     """Close a connection of :func:`connect` and remove its spill folder."""
     con.close()
+    _STOPPED.discard(id(con))
     spill = _SPILLS.pop(id(con), None)
     if spill is not None:
         shutil.rmtree(spill, ignore_errors=True)
 
 
-@atexit.register
+def _close_later(con: duckdb.DuckDBPyConnection) -> None:
+    """:func:`close` a connection whose query was stopped on a thread of its own, without waiting: the close
+    of DuckDB 1 waits for the query's tasks still running, and one sort that spilled to disk kept it 40 s
+    to 3 minutes under load after Ctrl-C. The command's end does not wait for it either
+    (:func:`end_without_waiting`)."""
+    thread = threading.Thread(target=close, args=(con,), name="traceq-close", daemon=True)
+    thread.start()
+    _CLOSING.append(thread)
+
+
+def _by_signal(error: BaseException) -> bool:
+    """Whether ``error`` is what DuckDB made of Ctrl-C or SIGTERM (the CLI's handler raises KeyboardInterrupt
+    for both): DuckDB 1 raises a RuntimeError caused by the KeyboardInterrupt."""
+    return isinstance(error.__cause__, KeyboardInterrupt)
+
+
+def end_without_waiting() -> bool:
+    """Whether a connection whose query was stopped is not closed yet (closing on its thread, or left to
+    the garbage collector where the signal struck during the query's cleanup); if so, every connection's
+    spill folder is removed now, for the process to end at once (``os._exit``) instead of waiting for the
+    close at exit (:func:`_at_exit`). A command calls this as it ends."""
+    if not _STOPPED & _SPILLS.keys():
+        return False
+    _remove_spills()
+    return True
+
+
 def _remove_spills() -> None:
-    for spill in _SPILLS.values():
+    for spill in list(_SPILLS.values()):
         shutil.rmtree(spill, ignore_errors=True)
+
+
+@atexit.register
+def _at_exit() -> None:
+    """The spill folders of connections left open, removed at exit once the stopped queries' connections
+    are closed: a program that calls traceq waits for those here, not in the call that was stopped."""
+    for thread in _CLOSING:
+        thread.join()
+    _remove_spills()
 
 
 def connect(
@@ -349,14 +389,16 @@ def _users_query(
     documented = _catalog_read(words)
     con = connect(store, runs, memory_limit=limit, read=None if documented else words)
 
-    stopped = threading.Event()
+    timed_out = threading.Event()
 
-    def stop() -> None:
-        stopped.set()
+    def stop(by_timeout: bool) -> None:  # (from the timer's or the signal watcher's thread)
+        if by_timeout:
+            timed_out.set()
+        _STOPPED.add(id(con))
         with suppress(Exception):  # the query may have just ended
             con.interrupt()
 
-    timer = threading.Timer(timeout, stop) if timeout else None
+    timer = threading.Timer(timeout, stop, args=(True,)) if timeout else None
     try:
         check_read_only(query, con)
         if documented:
@@ -369,24 +411,34 @@ def _users_query(
             timer.start()
         # Ctrl-C and SIGTERM interrupt the query at once (its fetch by the caller included): DuckDB looks at
         # Python's signals only between its tasks, which a sort that spills to disk puts tens of seconds apart
-        with reading(store, runs), calling_on_signal(con.interrupt):
+        with reading(store, runs), calling_on_signal(lambda: stop(False)):
             yield con, con.sql(query)
-    except duckdb.InterruptException:
-        if not stopped.is_set():  # Ctrl-C or SIGTERM, not the timeout
+    except KeyboardInterrupt:  # (the signal's handler raised it, maybe before the watching thread saw it)
+        _STOPPED.add(id(con))
+        raise
+    except Exception as e:
+        # Ctrl-C or SIGTERM, whatever DuckDB made of it (DuckDB 2: an InterruptException for the interrupt)
+        if _by_signal(e) or (isinstance(e, duckdb.InterruptException) and not timed_out.is_set()):
+            _STOPPED.add(id(con))
             raise KeyboardInterrupt from None
-        raise QueryError(f"query stopped after {timeout:g} s (--timeout)") from None
-    except duckdb.OutOfMemoryException:
-        raise QueryError(f"query needs more than {_size(limit)} of memory (--memory-limit)") from None
-    except duckdb.CatalogException as e:
-        raise QueryError(_no_such_table(str(e)) or _one_line(str(e))) from None
-    except duckdb.Error as e:
-        raise QueryError(_one_line(str(e))) from None
+        if isinstance(e, duckdb.InterruptException):
+            raise QueryError(f"query stopped after {timeout:g} s (--timeout)") from None
+        if isinstance(e, duckdb.OutOfMemoryException):
+            raise QueryError(f"query needs more than {_size(limit)} of memory (--memory-limit)") from None
+        if isinstance(e, duckdb.CatalogException):
+            raise QueryError(_no_such_table(str(e)) or _one_line(str(e))) from None
+        if isinstance(e, duckdb.Error):
+            raise QueryError(_one_line(str(e))) from None
+        raise
     finally:
         if timer is not None:
             timer.cancel()
             if timer.is_alive():
                 timer.join()
-        close(con)
+        if id(con) in _STOPPED:  # its tasks may still run: not waited for
+            _close_later(con)
+        else:
+            close(con)
 
 
 def _qualified(
