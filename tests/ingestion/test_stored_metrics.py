@@ -15,7 +15,7 @@ from traceq import queries
 from traceq.errors import QueryError
 from traceq.ingestion import metrics
 from traceq.model import on_disk
-from traceq.querying import macros
+from traceq.querying import files, macros, stored
 from traceq.querying.engine import Session
 from traceq.querying.stored import CACHED, DIAGNOSIS, SUMMARY, fingerprint, stored_files, stored_metrics
 from traceq.render import json_form
@@ -92,6 +92,38 @@ def test_results_of_other_query_files_are_not_used(store_dir: Path) -> None:
     assert stored_files(store.runs_dir, [run_id], "gpu_busy") is None
     with Session(store, [run_id]) as session:  # computed from the events instead
         assert session.query("gpu_busy")["busy_ns"].sum() == _live(store, run_id, "gpu_busy")["busy_ns"].sum()
+
+
+def test_a_changed_metric_alone_is_computed_again(store_dir: Path) -> None:
+    """A stamp whose line for one metric differs (that metric's query changed) leaves the others' stored
+    results in use; the changed one is computed from the events, the same as from scratch."""
+    run_id = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)["run_id"][0]
+    store = Store(store_dir)
+    stamp = next((store_dir / "runs").glob("*/rank=0/metrics/fingerprint.txt"))
+    lines = stamp.read_text().splitlines()
+    assert sorted(line.split()[0] for line in lines) == sorted(CACHED)
+    stamp.write_text("".join(("idle_causes " + "0" * 16 if line.startswith("idle_causes ") else line) + "\n"
+                             for line in lines))  # fmt: skip
+    assert stored_metrics(store.runs_dir, run_id) == frozenset(CACHED) - {"idle_causes"}
+    with Session(store, [run_id]) as session:
+        again = session.query("idle_causes")
+    live = _live(store, run_id, "idle_causes")
+    assert again.height > 0 and again.sort(again.columns).equals(live.sort(live.columns))
+
+
+def test_a_metric_is_fingerprinted_by_the_query_files_it_is_made_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Changing the idle pieces' query changes the fingerprints of the metrics made from them, not those
+    of the GPU's busy time or the op table."""
+    before = {name: stored.metric_fingerprint(name) for name in CACHED}
+    text = files.query_text
+    monkeypatch.setattr(files, "query_text", lambda n: text(n) + ("\n-- changed" if n == "_idle_pieces" else ""))
+    stored.metric_fingerprint.cache_clear()
+    try:
+        changed = {name for name in CACHED if stored.metric_fingerprint(name) != before[name]}
+    finally:
+        stored.metric_fingerprint.cache_clear()
+    assert {"_idle_pieces", "idle_causes", "idle_sites"} <= changed
+    assert not {"gpu_busy", "gpu_gaps", "op_summary", "precision_coverage", "_windows"} & changed
 
 
 def test_the_fingerprint_covers_the_query_files_and_their_macros() -> None:

@@ -15,7 +15,7 @@ import polars as pl
 
 from traceq.errors import QueryError
 from traceq.querying.engine import Session, available_memory
-from traceq.querying.stored import DIAGNOSIS, FINGERPRINT, FOLDER, SUMMARY, fingerprint
+from traceq.querying.stored import DIAGNOSIS, FINGERPRINT, FOLDER, SUMMARY, stamp_text
 from traceq.readers.source import Progress, report_stage
 from traceq.store import write_parquet
 
@@ -110,7 +110,7 @@ def save(
     except QueryError as e:
         shutil.rmtree(folder / FOLDER)
         return f"report metrics not stored ({e}); reports compute them from the events"
-    (folder / FOLDER / FINGERPRINT).write_text(fingerprint() + "\n")
+    (folder / FOLDER / FINGERPRINT).write_text(stamp_text(stored))
     return left_out
 
 

@@ -32,8 +32,10 @@ MAX_NAME_CHARS = 128
 MAX_SQL_FILE_BYTES = 1 << 20
 
 
+@cache
 def query_text(name: str) -> str:
-    """The SQL of the query or building block ``name``."""
+    """The SQL of the query or building block ``name`` (each file read once: a report checks the stored
+    results of every metric against the files they are made from)."""
     if not _NAME.match(name) or len(name) > MAX_NAME_CHARS:
         shown = name if len(name) <= MAX_NAME_CHARS else f"{name[:40]}... ({len(name):,} characters)"
         raise QueryError(f"{shown}: not a query name (letters, digits and _, at most {MAX_NAME_CHARS})")

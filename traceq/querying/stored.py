@@ -4,8 +4,8 @@ A report of a large run otherwise recomputes every metric from every event (seco
 events); with the results stored, ``report`` and ``report --compare`` read small tables. They are
 written at ingest by :mod:`traceq.ingestion.metrics` (the same queries of ``queries/``, run over the
 rank's tables) and read here: they are used only when every rank of every run in a session has them
-and they were made by the current query files (a fingerprint of their text); otherwise the session
-computes the metric from the events. Layout::
+and they were made by the current query files (a fingerprint of the text of those each metric is made
+from); otherwise the session computes the metric from the events. Layout::
 
     STORE/runs/run_id=<id>/rank=<r>/metrics/<query>.parquet
     STORE/runs/run_id=<id>/rank=<r>/metrics/fingerprint.txt
@@ -17,6 +17,8 @@ import hashlib
 from functools import cache
 from importlib import resources
 from pathlib import Path
+
+from traceq.querying.files import dependency_order
 
 #: The metric queries a report and a comparison read, stored per rank at ingest (``gpu_gap_buckets`` too,
 #: though made from the stored ``gpu_gaps`` in milliseconds: stored, a report of one rank reads every
@@ -52,17 +54,51 @@ FOLDER = "metrics"
 FINGERPRINT = "fingerprint.txt"
 
 
+def _digest(files: list[tuple[str, bytes]]) -> str:
+    """A hash of query files (name, text), in name order, and of the macros they are expanded with
+    (:mod:`traceq.querying.macros`)."""
+    digest = hashlib.sha256()
+    for name, text in sorted(files):
+        digest.update(name.encode() + b"\0" + text + b"\0")
+    digest.update(b"macros.py\0" + _macros() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@cache
+def _macros() -> bytes:
+    return (resources.files("traceq.querying") / "macros.py").read_bytes()
+
+
 @cache
 def fingerprint() -> str:
-    """A hash of every query file's text and of the macros they are expanded with
-    (:mod:`traceq.querying.macros`): stored results made by other query files or macros are not used."""
-    digest = hashlib.sha256()
-    for entry in sorted(resources.files("traceq.queries").iterdir(), key=lambda p: p.name):
-        if entry.name.endswith(".sql"):
-            digest.update(entry.name.encode() + b"\0" + entry.read_bytes() + b"\0")
-    macros = resources.files("traceq.querying") / "macros.py"
-    digest.update(b"macros.py\0" + macros.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+    """A hash of every query file's text and of the macros (what a stored estimate's queries may read)."""
+    root = resources.files("traceq.queries")
+    return _digest([(e.name, e.read_bytes()) for e in root.iterdir() if e.name.endswith(".sql")])
+
+
+@cache
+def metric_fingerprint(name: str) -> str:
+    """A hash of the query files stored metric ``name`` is made from (its own and every block it requires,
+    transitively) and of the macros: a stored result is used while these are unchanged, so a new version
+    of traceq that changes one query recomputes only the metrics made from it."""
+    return _digest([(f"{n}.sql", text.encode()) for n, text in dependency_order(name)])
+
+
+def stamp_text(names: list[str]) -> str:
+    """The text of a rank's :data:`FINGERPRINT` file for its stored metrics ``names``: a line per metric,
+    its name and :func:`metric_fingerprint`."""
+    return "".join(f"{name} {metric_fingerprint(name)}\n" for name in names)
+
+
+def _stamps(path: Path) -> dict[str, str]:
+    """The fingerprints a rank's :data:`FINGERPRINT` file gives, by metric (none where it is missing; a
+    line of another form, such as the one hash of every query file that earlier versions wrote, gives
+    none)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    return dict(line.split(" ", 1) for line in lines if line.count(" ") == 1)
 
 
 def stored_files(runs_dir: Path | None, runs: list[str] | None, name: str) -> list[Path] | None:
@@ -77,8 +113,7 @@ def stored_files(runs_dir: Path | None, runs: list[str] | None, name: str) -> li
             return None
         for rank_dir in rank_dirs:
             path = rank_dir / FOLDER / f"{name}.parquet"
-            stamp = rank_dir / FOLDER / FINGERPRINT
-            if not path.is_file() or not stamp.is_file() or stamp.read_text().strip() != fingerprint():
+            if not path.is_file() or _stamps(rank_dir / FOLDER / FINGERPRINT).get(name) != metric_fingerprint(name):
                 return None
             files.append(path)
     return files
