@@ -253,8 +253,10 @@ def main() -> None:
     print(f"alpha needed over {len(fit)} fitting runs: median {statistics.median(alphas):.3f}, "
           f"quartiles {q(alphas, 0.25):.3f}-{q(alphas, 0.75):.3f}; the code's ALPHA {ALPHA:g}")  # fmt: skip
     print()
-    print("| run | model | same host | traced ms | measured ms (rounds) | alpha needed | estimate (band) "
-          "| error | in band |")
+    print(
+        "| run | model | same host | traced ms | measured ms (rounds) | alpha needed | estimate (band) "
+        "| error | in band |"
+    )
     print("|---|---|:-:|---:|---:|---:|---:|---:|:-:|")
     held, errs, k_need, held_alphas = 0, [], [], []
     same = [r for r in rs.values() if r.same_host]
@@ -289,8 +291,10 @@ def main() -> None:
     for scaled in (True, False):
         print(f"host-speed scaling {'on (as reports do)' if scaled else 'off'}:")
         print()
-        print("| BASE -> NEW | traced NEW/BASE | estimated (band) | measured (rounds' range) | within 10 % "
-              "| in band | direction | host scaled |")
+        print(
+            "| BASE -> NEW | traced NEW/BASE | estimated (band) | measured (rounds' range) | within 10 % "
+            "| in band | direction | host scaled |"
+        )
         print("|---|---:|---:|---:|:-:|:-:|:-:|:-:|")
         inside = close = right = decisive = 0
         share_need = []
@@ -333,11 +337,15 @@ def main() -> None:
         if a.fit:
             print(f"fit: RATIO_SHARE for 80 % of pairs: {q([x for _, x in share_need], 0.8):.3f} (now {RATIO_SHARE:g})")
         print()
-    print("What a fix saves: the what-if on the run with the cause against the fix applied for real (clean rounds "
-          "of both on one host)")
+    print(
+        "What a fix saves: the what-if on the run with the cause against the fix applied for real (clean rounds "
+        "of both on one host)"
+    )
     print()
-    print("| fix | run -> fixed run | predicted saving ms (band) | measured saving ms (rounds' range) | error | "
-          "within 25 % |")
+    print(
+        "| fix | run -> fixed run | predicted saving ms (band) | measured saving ms (rounds' range) | error | "
+        "within 25 % |"
+    )
     print("|---|---|---:|---:|---:|:-:|")
     within, measured = [], []
     for run, fixed, cause in lease_pairs({**rs, **only}, FIXES):
@@ -364,11 +372,15 @@ def o2_split(rs: dict[str, Run], only: dict[str, Run]) -> None:
     """What the O2 fix removes, split by the runs between AMP and O2: autocast without GradScaler
     (``*_noscale_fp16``), measured on one host, against the what-if on each traced run."""
     print()
-    print("The O2 fix split (medians over rounds of the difference in each round, ms per step; the what-if of the "
-          "AMP run removes casts and loss scaler, of the autocast-only run the casts):")
+    print(
+        "The O2 fix split (medians over rounds of the difference in each round, ms per step; the what-if of the "
+        "AMP run removes casts and loss scaler, of the autocast-only run the casts):"
+    )
     print()
-    print("| model@lease | AMP -> autocast only: GradScaler | autocast only -> O2: autocast | what-if on AMP | "
-          "what-if on autocast only |")
+    print(
+        "| model@lease | AMP -> autocast only: GradScaler | autocast only -> O2: autocast | what-if on AMP | "
+        "what-if on autocast only |"
+    )
     print("|---|---:|---:|---:|---:|")
     every = {**rs, **only}
     leases = sorted({k.partition("@")[2] for k in every if "@" in k})
@@ -381,6 +393,7 @@ def o2_split(rs: dict[str, Run], only: dict[str, Run]) -> None:
         scaler, cast = paired(a, c, operator.sub)[0], paired(c, h, operator.sub)[0]
         pred = [f"{x.replayer.what_if(['cast_overhead'])['saving_ms'][0]:.2f}" if x.replayer else "-" for x in (a, c)]  # type: ignore[attr-defined]
         print(f"| {m}@{lease} | {scaler:.2f} | {cast:.2f} | {pred[0]} | {pred[1]} |")
+
 
 if __name__ == "__main__":
     main()

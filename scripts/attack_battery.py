@@ -124,9 +124,12 @@ def inputs(work: Path) -> dict[str, Path]:
         b'"tab\x01here", "pid": 1, "tid": 1, "ts": 2, "dur": 1}]}',
         "duplicate events": _trace([_op("a", 10, 5), _op("a", 10, 5), _op("b", 20, 1)]),
         "negative and missing durations": _trace([_op("neg", 10, -5), _op("missing", 20, None), _op("ok", 30, 2)]),
-        "kernels without launches, launches without kernels": _trace([
-            _op("k", 100, 5, cat="kernel", args={"correlation": 99, "device": 0, "stream": 7}),
-            _op("cudaLaunchKernel", 200, 5, cat="cuda_runtime", args={"correlation": 1})]),
+        "kernels without launches, launches without kernels": _trace(
+            [
+                _op("k", 100, 5, cat="kernel", args={"correlation": 99, "device": 0, "stream": 7}),
+                _op("cudaLaunchKernel", 200, 5, cat="cuda_runtime", args={"correlation": 1}),
+            ]
+        ),
         "a 2 MB name": _trace([_op("x" * 2_000_000, 10, 5)]),
         "ops nested 3000 deep": _trace([_op(f"op{i}", 10 + i, 100_000 - 2 * i) for i in range(3000)]),
         "unknown categories and args": _trace([_op("m", 10, 5, cat="brand_new", args={"nested": [1, 2]})]),
@@ -176,22 +179,32 @@ def inputs(work: Path) -> dict[str, Path]:
     paths["an SQLite file that is not an nsys export"] = sqlite
     if NSYS.exists():
         paths["an nsys export with columns from a newer version"] = _nsys(
-            work, "newer", "alter table CUPTI_ACTIVITY_KIND_KERNEL add column brandNew INTEGER")
+            work, "newer", "alter table CUPTI_ACTIVITY_KIND_KERNEL add column brandNew INTEGER"
+        )
         cut = _nsys(work, "cut")
         cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
         paths["an nsys export cut short"] = cut
         paths["an nsys export with a row at rowid 2^62"] = _nsys(
-            work, "rowid", "insert into CUPTI_ACTIVITY_KIND_KERNEL select * from CUPTI_ACTIVITY_KIND_KERNEL limit 1",
+            work,
+            "rowid",
+            "insert into CUPTI_ACTIVITY_KIND_KERNEL select * from CUPTI_ACTIVITY_KIND_KERNEL limit 1",
             "update CUPTI_ACTIVITY_KIND_KERNEL set rowid = 4611686018427387904 "
-            "where rowid = (select max(rowid) from CUPTI_ACTIVITY_KIND_KERNEL)")
+            "where rowid = (select max(rowid) from CUPTI_ACTIVITY_KIND_KERNEL)",
+        )
         paths["a BLOB in StringIds.value"] = _nsys(
-            work, "blob", "update StringIds set value = X'41FF42' where id = (select min(id) from StringIds)")
+            work, "blob", "update StringIds set value = X'41FF42' where id = (select min(id) from StringIds)"
+        )
         paths["a BLOB in a kernel's start"] = _nsys(
-            work, "blobstart", f"update CUPTI_ACTIVITY_KIND_KERNEL set start = X'0102' {_FIRST_KERNEL}")
-        for label, value in (("a REAL start of 8271798760.5", "start = 8271798760.5"),
-                             ("a start of 1e300", "start = 1e300"), ("an end of 1e300", '"end" = 1e300')):
+            work, "blobstart", f"update CUPTI_ACTIVITY_KIND_KERNEL set start = X'0102' {_FIRST_KERNEL}"
+        )
+        for label, value in (
+            ("a REAL start of 8271798760.5", "start = 8271798760.5"),
+            ("a start of 1e300", "start = 1e300"),
+            ("an end of 1e300", '"end" = 1e300'),
+        ):
             paths[f"an nsys export with {label}"] = _nsys(
-                work, label.replace(" ", "_"), f"update CUPTI_ACTIVITY_KIND_KERNEL set {value} {_FIRST_KERNEL}")
+                work, label.replace(" ", "_"), f"update CUPTI_ACTIVITY_KIND_KERNEL set {value} {_FIRST_KERNEL}"
+            )
     folder = d / f"d{FF}"
     folder.mkdir()
     shutil.copy(SMALL, folder / f"t{FF}.json.gz")
@@ -256,8 +269,14 @@ def attacks(work: Path, files: dict[str, Path], made: dict[str, Path]) -> list[A
     for label, path in files.items():
         found.append(Attack(_input_round(label), f"ingest {label}", ["ingest", "-q", "--store", "{store}", str(path)],
                             store=f"ingest:{label}"))  # fmt: skip
-    found.append(Attack(2, "report --compare of a summary with a trace",
-                        ["report", "--compare", str(SUMMARY), str(KINETO), "--store", "{store}"], store="ingest:cmp"))
+    found.append(
+        Attack(
+            2,
+            "report --compare of a summary with a trace",
+            ["report", "--compare", str(SUMMARY), str(KINETO), "--store", "{store}"],
+            store="ingest:cmp",
+        )
+    )
     found.append(Attack(2, "sql -f /bin/ls", ["sql", "-f", "/bin/ls", "--store", "{store}"]))
     for statement in _SQL_WRITES:
         found.append(Attack(1, f"sql: {statement[:40]}", ["sql", statement, "--store", "{store}"]))
@@ -271,42 +290,77 @@ def attacks(work: Path, files: dict[str, Path], made: dict[str, Path]) -> list[A
         user = "theirs" in store.name
         commands = [["runs"], ["export", "--to", "sqlite", str(out / f"{store.name}.db")]]
         if "every_run" not in store.name:
-            commands += [["sql", "select count(*) from events"], ["report"], ["check"], ["query", "gpu_busy"],
-                         ["report", "kineto_conformer_fp16_b4_2steps"],
-                         ["export", "--to", "perfetto", str(out / f"{store.name}.json")]]
+            commands += [
+                ["sql", "select count(*) from events"],
+                ["report"],
+                ["check"],
+                ["query", "gpu_busy"],
+                ["report", "kineto_conformer_fp16_b4_2steps"],
+                ["export", "--to", "perfetto", str(out / f"{store.name}.json")],
+            ]
         for command in commands:
             found.append(Attack(round_, f"{' '.join(command[:2])} over {label}", [*command, "--store", "{store}"],
                                 store=label, as_a_user=user))  # fmt: skip
     found += [
         Attack(2, "runs rm of a run not there", ["runs", "rm", "r000000000000", "--store", "{store}"], store="removed"),
-        Attack(2, "runs rm of a whole run", ["runs", "rm", "hta_triton_example", "--store", "{store}"],
-               store="removed"),
-        Attack(3, "runs rename to byte 0xFF", ["runs", "rename", "kineto_conformer_fp16_b4_2steps", f"n{FF}",
-                                               "--store", "{store}"]),
+        Attack(
+            2, "runs rm of a whole run", ["runs", "rm", "hta_triton_example", "--store", "{store}"], store="removed"
+        ),
+        Attack(
+            3,
+            "runs rename to byte 0xFF",
+            ["runs", "rename", "kineto_conformer_fp16_b4_2steps", f"n{FF}", "--store", "{store}"],
+        ),
         Attack(3, "--steps-from with byte 0xFF", ["report", "--steps-from", f"a{FF}", "--store", "{store}"]),
         Attack(3, "SQL with byte 0xFF", ["sql", f"select '{FF}'", "--store", "{store}"]),
         Attack(3, "ingest --name with byte 0xFF", ["ingest", "--name", f"x{FF}", str(SMALL), "--store", "{store}"]),
         Attack(3, "a store path with byte 0xFF", ["ingest", str(SMALL), "--store", str(work / f"s{FF}")], store=""),
-        Attack(3, "a non-ASCII rename under LC_ALL=C", ["runs", "rename", "hta_triton_example", "wörld", "--store",
-                                                        "{store}"], store="ascii", env=ASCII_TERMINAL),
-        Attack(3, "runs of a non-ASCII name under LC_ALL=C", ["runs", "--store", "{store}"], store="ascii",
-               env=ASCII_TERMINAL),
-        Attack(3, "report of a non-ASCII name under LC_ALL=C", ["report", "wörld", "--store", "{store}"],
-               store="ascii", env=ASCII_TERMINAL),
+        Attack(
+            3,
+            "a non-ASCII rename under LC_ALL=C",
+            ["runs", "rename", "hta_triton_example", "wörld", "--store", "{store}"],
+            store="ascii",
+            env=ASCII_TERMINAL,
+        ),
+        Attack(
+            3,
+            "runs of a non-ASCII name under LC_ALL=C",
+            ["runs", "--store", "{store}"],
+            store="ascii",
+            env=ASCII_TERMINAL,
+        ),
+        Attack(
+            3,
+            "report of a non-ASCII name under LC_ALL=C",
+            ["report", "wörld", "--store", "{store}"],
+            store="ascii",
+            env=ASCII_TERMINAL,
+        ),
         Attack(3, "sql -f of a FIFO", ["sql", "-f", str(_fifo(work)), "--store", "{store}"]),
         Attack(3, "sql -f /dev/zero", ["sql", "-f", "/dev/zero", "--store", "{store}"]),
-        Attack(3, "sql -f of a 2 MB file", ["sql", "-f", str(_file(work, "big.sql", "select 1;" + " " * (2 << 20))),
-                                            "--store", "{store}"]),
+        Attack(
+            3,
+            "sql -f of a 2 MB file",
+            ["sql", "-f", str(_file(work, "big.sql", "select 1;" + " " * (2 << 20))), "--store", "{store}"],
+        ),
         Attack(3, "a query name of 10,000 characters", ["query", "a" * 10_000, "--store", "{store}"]),
-        Attack(3, "a Requires: entry of 10,000 characters",
-               ["sql", "-f", str(_file(work, "req.sql", f"-- Requires: _{'a' * 9999}\nselect 1")), "--store",
-                "{store}"]),
-        Attack(3, "--memory-limit 99999999999999TB", ["sql", "select 1", "--memory-limit", "99999999999999TB",
-                                                      "--store", "{store}"]),
-        Attack(3, "export --to sqlite into a folder this user may not write",
-               ["export", "--to", "sqlite", str(_theirs(work) / "runs.db"), "--store", "{store}"], as_a_user=True),
-        Attack(3, "export --to sqlite into /proc",
-               ["export", "--to", "sqlite", "/proc/runs.db", "--store", "{store}"]),
+        Attack(
+            3,
+            "a Requires: entry of 10,000 characters",
+            ["sql", "-f", str(_file(work, "req.sql", f"-- Requires: _{'a' * 9999}\nselect 1")), "--store", "{store}"],
+        ),
+        Attack(
+            3,
+            "--memory-limit 99999999999999TB",
+            ["sql", "select 1", "--memory-limit", "99999999999999TB", "--store", "{store}"],
+        ),
+        Attack(
+            3,
+            "export --to sqlite into a folder this user may not write",
+            ["export", "--to", "sqlite", str(_theirs(work) / "runs.db"), "--store", "{store}"],
+            as_a_user=True,
+        ),
+        Attack(3, "export --to sqlite into /proc", ["export", "--to", "sqlite", "/proc/runs.db", "--store", "{store}"]),
     ]
     return found
 

@@ -57,8 +57,9 @@ def sync() -> None:
 class Encoder(nn.Module):
     """A small speech-style Transformer encoder (features -> d_model, pre-norm layers, a token head)."""
 
-    def __init__(self, idim: int = 80, d: int = 256, layers: int = 6, heads: int = 4, vocab: int = 512,
-                 nan_guard: bool = False) -> None:
+    def __init__(
+        self, idim: int = 80, d: int = 256, layers: int = 6, heads: int = 4, vocab: int = 512, nan_guard: bool = False
+    ) -> None:
         super().__init__()
         self.inp = nn.Linear(idim, d)
         self.layers = nn.ModuleList(
@@ -128,16 +129,16 @@ class AugmentedFeatures(torch.utils.data.Dataset):
         rng = np.random.default_rng(i)
         x = rng.standard_normal((self.frames * 2, self.idim)).astype(np.float32)
         spec = np.fft.rfft(x, axis=0)
-        spec[spec.shape[0] // 3:] = 0
+        spec[spec.shape[0] // 3 :] = 0
         x = np.fft.irfft(spec, n=x.shape[0], axis=0).astype(np.float32)
         grid = np.linspace(0, x.shape[0] - 1, self.frames)
         x = np.stack([np.interp(grid, np.arange(x.shape[0]), x[:, c]) for c in range(self.idim)], axis=1)
         x = x.astype(np.float32)
         for _ in range(2):
             t0 = rng.integers(0, self.frames - 20)
-            x[t0:t0 + 20] = 0
+            x[t0 : t0 + 20] = 0
             f0 = rng.integers(0, self.idim - 8)
-            x[:, f0:f0 + 8] = 0
+            x[:, f0 : f0 + 8] = 0
         x = (x - x.mean(0)) / (x.std(0) + 1e-5)
         y = rng.integers(0, self.vocab, self.frames)
         return x, y
@@ -183,8 +184,7 @@ RUNS: dict[str, dict] = {
     "cudnn_var_nobench_fp16": dict(model="conv", mode="fp16", batch=8, cause="cudnn", benchmark=False),
     # a second model for the search: a new image size every step, searched (benchmark) or not
     "resnet18_var_fp16": dict(model="resnet18", mode="fp16", batch=8, cause="cudnn", benchmark=True, steps=4),
-    "resnet18_var_nobench_fp16": dict(model="resnet18", mode="fp16", batch=8, cause="cudnn", benchmark=False,
-                                      steps=4),
+    "resnet18_var_nobench_fp16": dict(model="resnet18", mode="fp16", batch=8, cause="cudnn", benchmark=False, steps=4),
     "resnet50_b64_fp32": dict(model="resnet50", mode="fp32", batch=64),
     "resnet50_b64_fp16": dict(model="resnet50", mode="fp16", batch=64),
     "resnet18_b4_fp32": dict(model="resnet18", mode="fp32", batch=4),
@@ -233,8 +233,14 @@ class Batches:
             ds = AugmentedFeatures(100_000, FRAMES)
             fixed = cause == "workers"
             self.loader = torch.utils.data.DataLoader(
-                ds, batch_size=self.b, shuffle=False, num_workers=4 if fixed else 0, pin_memory=fixed,
-                persistent_workers=fixed, prefetch_factor=4 if fixed else None)
+                ds,
+                batch_size=self.b,
+                shuffle=False,
+                num_workers=4 if fixed else 0,
+                pin_memory=fixed,
+                persistent_workers=fixed,
+                prefetch_factor=4 if fixed else None,
+            )
             self.it = iter(self.loader)
             self.non_blocking = fixed
         else:
@@ -247,14 +253,18 @@ class Batches:
     def _make(self, frames: int | None) -> tuple[torch.Tensor, torch.Tensor]:
         g = torch.Generator(device=DEV).manual_seed(0)
         if self.task == "seq":
-            return (torch.randn(self.b, frames, 80, device=DEV, generator=g),
-                    torch.randint(0, 512, (self.b, frames), device=DEV, generator=g))
+            return (
+                torch.randn(self.b, frames, 80, device=DEV, generator=g),
+                torch.randint(0, 512, (self.b, frames), device=DEV, generator=g),
+            )
         if self.task == "tokens":
             return torch.randn(self.b, 80, device=DEV, generator=g), torch.randint(0, 512, (self.b,), device=DEV)
         if self.task == "image":
             side = frames or 224  # cudnn runs: a new image side every step
-            return (torch.randn(self.b, 3, side, side, device=DEV, generator=g),
-                    torch.randint(0, 1000, (self.b,), device=DEV))
+            return (
+                torch.randn(self.b, 3, side, side, device=DEV, generator=g),
+                torch.randint(0, 1000, (self.b,), device=DEV),
+            )
         ids = torch.randint(0, 30000, (self.b, 128), device=DEV, generator=g)
         return ids, torch.randint(0, 2, (self.b,), device=DEV)
 
@@ -335,10 +345,16 @@ def run(name: str, out: str, steps: int, prof_steps: int, nsys: bool, gzip_trace
     for _ in range(5):
         tr.step()
     step_ms, each = time_steps(tr, steps)
-    rec = {"run": name, **cfg, "steps_timed": steps, "step_ms": round(step_ms, 3),
-           "step_ms_each_median": round(statistics.median(each), 3),
-           "step_ms_each_min": round(min(each), 3), "step_ms_each_max": round(max(each), 3),
-           "samples_per_s": round(cfg["batch"] / step_ms * 1e3, 2)}
+    rec = {
+        "run": name,
+        **cfg,
+        "steps_timed": steps,
+        "step_ms": round(step_ms, 3),
+        "step_ms_each_median": round(statistics.median(each), 3),
+        "step_ms_each_min": round(min(each), 3),
+        "step_ms_each_max": round(max(each), 3),
+        "samples_per_s": round(cfg["batch"] / step_ms * 1e3, 2),
+    }
     if nsys:  # an outside nsys records these steps; NVTX ranges as users name them, PyTorch op ranges
         sync()
         t0 = time.perf_counter()
@@ -355,8 +371,9 @@ def run(name: str, out: str, steps: int, prof_steps: int, nsys: bool, gzip_trace
     sched = torch.profiler.schedule(wait=1, warmup=1, active=prof_steps)
     path = os.path.join(out, name + ".json")
     t0 = time.perf_counter()
-    with torch.profiler.profile(activities=acts, record_shapes=True, with_stack=bool(cfg.get("stack")),
-                                schedule=sched) as prof:
+    with torch.profiler.profile(
+        activities=acts, record_shapes=True, with_stack=bool(cfg.get("stack")), schedule=sched
+    ) as prof:
         for _ in range(2 + prof_steps):
             tr.step()
             prof.step()
@@ -404,8 +421,12 @@ def main() -> None:
             rec["step_ms_in_profiling_process"] = rec.pop("step_ms")
             rec.pop("samples_per_s", None)
         rec["seconds"] = round(time.perf_counter() - t0, 1)
-        rec["env"] = {"torch": torch.__version__, "cuda": torch.version.cuda,
-                      "gpu": torch.cuda.get_device_name(0) if CUDA else "cpu", "cudnn": torch.backends.cudnn.version()}
+        rec["env"] = {
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "gpu": torch.cuda.get_device_name(0) if CUDA else "cpu",
+            "cudnn": torch.backends.cudnn.version(),
+        }
         print(json.dumps(rec), flush=True)
         with open(log, "a") as f:
             f.write(json.dumps(rec) + "\n")

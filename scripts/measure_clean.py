@@ -186,15 +186,24 @@ def main() -> None:
     p = sub.add_parser("protocol")
     p.add_argument("--runs", required=True)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--first-round", type=int, default=1, help="the number of the first round: rounds taken after "
-                   "the profiles (as well as before) continue the numbering")
+    p.add_argument(
+        "--first-round",
+        type=int,
+        default=1,
+        help="the number of the first round: rounds taken after "
+        "the profiles (as well as before) continue the numbering",
+    )
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--out", required=True)
     p.add_argument("--machine", default="")
     p.add_argument("--budget", type=float, default=1e9, help="seconds for the whole protocol")
     p.add_argument("--profile", default="", help="runs to profile halfway through the rounds (fresh processes)")
-    p.add_argument("--warm", default="", help="runs timed once before the rounds, kept as warm-up records: the "
-                   "first process on a host fills CUDA's on-disk kernel cache (cudnn_var_fp16: 951 ms, then 404)")
+    p.add_argument(
+        "--warm",
+        default="",
+        help="runs timed once before the rounds, kept as warm-up records: the "
+        "first process on a host fills CUDA's on-disk kernel cache (cudnn_var_fp16: 951 ms, then 404)",
+    )
     t = sub.add_parser("time")
     t.add_argument("run")
     t.add_argument("--steps", type=int, default=30)
