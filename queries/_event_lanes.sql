@@ -38,8 +38,10 @@ placed AS (
                   CASE WHEN e.kind IN ('sync', 'gpu_annotation') THEN g.stream END) AS gpu_stream,
          e.pid AS src_pid, e.tid AS src_tid
   FROM typed e
-  LEFT JOIN gpu g ON e.kind IN ('sync', 'gpu_annotation') AND g.run_id = e.run_id AND g.rank = e.rank
-   AND g.pid = e.pid AND g.tid = e.tid
+  -- (other kinds join on a NULL thread, which matches nothing: a condition on one side alone in a LEFT
+  -- JOIN's ON made DuckDB 1 compare every pair of rows)
+  LEFT JOIN gpu g ON g.run_id = e.run_id AND g.rank = e.rank AND g.pid = e.pid
+   AND g.tid = CASE WHEN e.kind IN ('sync', 'gpu_annotation') THEN e.tid END
 ),
 sided AS (
   SELECT run_id, rank, event_id, kind, work, ts_ns, dur_ns, parent_id,
@@ -61,7 +63,7 @@ reached AS (
            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) END AS reach
   FROM checked s
   LEFT JOIN (SELECT run_id, rank, event_id, ts_ns, dur_ns FROM events WHERE kind IN ('op', 'op_inner')) a
-    ON s.parent_id IS NOT NULL AND a.run_id = s.run_id AND a.rank = s.rank AND a.event_id = s.parent_id
+    ON a.run_id = s.run_id AND a.rank = s.rank AND a.event_id = s.parent_id  -- (a NULL parent matches nothing)
 )
 SELECT run_id, rank, event_id, work, side, proc, thread,
        CASE WHEN side = 'gpu' AND kind = 'sync' THEN 1

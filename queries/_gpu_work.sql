@@ -31,5 +31,7 @@ FROM events e
 JOIN _windows w
   ON e.run_id = w.run_id AND e.rank = w.rank
  AND e.ts_ns < w.win_end AND e.ts_ns + e.dur_ns > w.win_start
-LEFT JOIN kernel_classes c ON e.kind = 'kernel' AND c.run_id = e.run_id AND c.rank = e.rank AND c.name = e.name
+LEFT JOIN kernel_classes c  -- (other kinds: a NULL name, no match; a condition on events alone here made DuckDB 1
+                            -- compare every pair)
+  ON c.run_id = e.run_id AND c.rank = e.rank AND c.name = CASE WHEN e.kind = 'kernel' THEN e.name END
 WHERE is_gpu_work(e.kind)

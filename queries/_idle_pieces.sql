@@ -35,8 +35,9 @@ WITH gaps AS MATERIALIZED (  -- each gap with the thread that explains it (windo
          coalesce(g.launch_pid, pl.pid) AS pid, coalesce(g.launch_tid, pl.tid) AS tid, g.launch_ts_ns,
          row_number() OVER () AS gap_id
   FROM gpu_gaps g
-  LEFT JOIN events pw ON g.kind = 'window_end' AND pw.run_id = g.run_id AND pw.rank = g.rank
-   AND pw.event_id = g.prev_event_id
+  LEFT JOIN events pw ON pw.run_id = g.run_id AND pw.rank = g.rank  -- (other gaps: a NULL key, no match; a
+   AND pw.event_id = CASE WHEN g.kind = 'window_end' THEN g.prev_event_id END  -- condition on gpu_gaps alone
+                                                   -- in this ON made DuckDB 1 compare every gap with every event)
   LEFT JOIN events pl ON pl.run_id = pw.run_id AND pl.rank = pw.rank AND pl.event_id = pw.launch_id
 ),
 probed AS (  -- the stretches of its thread each gap reads: the gap, and for queued work its launch's instant
