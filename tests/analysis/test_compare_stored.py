@@ -15,7 +15,8 @@ from traceq.analysis import compare as comparing
 from traceq.analysis.report import run_report
 from traceq.analysis.results import RunReport
 from traceq.ingestion import metrics
-from traceq.querying.stored import CACHED, stored_metrics
+from traceq.querying.engine import stored_metrics
+from traceq.querying.stored import CACHED
 from traceq.render import json_form
 from traceq.store import Store
 

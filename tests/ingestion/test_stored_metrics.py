@@ -15,9 +15,10 @@ from traceq import queries
 from traceq.errors import QueryError
 from traceq.ingestion import metrics
 from traceq.model import on_disk
-from traceq.querying import files, macros, stored
-from traceq.querying.engine import Session
-from traceq.querying.stored import CACHED, DIAGNOSIS, SUMMARY, fingerprint, stored_files, stored_metrics
+from traceq.querying import files, macros
+from traceq.querying.engine import Session, stored_metrics
+from traceq.querying.files import fingerprint, metric_fingerprint
+from traceq.querying.stored import CACHED, DIAGNOSIS, SUMMARY, stored_files
 from traceq.render import json_form
 from traceq.store import Store
 
@@ -66,7 +67,7 @@ def test_stored_metrics_equal_the_queries_on_the_events(label: str, store_dir: P
     store = Store(store_dir)
     with Session(store, [run_id]) as session:
         for name in CACHED:
-            assert stored_files(store.runs_dir, [run_id], name) is not None
+            assert stored_files(store.runs_dir, [run_id], name, metric_fingerprint(name)) is not None
             stored, live = _gaps_by_start(session.query(name)), _gaps_by_start(_live(store, run_id, name))
             assert stored.columns == live.columns, name
             assert stored.height == live.height, name
@@ -89,7 +90,7 @@ def test_results_of_other_query_files_are_not_used(store_dir: Path) -> None:
     store = Store(store_dir)
     stamp = next((store_dir / "runs").glob("*/rank=0/metrics/fingerprint.txt"))
     stamp.write_text("0" * 16 + "\n")
-    assert stored_files(store.runs_dir, [run_id], "gpu_busy") is None
+    assert stored_files(store.runs_dir, [run_id], "gpu_busy", metric_fingerprint("gpu_busy")) is None
     with Session(store, [run_id]) as session:  # computed from the events instead
         assert session.query("gpu_busy")["busy_ns"].sum() == _live(store, run_id, "gpu_busy")["busy_ns"].sum()
 
@@ -114,14 +115,14 @@ def test_a_changed_metric_alone_is_computed_again(store_dir: Path) -> None:
 def test_a_metric_is_fingerprinted_by_the_query_files_it_is_made_from(monkeypatch: pytest.MonkeyPatch) -> None:
     """Changing the idle pieces' query changes the fingerprints of the metrics made from them, not those
     of the GPU's busy time or the op table."""
-    before = {name: stored.metric_fingerprint(name) for name in CACHED}
+    before = {name: files.metric_fingerprint(name) for name in CACHED}
     text = files.query_text
     monkeypatch.setattr(files, "query_text", lambda n: text(n) + ("\n-- changed" if n == "_idle_pieces" else ""))
-    stored.metric_fingerprint.cache_clear()
+    files.metric_fingerprint.cache_clear()
     try:
-        changed = {name for name in CACHED if stored.metric_fingerprint(name) != before[name]}
+        changed = {name for name in CACHED if files.metric_fingerprint(name) != before[name]}
     finally:
-        stored.metric_fingerprint.cache_clear()
+        files.metric_fingerprint.cache_clear()
     assert {"_idle_pieces", "idle_causes", "idle_sites"} <= changed
     assert not {"gpu_busy", "gpu_gaps", "op_summary", "precision_coverage", "_windows"} & changed
 
@@ -161,7 +162,7 @@ def test_small_runs_store_no_metrics_by_default(store_dir: Path, monkeypatch: py
     run_id = traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)["run_id"][0]
     assert traceq.runs(store_dir)["n_events"][0] < 350_000
     assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
-    assert stored_files(Store(store_dir).runs_dir, [run_id], "gpu_busy") is None
+    assert stored_files(Store(store_dir).runs_dir, [run_id], "gpu_busy", metric_fingerprint("gpu_busy")) is None
 
 
 @pytest.mark.slow
@@ -244,7 +245,7 @@ def test_a_metric_that_fails_leaves_the_run_ingested_without_stored_metrics(
     assert "report metrics not stored (op_summary: Out of Memory Error" in result["warnings"][0]
     assert not list((store_dir / "runs").glob("*/rank=0/metrics"))
     run_id = result["run_id"][0]
-    assert stored_files(Store(store_dir).runs_dir, [run_id], "gpu_busy") is None
+    assert stored_files(Store(store_dir).runs_dir, [run_id], "gpu_busy", metric_fingerprint("gpu_busy")) is None
     assert _live(Store(store_dir), run_id, "op_summary").height > 0
 
 

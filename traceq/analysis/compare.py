@@ -25,8 +25,7 @@ from traceq.analysis.results import Comparison, RunReport
 from traceq.analysis.split import Split
 from traceq.analysis.summary_compare import compare_summaries
 from traceq.errors import TraceqError
-from traceq.querying.engine import Session
-from traceq.querying.stored import stored_metrics
+from traceq.querying.engine import Session, stored_metrics
 from traceq.store import Store
 
 #: A part is a finding when it changed by at least this many ms per step and this share of the longer

@@ -15,6 +15,7 @@ import polars as pl
 
 from traceq.errors import QueryError
 from traceq.querying.engine import Session, available_memory
+from traceq.querying.files import metric_fingerprint
 from traceq.querying.stored import DIAGNOSIS, FINGERPRINT, FOLDER, SUMMARY, stamp_text
 from traceq.readers.source import Progress, report_stage
 from traceq.store import write_parquet
@@ -110,7 +111,7 @@ def save(
     except QueryError as e:
         shutil.rmtree(folder / FOLDER)
         return f"report metrics not stored ({e}); reports compute them from the events"
-    (folder / FOLDER / FINGERPRINT).write_text(stamp_text(stored))
+    (folder / FOLDER / FINGERPRINT).write_text(stamp_text({n: metric_fingerprint(n) for n in stored}))
     return left_out
 
 

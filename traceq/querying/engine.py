@@ -31,10 +31,18 @@ from traceq._utils.signal_watch import calling_on_signal
 from traceq.errors import QueryError, StoreError, TraceqError
 from traceq.locations import MARKER
 from traceq.querying import DEFAULT_TIMEOUT_S
-from traceq.querying.files import dependency_order, doc, query_names, query_text, requires, used_queries
+from traceq.querying.files import (
+    dependency_order,
+    doc,
+    metric_fingerprint,
+    query_names,
+    query_text,
+    requires,
+    used_queries,
+)
 from traceq.querying.macros import MACROS, sql_string
 from traceq.querying.shown import PLAIN, Shown, numeric, shown
-from traceq.querying.stored import stored_files
+from traceq.querying.stored import CACHED, stored_files
 from traceq.schema import RUNS, TABLES, keys_of
 from traceq.store import MARKER_TEXT, Damage, Store, check_store
 
@@ -523,6 +531,12 @@ def _comment_view(con: duckdb.DuckDBPyConnection, name: str, text: str) -> None:
             con.execute(f"COMMENT ON COLUMN {name}.{column} IS {sql_string(meaning)}")
 
 
+def stored_metrics(runs_dir: Path, run_id: str) -> frozenset[str]:
+    """The metrics of :data:`~traceq.querying.stored.CACHED` stored (and current) for every rank of run
+    ``run_id`` (under a store's ``runs_dir``)."""
+    return frozenset(n for n in CACHED if stored_files(runs_dir, [run_id], n, metric_fingerprint(n)) is not None)
+
+
 class Session:
     """One read-only connection over some runs in which each query of ``queries/`` runs at most once.
 
@@ -798,7 +812,7 @@ class Session:
         all stored, or not to be used)."""
         if not self.use_stored or self.store is None:
             return None
-        return stored_files(self.store.runs_dir, self.runs, name)
+        return stored_files(self.store.runs_dir, self.runs, name, metric_fingerprint(name))
 
     def _create(self, name: str, statement: str, con: duckdb.DuckDBPyConnection) -> None:
         """Run ``statement`` (which makes ``name``) on ``con``; out of memory under this session's limit,

@@ -9,6 +9,7 @@ it uses (:func:`used_queries`) are bound as views before it runs, and only those
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -163,3 +164,33 @@ def list_queries() -> pl.DataFrame:
 def source_dir() -> Path:
     """Where the query files are on disk (for users who want to read or copy them)."""
     return Path(str(resources.files("traceq.queries")))
+
+
+def _digest(files: list[tuple[str, bytes]]) -> str:
+    """A hash of query files (name, text), in name order, and of the macros they are expanded with
+    (:mod:`traceq.querying.macros`)."""
+    digest = hashlib.sha256()
+    for name, text in sorted(files):
+        digest.update(name.encode() + b"\0" + text + b"\0")
+    digest.update(b"macros.py\0" + _macros() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@cache
+def _macros() -> bytes:
+    return (resources.files("traceq.querying") / "macros.py").read_bytes()
+
+
+@cache
+def fingerprint() -> str:
+    """A hash of every query file's text and of the macros (what a stored estimate's queries may read)."""
+    root = resources.files("traceq.queries")
+    return _digest([(e.name, e.read_bytes()) for e in root.iterdir() if e.name.endswith(".sql")])
+
+
+@cache
+def metric_fingerprint(name: str) -> str:
+    """A hash of the query files stored metric ``name`` is made from (its own and every block it requires,
+    transitively) and of the macros: a stored result is used while these are unchanged, so a new version
+    of traceq that changes one query recomputes only the metrics made from it."""
+    return _digest([(f"{n}.sql", text.encode()) for n, text in dependency_order(name)])

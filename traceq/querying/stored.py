@@ -13,12 +13,7 @@ from); otherwise the session computes the metric from the events. Layout::
 
 from __future__ import annotations
 
-import hashlib
-from functools import cache
-from importlib import resources
 from pathlib import Path
-
-from traceq.querying.files import dependency_order
 
 #: The metric queries a report and a comparison read, stored per rank at ingest (``gpu_gap_buckets`` too,
 #: though made from the stored ``gpu_gaps`` in milliseconds: stored, a report of one rank reads every
@@ -54,40 +49,10 @@ FOLDER = "metrics"
 FINGERPRINT = "fingerprint.txt"
 
 
-def _digest(files: list[tuple[str, bytes]]) -> str:
-    """A hash of query files (name, text), in name order, and of the macros they are expanded with
-    (:mod:`traceq.querying.macros`)."""
-    digest = hashlib.sha256()
-    for name, text in sorted(files):
-        digest.update(name.encode() + b"\0" + text + b"\0")
-    digest.update(b"macros.py\0" + _macros() + b"\0")
-    return digest.hexdigest()[:16]
-
-
-@cache
-def _macros() -> bytes:
-    return (resources.files("traceq.querying") / "macros.py").read_bytes()
-
-
-@cache
-def fingerprint() -> str:
-    """A hash of every query file's text and of the macros (what a stored estimate's queries may read)."""
-    root = resources.files("traceq.queries")
-    return _digest([(e.name, e.read_bytes()) for e in root.iterdir() if e.name.endswith(".sql")])
-
-
-@cache
-def metric_fingerprint(name: str) -> str:
-    """A hash of the query files stored metric ``name`` is made from (its own and every block it requires,
-    transitively) and of the macros: a stored result is used while these are unchanged, so a new version
-    of traceq that changes one query recomputes only the metrics made from it."""
-    return _digest([(f"{n}.sql", text.encode()) for n, text in dependency_order(name)])
-
-
-def stamp_text(names: list[str]) -> str:
-    """The text of a rank's :data:`FINGERPRINT` file for its stored metrics ``names``: a line per metric,
-    its name and :func:`metric_fingerprint`."""
-    return "".join(f"{name} {metric_fingerprint(name)}\n" for name in names)
+def stamp_text(fingerprints: dict[str, str]) -> str:
+    """The text of a rank's :data:`FINGERPRINT` file for its stored metrics: a line per metric, its name and
+    its fingerprint (:func:`~traceq.querying.files.metric_fingerprint`)."""
+    return "".join(f"{name} {value}\n" for name, value in fingerprints.items())
 
 
 def _stamps(path: Path) -> dict[str, str]:
@@ -101,9 +66,10 @@ def _stamps(path: Path) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in lines if line.count(" ") == 1)
 
 
-def stored_files(runs_dir: Path | None, runs: list[str] | None, name: str) -> list[Path] | None:
+def stored_files(runs_dir: Path | None, runs: list[str] | None, name: str, fingerprint: str) -> list[Path] | None:
     """The stored results of ``name`` for every rank of ``runs`` (under a store's ``runs_dir``), or None
-    when any rank lacks them (or has results made by other query files)."""
+    when any rank lacks them or has results made by other query files (another ``fingerprint``: the
+    metric's :func:`~traceq.querying.files.metric_fingerprint`)."""
     if name not in CACHED or runs is None or runs_dir is None:
         return None
     files = []
@@ -113,13 +79,7 @@ def stored_files(runs_dir: Path | None, runs: list[str] | None, name: str) -> li
             return None
         for rank_dir in rank_dirs:
             path = rank_dir / FOLDER / f"{name}.parquet"
-            if not path.is_file() or _stamps(rank_dir / FOLDER / FINGERPRINT).get(name) != metric_fingerprint(name):
+            if not path.is_file() or _stamps(rank_dir / FOLDER / FINGERPRINT).get(name) != fingerprint:
                 return None
             files.append(path)
     return files
-
-
-def stored_metrics(runs_dir: Path, run_id: str) -> frozenset[str]:
-    """The metrics of :data:`CACHED` stored (and current) for every rank of run ``run_id`` (under a store's
-    ``runs_dir``)."""
-    return frozenset(name for name in CACHED if stored_files(runs_dir, [run_id], name) is not None)

@@ -29,7 +29,8 @@ import polars as pl
 
 from traceq.analysis.replay.estimates import Estimate
 from traceq.querying.engine import Session
-from traceq.querying.stored import FOLDER, fingerprint
+from traceq.querying.files import fingerprint
+from traceq.querying.stored import FOLDER
 from traceq.store import write_parquet
 
 if TYPE_CHECKING:  # importlib.resources.abc is Python 3.11's; 3.10 has it as importlib.abc only
@@ -43,7 +44,7 @@ _NUMBERS = ("traced_ms", "step_ms", "low_ms", "high_ms", "width", "host_scale")
 
 @cache
 def made_by() -> str:
-    """A hash of what makes the estimate: the query files (:func:`~traceq.querying.stored.fingerprint`)
+    """A hash of what makes the estimate: the query files (:func:`~traceq.querying.files.fingerprint`)
     and the source of every module of :mod:`traceq.analysis` (a stored estimate made by other code is not
     used)."""
     digest = hashlib.sha256(fingerprint().encode())
