@@ -1,7 +1,9 @@
-"""Build of the optional native parts (chrome-trace decoder, range nesting); the rest is in pyproject.toml.
+"""Build of the optional native parts (chrome-trace decoder, range nesting, the replay's visit); the rest
+is in pyproject.toml.
 
 The extensions are optional: where no C compiler is available, traceq installs without them and uses
-its pure-Python paths (msgspec decoding, the Python nesting walk), which give the same tables, slower.
+its pure-Python paths (msgspec decoding, the Python nesting walk and replay loop), which give the same
+tables, slower.
 The decoder's columns and args keys are declared once, in ``traceq/readers/chrome/columns.py``: the
 header the C scanner includes is written from it here, before the build.
 """
@@ -26,6 +28,7 @@ setup(
         for name, source in (
             ("traceq.readers.chrome._scan", "traceq/readers/chrome/_scan.c"),
             ("traceq.model._nest_scan", "traceq/model/_nest_scan.c"),
+            ("traceq.analysis.replay._replay_walk", "traceq/analysis/replay/_replay_walk.c"),
         )
     ]
 )

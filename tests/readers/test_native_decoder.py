@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from polars.testing import assert_frame_equal
 
 from tests.conftest import SAMPLES, chrome_traces, run_cli, shared
+from traceq.analysis.replay import engine as replay_engine
 from traceq.model import nesting
 from traceq.readers import read_trace
 from traceq.readers.chrome import columns, decoder
@@ -32,7 +33,7 @@ from traceq.readers.source import prefetched
 
 
 def _require_native() -> None:
-    if not decoder.native_available() or nesting._nest_scan is None:
+    if not decoder.native_available() or nesting._nest_scan is None or replay_engine._replay_walk is None:
         if os.environ.get("TRACEQ_ALLOW_NO_NATIVE") == "1":
             pytest.skip("native parts not built on this install")
         pytest.fail("the C extensions were not built (no compiler at install?); TRACEQ_ALLOW_NO_NATIVE=1 skips")
@@ -404,7 +405,7 @@ def test_version_says_whether_the_c_parts_are_built() -> None:
     _require_native()
     result = run_cli("version")
     assert result.returncode == 0
-    assert "chrome decoder: built; nesting: built" in result.stdout
+    assert "chrome decoder: built; nesting: built; replay: built" in result.stdout
 
 
 def test_the_c_parts_load_without_their_packages_and_import_as_the_same_module() -> None:
@@ -426,4 +427,7 @@ def test_the_c_parts_load_without_their_packages_and_import_as_the_same_module()
 def test_version_says_the_python_paths_are_in_use_when_the_c_parts_are_switched_off() -> None:
     result = run_cli("version", env={"TRACEQ_NATIVE": "0"})
     assert result.returncode == 0
-    assert "chrome decoder: not in use (Python path); nesting: not in use (Python path)" in result.stdout
+    assert (
+        "chrome decoder: not in use (Python path); nesting: not in use (Python path); replay: not in use (Python path)"
+        in result.stdout
+    )

@@ -17,8 +17,10 @@ from types import ModuleType
 DECODER = "traceq.readers.chrome._scan"
 #: The C nesting walk and climb (:mod:`traceq.model.nesting`'s fast path).
 NESTING = "traceq.model._nest_scan"
+#: The C visit of the replay (:mod:`traceq.analysis.replay.engine`'s fast path).
+REPLAY = "traceq.analysis.replay._replay_walk"
 #: Each C part by the name ``traceq version`` gives it.
-PARTS = {"chrome decoder": DECODER, "nesting": NESTING}
+PARTS = {"chrome decoder": DECODER, "nesting": NESTING, "replay": REPLAY}
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the ``traceq`` package
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import polars as pl
 import pyarrow as pa
 
+from traceq._utils.column_buffers import column_bytes
 from traceq._utils.native import NESTING, load
 from traceq.schema import OP_TREE_KINDS
 
@@ -99,7 +100,7 @@ def _nest_containers(events: pl.DataFrame, tolerance_ns: int, native: bool = Tru
 
 
 def _walk_native(inputs: pl.DataFrame, tolerance_ns: int) -> dict[str, pl.Series]:
-    buffers = [_int64_bytes(inputs.get_column(c)) for c in inputs.columns]
+    buffers = [column_bytes(inputs.get_column(c)) for c in inputs.columns]
     walked = _int64_frame(dict(zip(_WALK_COLUMNS, _nest_scan.nest(*buffers, tolerance_ns), strict=True)), inputs.height)
     return {name: walked.get_column(name) for name in _WALK_COLUMNS}
 
@@ -111,14 +112,6 @@ def _int64_frame(columns: dict[str, bytes], n: int) -> pl.DataFrame:
     frame = pl.from_arrow(pa.Table.from_arrays(arrays, names=list(columns)))
     assert isinstance(frame, pl.DataFrame)
     return frame.with_columns(pl.all().replace(_NONE, None))
-
-
-def _int64_bytes(column: pl.Series) -> memoryview:
-    """The values of a null-free int64 column as one contiguous buffer."""
-    array = column.rechunk().to_arrow()
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    return memoryview(array.buffers()[1]).cast("B")[array.offset * 8 : (array.offset + len(array)) * 8]
 
 
 def _walk(
@@ -214,10 +207,10 @@ def _place_leaves(
 
 def _climb_native(cand: pl.DataFrame, ranges: pl.DataFrame, tolerance_ns: int) -> pl.DataFrame:
     buffers = [
-        _int64_bytes(cand.get_column("cand").fill_null(_NONE)),
-        _int64_bytes(cand.get_column("ts_ns")),
-        _int64_bytes(cand.get_column("end_ns")),
-        *(_int64_bytes(ranges.get_column(c).fill_null(_NONE)) for c in ("cand", "c_end", "c_parent")),
+        column_bytes(cand.get_column("cand").fill_null(_NONE)),
+        column_bytes(cand.get_column("ts_ns")),
+        column_bytes(cand.get_column("end_ns")),
+        *(column_bytes(ranges.get_column(c).fill_null(_NONE)) for c in ("cand", "c_end", "c_parent")),
     ]
     climbed = _int64_frame({"cand": _nest_scan.climb(*buffers, tolerance_ns)}, cand.height)
     return cand.with_columns(climbed.get_column("cand"))

@@ -21,13 +21,23 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 import polars as pl
 
+from traceq._utils.column_buffers import column_bytes, float_series
+from traceq._utils.native import REPLAY, load
 from traceq.analysis.replay.graph import Graph
 from traceq.analysis.replay.scenario import Scenario
 
 _NEG = float("-inf")
+#: A wait's type as the visit codes it.
+_WAIT_TYPES = {"thread": 0, "gpu_end": 1, "gpu_start": 2}
+#: The types of the visit's GPU-event and wait columns, in the C visit's order.
+_ITEM_KINDS = (pl.Int64, pl.Float64, pl.Int64, pl.Float64, pl.Int64, pl.Float64, pl.Float64, pl.Int64, pl.Float64)
+_BARRIER_KINDS = (pl.Int64, pl.Int64, pl.Int64, pl.Float64, pl.Int64, pl.Float64, pl.Float64, pl.Int64, pl.Int64)
+#: The C visit (None where it was not built: the Python loop, :func:`_visit`).
+_replay_walk = load(REPLAY)
 
 
 @dataclass
@@ -49,8 +59,9 @@ class Replay:
         return float(self.windows["ms"].mean()) if self.windows.height else float("nan")
 
 
-def replay(graph: Graph, scenario: Scenario | None = None) -> Replay:
-    """Replay ``graph`` under ``scenario`` (the trace unchanged by default)."""
+def replay(graph: Graph, scenario: Scenario | None = None, native: bool = True) -> Replay:
+    """Replay ``graph`` under ``scenario`` (the trace unchanged by default); ``native=False``: by the Python
+    loop, where the C visit was built too."""
     sc = scenario or Scenario()
     nodes, items, barriers = graph.nodes, graph.items, graph.barriers
     W = (sc.W if sc.W is not None else nodes["W0"]).cast(pl.Float64)
@@ -71,76 +82,120 @@ def replay(graph: Graph, scenario: Scenario | None = None) -> Replay:
     active = barriers.with_row_index("b").filter(pl.Series(on, dtype=pl.Boolean)) if barriers.height else barriers
     # enabled barriers in node order: their positions, and the first position of each thread's
     b_node = active["node"] if active.height else pl.Series("node", [], pl.Int64)
-    b_thread = active["thread"].to_list() if active.height else []
     n_threads = len(graph.first_node) - 1
-    base = [0] * (n_threads + 1)
-    for t in b_thread:
-        base[t + 1] += 1
-    for t in range(n_threads):
-        base[t + 1] += base[t]
+    per_thread = [0] * n_threads
+    for t, count in active.group_by("thread").len().iter_rows() if active.height else ():
+        per_thread[t] = count
+    base = [0, *accumulate(per_thread)]
 
     def epochs(node_idx: pl.Series) -> pl.Series:
         """For each node, the position after the last enabled barrier of its thread at or before it (or the
         thread's first position: no barrier yet)."""
         return b_node.search_sorted(node_idx, side="right").cast(pl.Int64)
 
-    # GPU events: launch time bases and epochs of their launch nodes
+    # GPU events: launch time bases and epochs of their launch nodes (launch thread -1: no captured launch)
     has_launch = items["launch_node"].is_not_null()
     ln = items["launch_node"].fill_null(0)
     lat = items["lat"].fill_null(0.0)
     if sc.lat_shift is not None:
         lat = lat + pl.Series(sc.lat_shift, dtype=pl.Float64)
-    launch_base = (C.gather(ln) + lat).to_list()
-    launch_ep = epochs(ln).to_list()
-    launch_th = thread.gather(ln).to_list()
-    has_launch_l = has_launch.to_list()
-    fixed = items["fixed"].to_list()
-    lane = items["lane"].to_list()
-    d = items["d"].to_list()
-    gap = items["gap"].fill_null(_NEG).to_list()
-    dep = items["dep"].to_list()
-    dep_gap = items["dep_gap"].to_list()
+    item_columns = _typed(
+        _ITEM_KINDS,
+        {
+            "launch_thread": pl.select(pl.when(has_launch).then(thread.gather(ln)).otherwise(-1)).to_series(),
+            "launch_base": C.gather(ln) + lat,
+            "launch_epoch": epochs(ln),
+            "fixed": items["fixed"].cast(pl.Float64).fill_null(0.0),
+            "lane": items["lane"],
+            "d": items["d"],
+            "gap": items["gap"].cast(pl.Float64).fill_null(_NEG),
+            "dep": items["dep"].fill_null(-1),
+            "dep_gap": items["dep_gap"].cast(pl.Float64).fill_null(0.0),
+        },
+    )
     dropped = sc.dropped if sc.dropped is not None else [False] * items.height
-    # barriers: their position among the enabled ones, what they wait for
-    b_pos = [-1] * barriers.height
-    for pos, b in enumerate(active["b"].to_list() if active.height else []):
-        b_pos[b] = pos
-    bt = barriers["type"].to_list()
-    b_target = barriers["target"].to_list()
-    b_post = barriers["post"].to_list()
-    b_th = barriers["thread"].to_list()
-    b_C = C.gather(barriers["node"]).to_list() if barriers.height else []
-    tgt_is_node = [t == "thread" for t in bt]
-    tgt_nodes = pl.Series([tn if isn else 0 for tn, isn in zip(b_target, tgt_is_node, strict=True)], dtype=pl.Int64)
-    tgt_C = C.gather(tgt_nodes).to_list() if barriers.height else []
-    tgt_th = thread.gather(tgt_nodes).to_list() if barriers.height else []
-    tgt_ep = epochs(tgt_nodes).to_list() if barriers.height else []
+    # waits: their position among the enabled ones (-1: disabled), what they wait for
+    kind = barriers["type"].replace_strict(_WAIT_TYPES, return_dtype=pl.Int64)
+    on_thread = pl.select(pl.when(kind == _WAIT_TYPES["thread"]).then(barriers["target"]).otherwise(0)).to_series()
+    position = pl.repeat(-1, barriers.height, dtype=pl.Int64, eager=True)
+    if active.height:
+        position = position.scatter(active["b"], pl.int_range(active.height, dtype=pl.Int64, eager=True))
+    barrier_columns = _typed(
+        _BARRIER_KINDS,
+        {
+            "position": position,
+            "type": kind,
+            "target": barriers["target"].fill_null(-1),
+            "post": barriers["post"].cast(pl.Float64).fill_null(0.0),
+            "thread": barriers["thread"],
+            "C": C.gather(barriers["node"]),
+            "target_C": C.gather(on_thread),
+            "target_thread": thread.gather(on_thread),
+            "target_epoch": epochs(on_thread),
+        },
+    )
+    if native and _replay_walk is not None:
+        start, end, off = _visit_native(graph.order, item_columns, dropped, barrier_columns, base)
+    else:
+        start, end, off = _visit(
+            graph.order.to_list(),
+            {name: column.to_list() for name, column in item_columns.items()},
+            dropped,
+            {name: column.to_list() for name, column in barrier_columns.items()},
+            base,
+        )
 
-    n_items = items.height
+    # every node's time: C plus its thread's offset at its epoch
+    ep_all = epochs(nodes["node"])
+    pos_all = ep_all - 1
+    own_first = pl.Series(base[:-1], dtype=pl.Int64).gather(thread)
+    offs = float_series(off) if len(off) else pl.Series([0.0], dtype=pl.Float64)
+    node_off = pl.when(pos_all >= own_first).then(offs.gather(pos_all.clip(lower_bound=0))).otherwise(0.0)
+    node_t = pl.select(C + node_off).to_series()
+    windows = _windows(graph, node_t, start, end, dropped)
+    return Replay(sc, node_t, start, end, windows)
+
+
+def _typed(kinds: tuple[type[pl.DataType], ...], columns: dict[str, pl.Series]) -> dict[str, pl.Series]:
+    """``columns`` cast to ``kinds`` (in order): both visits read the same values."""
+    return {name: column.cast(kind) for (name, column), kind in zip(columns.items(), kinds, strict=True)}
+
+
+def _visit(
+    order: list[int],
+    items: dict[str, list],
+    dropped: Sequence[bool],
+    barriers: dict[str, list],
+    base: list[int],
+) -> tuple[array, array, array]:
+    """GPU events and waits in loop order (the reference of the C visit, which gives the same times): each
+    GPU event's start and end, and each enabled wait's thread offset after it."""
+    launch_th, launch_base, launch_ep = items["launch_thread"], items["launch_base"], items["launch_epoch"]
+    fixed, lane, d, gap, dep, dep_gap = (items[k] for k in ("fixed", "lane", "d", "gap", "dep", "dep_gap"))
+    b_pos, bt, b_target, b_post = barriers["position"], barriers["type"], barriers["target"], barriers["post"]
+    b_th, b_C = barriers["thread"], barriers["C"]
+    tgt_C, tgt_th, tgt_ep = barriers["target_C"], barriers["target_thread"], barriers["target_epoch"]
+    n_items = len(lane)
     start = [0.0] * n_items
     end = [0.0] * n_items
-    lane_end = [_NEG] * (int(items["lane"].max()) + 1 if n_items else 0)
-    off = [0.0] * len(b_thread)  # each enabled barrier's thread offset after it
-    done = [0] * (n_threads + 1)  # how many of each thread's barriers have been visited
+    lane_end = [_NEG] * (max(lane) + 1 if n_items else 0)
+    off = [0.0] * base[-1]  # each enabled wait's thread offset after it
+    done = [0] * len(base)  # how many of each thread's waits have been visited
 
     def off_at(t: int, ep: int) -> float:
         k = min(ep, base[t] + done[t]) - 1
         return off[k] if k >= base[t] else 0.0
 
-    for code in graph.order:
+    for code in order:
         if code >= 0:
             i = code
             if dropped[i]:
                 le = lane_end[lane[i]]
-                start[i] = end[i] = le if le != _NEG else (fixed[i] if fixed[i] is not None else 0.0)
+                start[i] = end[i] = le if le != _NEG else fixed[i]
                 continue
-            if has_launch_l[i]:
-                t = launch_th[i]
-                a = launch_base[i] + off_at(t, launch_ep[i])
-            else:
-                a = fixed[i]
+            a = launch_base[i] + off_at(launch_th[i], launch_ep[i]) if launch_th[i] >= 0 else fixed[i]
             m = dep[i]
-            if m is not None and end[m] + dep_gap[i] > a:
+            if m >= 0 and end[m] + dep_gap[i] > a:
                 a = end[m] + dep_gap[i]
             le = lane_end[lane[i]] + gap[i]
             s = a if a > le else le
@@ -153,9 +208,9 @@ def replay(graph: Graph, scenario: Scenario | None = None) -> Replay:
         if pos < 0:
             continue
         t = b_th[b]
-        if tgt_is_node[b]:
+        if bt[b] == _WAIT_TYPES["thread"]:
             B = tgt_C[b] + off_at(tgt_th[b], tgt_ep[b]) + b_post[b]
-        elif bt[b] == "gpu_end":
+        elif bt[b] == _WAIT_TYPES["gpu_end"]:
             B = end[b_target[b]] + b_post[b]
         else:
             B = start[b_target[b]] + b_post[b]
@@ -163,21 +218,31 @@ def replay(graph: Graph, scenario: Scenario | None = None) -> Replay:
         cand = B - b_C[b]
         off[pos] = cand if cand > prev else prev
         done[t] += 1
-
-    # every node's time: C plus its thread's offset at its epoch
-    ep_all = epochs(nodes["node"])
-    pos_all = ep_all - 1
-    own_first = pl.Series(base[:-1], dtype=pl.Int64).gather(thread)
-    offs = pl.Series(off if off else [0.0], dtype=pl.Float64)
-    node_off = pl.when(pos_all >= own_first).then(offs.gather(pos_all.clip(lower_bound=0))).otherwise(0.0)
-    node_t = pl.select(C + node_off).to_series()
-    windows = _windows(graph, node_t, start, end, dropped)
-    return Replay(sc, node_t, array("d", start), array("d", end), windows)
+    return array("d", start), array("d", end), array("d", off)
 
 
-def _windows(
-    graph: Graph, node_t: pl.Series, start: list[float], end: list[float], dropped: list[bool]
-) -> pl.DataFrame:
+def _visit_native(
+    order: pl.Series,
+    items: dict[str, pl.Series],
+    dropped: Sequence[bool],
+    barriers: dict[str, pl.Series],
+    base: list[int],
+) -> tuple[array, array, array]:
+    """:func:`_visit` in C (:mod:`traceq.analysis.replay._replay_walk`), over the columns' own buffers."""
+    assert _replay_walk is not None
+    n = len(dropped)
+    start, end, off = array("d", bytes(8 * n)), array("d", bytes(8 * n)), array("d", bytes(8 * base[-1]))
+    _replay_walk.walk(
+        column_bytes(order),
+        (*(column_bytes(c, c.dtype) for c in items.values()), bytes(dropped)),
+        tuple(column_bytes(c, c.dtype) for c in barriers.values()),
+        array("q", base),
+        (start, end, off),
+    )
+    return start, end, off
+
+
+def _windows(graph: Graph, node_t: pl.Series, start: array, end: array, dropped: Sequence[bool]) -> pl.DataFrame:
     """``_windows`` on replayed times: each step ends when its host range and the GPU work it launched are
     done; the first starts at its host start or when the work queued before the profile is done."""
     steps = graph.step_nodes
@@ -194,8 +259,8 @@ def _windows(
             schema_overrides={"step": pl.Int32},
         )
     g = items.select("step", "launch_node").with_columns(
-        s=pl.Series(start, dtype=pl.Float64),
-        e=pl.Series(end, dtype=pl.Float64),
+        s=float_series(start),
+        e=float_series(end),
         live=~pl.Series(dropped, dtype=pl.Boolean),
     )
     launched = g.filter(pl.col("launch_node").is_not_null() & pl.col("live") & pl.col("step").is_not_null())

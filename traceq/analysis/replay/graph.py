@@ -65,7 +65,7 @@ class Graph:
     (the slice whose recorded length includes the wait, and how much of it was waiting).
     ``items``: one row per GPU event: ``lane``, ``S``/``E``/``d``, ``launch_node``, ``lat``, ``gap``,
     ``fixed`` (recorded start of unlaunched work), ``dep``/``dep_gap`` (event wait), ``step``.
-    ``order``: the loop order of items (``i >= 0``) and barriers (``-b - 1``) by recorded time.
+    ``order``: the loop order of items (``i >= 0``) and barriers (``-b - 1``) by recorded time (Int64).
     """
 
     timeline: Timeline
@@ -73,7 +73,7 @@ class Graph:
     first_node: list[int]
     barriers: pl.DataFrame
     items: pl.DataFrame
-    order: list[int]
+    order: pl.Series
     step_nodes: pl.DataFrame
     lat_typ: float
     gap_typ: float
@@ -488,7 +488,7 @@ def _cpu_time(nodes: pl.DataFrame, barriers: pl.DataFrame) -> pl.DataFrame:
     return nodes.with_columns(W0=(pl.col("L") - pl.col("wait_ns").fill_null(0.0)).clip(lower_bound=0.0)).drop("wait_ns")
 
 
-def _order(items: pl.DataFrame, barriers: pl.DataFrame, nodes: pl.DataFrame) -> list[int]:
+def _order(items: pl.DataFrame, barriers: pl.DataFrame, nodes: pl.DataFrame) -> pl.Series:
     """Items (by recorded start) and barriers (by recorded resume time + tolerance), merged: the loop order."""
     T = nodes["T"]
     keyed = [
@@ -501,4 +501,4 @@ def _order(items: pl.DataFrame, barriers: pl.DataFrame, nodes: pl.DataFrame) -> 
         ),
     ]
     # ties: items first, then each kind in its own order (a thread's barriers in node order)
-    return pl.concat(keyed, how="vertical_relaxed").sort("key", "phase", "k")["code"].to_list()
+    return pl.concat(keyed, how="vertical_relaxed").sort("key", "phase", "k")["code"].cast(pl.Int64)
