@@ -27,13 +27,16 @@ SAMPLES = ("kineto_conformer_fp32_b4_2steps.json.gz", "kineto_conformer_fp16_b4_
 #: pytest's options, as the README's test command gives them
 PYTEST = ("-q", "-n", "auto", "--dist", "loadfile", "-m", "not slow")
 #: The tests run on each interpreter (those not marked slow): the SQL layer's metrics and users' SQL, the
-#: queries' plans, the commands end to end and their golden reports, the comparisons of later traces and
-#: the data-safety tests (signals, spills), where library versions have differed (DuckDB 1's Arrow
-#: reader, anti joins, joins with a one-sided ON and close after an interrupt; about a minute and a half on two cores)
+#: queries' plans, sessions under a memory limit, the commands end to end and their golden reports, the
+#: comparisons of later traces and the data-safety tests (signals, spills), where library versions have
+#: differed (DuckDB 1's Arrow reader, anti joins, joins with a one-sided ON, close after an interrupt and
+#: RESET of the memory limit; about a minute and a half on two cores)
 TESTS = (
     "tests/querying/test_metrics.py",
     "tests/querying/test_search_calls.py",
     "tests/querying/test_plans.py",
+    "tests/querying/test_session_make.py",
+    "tests/export/test_sqlite.py::test_metrics_made_under_a_small_memory_limit_are_the_same",
     "tests/querying/test_sql_names.py",
     "tests/cli/test_cli.py",
     "tests/cli/test_end_to_end.py",

@@ -178,3 +178,84 @@ def test_columns_cast_by_arrow_are_written_as_through_polars() -> None:
     got, expected = _plain_batch(batch).cast(schema), _plain(whole).to_arrow().cast(schema)
     assert got.schema == expected.schema
     assert repr(got.to_pylist()) == repr(expected.to_pylist())  # repr: NaN as NaN
+
+
+def test_metrics_made_under_a_small_memory_limit_are_the_same(
+    exported: SqliteExport, export_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each group's metrics are made under DuckDB's memory limit: where one does not fit, it runs again on
+    fewer threads and then without the limit (the session's configuration stays settable for that), and
+    every table holds the rows made without a limit."""
+    import traceq.export.sqlite as sqlite_export
+
+    retried: list[str] = []
+    again = Session._create_within_limit
+
+    def counted(self: Session, statement: str, con) -> None:
+        retried.append(statement.split()[2])
+        again(self, statement, con)
+
+    monkeypatch.setattr(sqlite_export, "MEMORY_LIMIT", "8MB")
+    monkeypatch.setattr(Session, "_create_within_limit", counted)
+    small = write_sqlite(traceq.Store(export_store), tmp_path / "small.db")
+    assert retried  # the limit was met and the statements ran again
+    assert small.failed == exported.failed == {}
+    assert small.tables == exported.tables
+    a, b = sqlite_utils.Database(small.path), sqlite_utils.Database(exported.path)
+    for table in ("events", "gpu_gaps", "idle_causes", "idle_sites", "op_summary", "replay_host"):
+        columns = ", ".join(f'"{c}"' for c in b[table].columns_dict)
+        rows = f"select {columns} from {table} order by {columns}"
+        assert list(a.execute(rows).fetchall()) == list(b.execute(rows).fetchall()), table
+
+
+def test_a_session_with_a_memory_limit_still_reads_no_other_file(export_store: Path, tmp_path: Path) -> None:
+    """Its configuration is left settable for the limit, but DuckDB still opens no file beyond the runs'."""
+    import duckdb
+
+    other = tmp_path / "other.csv"
+    other.write_text("a\n1\n")
+    with Session(export_store, own_queries=True, memory_limit="100MB") as session:
+        assert session.con.execute("SELECT current_setting('memory_limit')").fetchall() == [("95.3 MiB",)]
+        with pytest.raises(duckdb.Error):
+            session.con.sql(f"SELECT * FROM read_csv('{other}')").fetchall()
+    with pytest.raises(ValueError):
+        Session(export_store, memory_limit="100MB")  # users' sessions: never settable
+
+
+@pytest.mark.parametrize("fault", ["write", "stop"])
+def test_an_export_that_fails_or_stops_leaves_no_file_and_no_writer(
+    export_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    """Rows are written on a thread of their own: an error there reaches the export (``write``), and an
+    export stopped in its main thread (``stop``: Ctrl-C while a metric is made) ends the writer; either way
+    neither the file nor its partial copy is left."""
+    import threading
+
+    import traceq.export.sqlite as sqlite_export
+
+    if fault == "write":
+        real = sqlite_export._Loader._write_rows
+
+        def failing(self) -> None:
+            def broken(*args, **kwargs) -> None:
+                raise OSError("disk full (simulated)")
+
+            self.cursor.adbc_ingest = broken
+            real(self)
+
+        monkeypatch.setattr(sqlite_export._Loader, "_write_rows", failing)
+        expected: type[BaseException] = OSError
+    else:
+        made = Session.make
+
+        def interrupted(self: Session, names, *args, **kwargs) -> None:
+            if "idle_causes" in list(names):
+                raise KeyboardInterrupt
+            made(self, names, *args, **kwargs)
+
+        monkeypatch.setattr(Session, "make", interrupted)
+        expected = KeyboardInterrupt
+    with pytest.raises(expected):
+        write_sqlite(traceq.Store(export_store), tmp_path / "out.db")
+    assert list(tmp_path.iterdir()) == []
+    assert not any(t.name == "traceq-sqlite-write" and t.is_alive() for t in threading.enumerate())

@@ -155,3 +155,25 @@ def test_out_of_memory_under_the_limit_runs_again_on_fewer_threads_before_the_li
             (8, limit)
         ]
         assert session.sql("SELECT count(*) AS n FROM _windows")["n"][0] > 0
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_with_the_limit_lifted_a_query_gets_the_default_memory(kineto_store: tuple[Store, str], own: bool) -> None:
+    """Inside :meth:`Session.memory_limit_lifted` a query needing more than the session's limit runs (DuckDB
+    1 reported its default after ``RESET memory_limit`` but kept to the old limit), and the limit is back
+    after it; for a session over ranks (``own=False``) and one of traceq's own queries over a store."""
+    store, run_id = kineto_store
+    rank_dir = next((store.runs_dir / f"run_id={run_id}").glob("rank=*"))
+    opened = (
+        Session(store, [run_id], own_queries=True, memory_limit="2MB")
+        if own
+        else Session.over_ranks({0: rank_dir}, memory_limit="2MB")
+    )
+    big = "SELECT count(*) AS n FROM (SELECT range % 100000 AS k, count(*) FROM range(3000000) GROUP BY 1)"
+    with opened as session:
+        with pytest.raises(QueryError, match="Out of Memory"):
+            session.sql(big)
+        with session.memory_limit_lifted():
+            assert session.sql(big)["n"][0] == 100_000
+        ((limit,),) = session.con.execute("SELECT current_setting('memory_limit')").fetchall()
+        assert limit == "1.9 MiB"

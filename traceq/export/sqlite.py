@@ -27,7 +27,9 @@ those of one group. The file is written under a temporary name and renamed when 
 from __future__ import annotations
 
 import json
+import queue
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,9 +50,16 @@ from traceq.store import Store
 
 #: Rows read and written at a time.
 BATCH_ROWS = 1 << 14
-#: At most this many events in the runs written from one session (a larger run alone): what the metrics
-#: computed for them hold in memory.
-GROUP_EVENTS = 100_000
+#: Batches handed to the writer thread and not yet written, at most (a few MB).
+WRITE_AHEAD = 8
+#: At most this many events in the runs written from one session (a larger run alone). Each group's
+#: session has a fixed cost (about 0.4 s of small statements), and its metrics are made under
+#: :data:`MEMORY_LIMIT`, which bounds what they hold whatever the group's size (benchmarks/README.md,
+#: "Constants in the code").
+GROUP_EVENTS = 400_000
+#: DuckDB's memory limit in the session of each group (beyond it, a metric spills, or runs on fewer
+#: threads, and only then without it: :meth:`~traceq.querying.engine.Session.over_ranks`).
+MEMORY_LIMIT = "300MB"
 #: Canonical tables made only where the runs have rows for them.
 OPTIONAL_TABLES = ("sources", "op_stats", "kernel_stats", "summary_cells")
 _KEY_DOCS = {
@@ -134,7 +143,7 @@ def run_groups(catalog: pl.DataFrame, events: int | None = None) -> list[list[st
 
 def _store_sessions(store: Store, groups: list[list[str]]) -> Iterator[tuple[Session, list[str], bool]]:
     for group in groups:
-        with Session(store, group, own_queries=True) as session:
+        with Session(store, group, own_queries=True, memory_limit=MEMORY_LIMIT) as session:
             yield session, group, True
 
 
@@ -170,13 +179,15 @@ def _write_file(
             _write_vocabulary(loader, result, docs)
             for session, group, own in sessions:
                 _write_tables(session, loader, group, result, docs, free=own)
-            for name in result.failed:  # a metric that failed on some runs has no table
-                if name in result.tables:
-                    db[name].drop()
-                    del result.tables[name]
-                    docs.pop(name, None)
-        finally:
-            loader.close()
+        except BaseException:
+            loader.close(discard=True)
+            raise
+        loader.close()
+        for name in result.failed:  # a metric that failed on some runs has no table
+            if name in result.tables:
+                db[name].drop()
+                del result.tables[name]
+                docs.pop(name, None)
         began = time.perf_counter()
         _index(db, result.tables)
         db.execute("PRAGMA analysis_limit = 1000")  # statistics from a sample of each index (ANALYZE's own limit)
@@ -252,18 +263,19 @@ def _write_tables(
             loader.create(name, batches.schema, docs[name], **keys)
         result.tables[name] = result.tables.get(name, 0) + loader.append(name, batches)
 
-    runs = session.sql(f"SELECT * FROM runs WHERE {where} ORDER BY ingested_at, run_id")
-    write("runs", _frame_batches(runs), lambda: _table_docs(RUNS, runs.columns), pk="run_id")
-    for table in RANK_TABLES:
-        began = time.perf_counter()
-        query = f"SELECT * FROM {table.name} WHERE {where}"
-        if table.name in OPTIONAL_TABLES and not session.sql(f"SELECT count(*) FROM ({query})").item():
-            continue
-        batches = _batches(session, query)
-        foreign = [("kind", "kinds", "kind")] if table.name == "events" else []
-        write(table.name, batches, lambda t=table, b=batches: _table_docs(t, [f.name for f in b.schema]),
-              foreign=foreign)  # fmt: skip
-        result.table_seconds[table.name] = result.table_seconds.get(table.name, 0.0) + time.perf_counter() - began
+    with session.memory_limit_lifted():  # the session's limit is for making metrics: these scans hold a batch
+        runs = session.sql(f"SELECT * FROM runs WHERE {where} ORDER BY ingested_at, run_id")
+        write("runs", _frame_batches(runs), lambda: _table_docs(RUNS, runs.columns), pk="run_id")
+        for table in RANK_TABLES:
+            began = time.perf_counter()
+            query = f"SELECT * FROM {table.name} WHERE {where}"
+            if table.name in OPTIONAL_TABLES and not session.sql(f"SELECT count(*) FROM ({query})").item():
+                continue
+            batches = _batches(session, query)
+            foreign = [("kind", "kinds", "kind")] if table.name == "events" else []
+            write(table.name, batches, lambda t=table, b=batches: _table_docs(t, [f.name for f in b.schema]),
+                  foreign=foreign)  # fmt: skip
+            result.table_seconds[table.name] = result.table_seconds.get(table.name, 0.0) + time.perf_counter() - began
     metrics = list_queries()["name"].to_list()
     blocks = {name: {name} | {dep for dep, _ in dependency_order(f"-- Requires: {name}")} for name in metrics}
     for k, name in enumerate(metrics):
@@ -277,11 +289,12 @@ def _write_tables(
         began = time.perf_counter()
         try:
             session.make([name])
-            batches = _batches(session, f"SELECT * FROM {name} WHERE {where}")
         except QueryError as e:
             result.failed[name] = str(e)
             continue
-        write(name, batches, lambda n=name, b=batches: _metric_docs(n, [f.name for f in b.schema]))
+        with session.memory_limit_lifted():
+            batches = _batches(session, f"SELECT * FROM {name} WHERE {where}")
+            write(name, batches, lambda n=name, b=batches: _metric_docs(n, [f.name for f in b.schema]))
         result.table_seconds[name] = result.table_seconds.get(name, 0.0) + time.perf_counter() - began
 
 
@@ -371,7 +384,9 @@ def _plain(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 class _Loader:
-    """Makes tables with sqlite-utils and fills them through one ADBC connection."""
+    """Makes tables with sqlite-utils and fills them through one ADBC connection, on a thread of its own:
+    the rows of one table are written while the next table's metric is made (ADBC's writes and DuckDB's
+    queries both run without the GIL), up to :data:`WRITE_AHEAD` batches behind."""
 
     def __init__(self, db: sqlite_utils.Database, path: Path) -> None:
         import adbc_driver_sqlite.dbapi as adbc
@@ -383,6 +398,31 @@ class _Loader:
         self.cursor.execute("PRAGMA synchronous = OFF")
         #: the Arrow types of each table made
         self.schemas: dict[str, pa.Schema] = {}
+        self._queue: queue.Queue[tuple[str, pa.RecordBatch] | None] = queue.Queue(maxsize=WRITE_AHEAD)
+        self._failed: BaseException | None = None
+        self._writer = threading.Thread(target=self._write_rows, name="traceq-sqlite-write", daemon=True)
+        self._writer.start()
+
+    def _write_rows(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                if self._failed is None:  # after a failure, what is queued is dropped
+                    self.cursor.adbc_ingest(item[0], item[1], mode="append")
+            except BaseException as e:  # handed to the export's thread (flush, append)
+                self._failed = e
+            finally:
+                self._queue.task_done()
+        self._queue.task_done()
+
+    def flush(self) -> None:
+        """Wait until every batch handed over is written (sqlite-utils writes on a connection of its own,
+        which must not meet an append); raise what writing them raised."""
+        self._queue.join()
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        if self._failed is not None:
+            raise self._failed
 
     def create(
         self,
@@ -394,6 +434,7 @@ class _Loader:
     ) -> None:
         """Make table ``name`` with the columns of ``schema``, documented by ``docs``, its ``run_id`` a
         foreign key to ``runs`` (and ``foreign``)."""
+        self.flush()
         columns = {f.name: _python_type(f.type) for f in schema}
         keys = list(foreign)
         if name not in ("runs", "kinds") and "run_id" in columns:
@@ -403,10 +444,12 @@ class _Loader:
         self.schemas[name] = schema
 
     def append(self, name: str, batches: _Batches) -> int:
-        """Write ``batches`` into table ``name`` (in the types it was made with); returns the rows."""
+        """Hand ``batches`` over to be written into table ``name`` (in the types it was made with); returns
+        the rows."""
         schema, rows = self.schemas[name], 0
         for batch in batches:
-            self.cursor.adbc_ingest(name, batch if batch.schema.equals(schema) else batch.cast(schema), mode="append")
+            self._raise_failure()
+            self._queue.put((name, batch if batch.schema.equals(schema) else batch.cast(schema)))
             rows += batch.num_rows
         return rows
 
@@ -415,9 +458,21 @@ class _Loader:
         self.create(name, batches.schema, docs, pk=pk)
         return self.append(name, batches)
 
-    def close(self) -> None:
+    def close(self, discard: bool = False) -> None:
+        """Write what was handed over (``discard``: drop it: the export stopped), end the writer thread and
+        close the connection; raise what writing raised (not when discarding)."""
+        if discard:
+            self._failed = self._failed or _Stopped()
+        self._queue.put(None)
+        self._writer.join()
         self.cursor.close()
         self.con.close()
+        if not discard:
+            self._raise_failure()
+
+
+class _Stopped(Exception):
+    """The export stopped: rows still queued are not written."""
 
 
 def _python_type(t: pa.DataType) -> type:

@@ -121,6 +121,7 @@ def connect(
     own_queries: bool = False,
     memory_limit: int | None = None,
     read: Collection[str] | None = None,
+    settable: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per canonical table.
 
@@ -130,9 +131,11 @@ def connect(
     and no other. ``locked=False`` leaves file access open (traceq's own queries over a run being written).
     ``memory_limit``: DuckDB's memory bound in bytes (set before the configuration is locked). ``read``:
     the only tables whose files are read (None: every table); the others are empty (for a statement that
-    names none of them).
+    names none of them). ``settable`` (with ``own_queries`` only): the configuration is left unlocked, so that
+    a session of traceq's own queries may change DuckDB's threads and memory limit (file access is limited
+    as with ``own_queries`` alone; no other text runs on it).
     """
-    return _connect(store, runs, locked, own_queries, memory_limit, read)[0]
+    return _connect(store, runs, locked, own_queries, memory_limit, read, settable)[0]
 
 
 def _connect(
@@ -142,6 +145,7 @@ def _connect(
     own_queries: bool = False,
     memory_limit: int | None = None,
     read: Collection[str] | None = None,
+    settable: bool = False,
 ) -> tuple[duckdb.DuckDBPyConnection, dict[str, Any]]:
     """:func:`connect`, and the Arrow datasets registered on it by name (a cursor of the connection sees
     none of them until they are registered on it too).
@@ -154,6 +158,8 @@ def _connect(
     Reports read the files with DuckDB's own reader instead (``own_queries``): it knows their row counts
     and plans the metric queries' joins on them, which Arrow scans leave it to guess (~1 row each), and
     the metrics of a report take twice as long over them."""
+    if settable and not own_queries:
+        raise ValueError("only a connection for traceq's own queries may be left settable")
     store = Store.of(store)
     if runs is None:  # every run that is not damaged, found once for all the tables
         runs = [row["run_id"] for row in store.catalog_rows()]
@@ -197,7 +203,8 @@ def _connect(
             con.execute(f"SET allowed_paths = [{', '.join(sql_string(f) for f in allowed)}]")
         con.execute("SET python_enable_replacements = false")
         con.execute("SET enable_external_access = false")
-        con.execute("SET lock_configuration = true")
+        if not settable:
+            con.execute("SET lock_configuration = true")
     return con, sources
 
 
@@ -549,7 +556,9 @@ class Session:
 
     A session is opened for users by default: its connection can open no file (:func:`connect`), so
     :meth:`sql` may be given anyone's SQL. ``own_queries=True`` (reports and comparisons, which run only
-    traceq's query files) lets DuckDB read the runs' Parquet files itself, and no other file.
+    traceq's query files) lets DuckDB read the runs' Parquet files itself, and no other file; with a
+    ``memory_limit`` too (a size such as ``"300MB"``), DuckDB keeps to it while tables are made, as in
+    :meth:`over_ranks` (its configuration is then left unlocked for that: :func:`connect`'s ``settable``).
     """
 
     def __init__(
@@ -559,6 +568,7 @@ class Session:
         con: duckdb.DuckDBPyConnection | None = None,
         use_stored: bool = True,
         own_queries: bool = False,
+        memory_limit: str | None = None,
     ) -> None:
         self.store = None if con is not None else Store.of(store)
         self.runs = runs
@@ -578,16 +588,33 @@ class Session:
         self._made: set[str] = set()
         self._frames: dict[str, pl.DataFrame] = {}
         self._scratch: Path | None = None
+        #: DuckDB's memory bound while tables are made (see :meth:`over_ranks`); a session over a store is
+        #: given one with ``own_queries`` only
         self._memory_limit: str | None = None
+        self._default_memory = ""
+        if memory_limit is not None:
+            if not own_queries or con is not None:
+                raise ValueError("a memory limit is for a session of traceq's own queries over a store")
+            self._memory_limit = memory_limit
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         """The session's connection (:func:`connect`), opened when first needed: a report whose results
         were all stored at ingest reads them without DuckDB (:meth:`query`)."""
         if self._con is None:
-            self._con, sources = _connect(self.store, self.runs, own_queries=self._own_queries)
+            limit = self._memory_limit
+            self._con, sources = _connect(self.store, self.runs, own_queries=self._own_queries, settable=bool(limit))
             self._sources.update(sources)
+            if limit is not None:
+                self._limit_memory(limit)
         return self._con
+
+    def _limit_memory(self, limit: str) -> None:
+        """Keep DuckDB to ``limit`` while tables are made (:meth:`memory_limit_lifted` restores its default,
+        read here: under a full limit even reading a setting may not find the memory)."""
+        ((self._default_memory,),) = self.con.execute("SELECT current_setting('memory_limit')").fetchall()
+        self.con.execute(f"SET memory_limit = {sql_string(limit)}")
+        self._memory_limit = limit
 
     def run_row(self, run_id: str) -> dict[str, Any]:
         """The ``runs`` row of ``run_id``, one of the session's runs: from the store's catalog, without a
@@ -618,8 +645,7 @@ class Session:
         session = cls(runs=[run_id], con=connect(Store(scratch), [run_id], locked=False))
         session._scratch = scratch
         if memory_limit is not None:
-            session.con.execute(f"SET memory_limit = {sql_string(memory_limit)}")
-            session._memory_limit = memory_limit
+            session._limit_memory(memory_limit)
         return session
 
     def query(self, name: str) -> pl.DataFrame:
@@ -714,15 +740,17 @@ class Session:
 
     def drop(self, names: Iterable[str]) -> None:
         """Free the tables (or views) of ``names`` made in this session; a query needing one makes it again."""
-        for name in names:
-            if name not in self._made:
-                continue
-            ((kind,),) = self.con.execute(
-                "SELECT count(*) FROM duckdb_views() WHERE view_name = ? AND NOT internal", [name]
-            ).fetchall()
-            self.con.execute(f"DROP {'VIEW' if kind else 'TABLE'} {name}")
-            self._made.discard(name)
-            self._frames.pop(name, None)
+        names = [name for name in names if name in self._made]
+        if not names:
+            return
+        with self.memory_limit_lifted():  # a full limit leaves DuckDB 1 no memory to look a table up in
+            for name in names:
+                ((kind,),) = self.con.execute(
+                    "SELECT count(*) FROM duckdb_views() WHERE view_name = ? AND NOT internal", [name]
+                ).fetchall()
+                self.con.execute(f"DROP {'VIEW' if kind else 'TABLE'} {name}")
+                self._made.discard(name)
+                self._frames.pop(name, None)
 
     def _make_at_once(self, plan: dict[str, tuple[str, list[str]]], workers: int, done: Callable[[str], None]) -> None:
         """Make the tables of ``plan`` on ``workers`` cursors, each once the blocks it requires are made;
@@ -855,11 +883,15 @@ class Session:
         if self._memory_limit is None:
             yield
             return
-        self.con.execute("RESET memory_limit")
+        # set, not RESET: DuckDB 1 then reports its default but keeps to the limit set before
+        self.con.execute(f"SET memory_limit = {sql_string(self._default_memory)}")
         try:
             yield
         finally:
-            self.con.execute(f"SET memory_limit = {sql_string(self._memory_limit)}")
+            # DuckDB 1 refuses a limit below what its tables hold in memory: the session then goes on
+            # with the default (its tables are made; the next ones may take more than the limit)
+            with suppress(duckdb.OutOfMemoryException):
+                self.con.execute(f"SET memory_limit = {sql_string(self._memory_limit)}")
 
     def _run(self, query: str) -> pl.DataFrame:
         try:
