@@ -108,11 +108,11 @@ def write_sqlite(
         catalog = source.catalog()
         ids = _wanted(catalog["run_id"].to_list(), run_ids)
         groups = run_groups(catalog.filter(pl.col("run_id").is_in(ids)))
-        result = _write(_store_sessions(source, groups), path, ids, started)
+        result = _write(lambda: _store_sessions(source, groups), path, ids, started)
     else:
         catalog = source.sql("SELECT run_id FROM runs ORDER BY ALL")["run_id"].to_list()
         ids = _wanted(catalog, run_ids)
-        result = _write(iter([(source, ids, False)]), path, ids, started)
+        result = _write(lambda: iter([(source, ids, False)]), path, ids, started)
     result.replaced = replaced
     return result
 
@@ -155,9 +155,12 @@ def _wanted(catalog: list[str], run_ids: Sequence[str] | None) -> list[str]:
     return ids
 
 
-def _write(
-    sessions: Iterator[tuple[Session, list[str], bool]], path: Path, ids: list[str], started: float
-) -> SqliteExport:
+#: Each group's session (a group of run ids, and whether the session is the export's own), opened anew on
+#: each call: the export goes over the groups twice (the runs' tables, then their metrics).
+Sessions = Callable[[], Iterator[tuple[Session, list[str], bool]]]
+
+
+def _write(sessions: Sessions, path: Path, ids: list[str], started: float) -> SqliteExport:
     result = SqliteExport(path, path.with_name(path.name + ".metadata.json"))
     docs: dict[str, dict[str, Any]] = {}
     with atomic_output(path) as tmp:
@@ -167,32 +170,39 @@ def _write(
     return result
 
 
-def _write_file(
-    sessions: Iterator[tuple[Session, list[str], bool]], tmp: Path, result: SqliteExport, docs: dict[str, Any]
-) -> None:
+def _write_file(sessions: Sessions, tmp: Path, result: SqliteExport, docs: dict[str, Any]) -> None:
+    """The runs' tables of every group, then their indexes (on the writer's thread, while the metrics are
+    made), then each group's metrics, their indexes and the statistics."""
     db = sqlite_utils.Database(tmp)
     try:
         db.execute("PRAGMA journal_mode = OFF")
         db.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # how traceq knows its exports
-        loader = _Loader(db, tmp)
+        loader = _Loader(tmp)
         try:
             _write_vocabulary(loader, result, docs)
-            for session, group, own in sessions:
-                _write_tables(session, loader, group, result, docs, free=own)
+            for session, group, _ in sessions():
+                _write_run_tables(session, loader, group, result, docs)
+            canonical = list(result.tables)
+            for name in canonical:
+                loader.execute_later(_index_statements(name, loader.schemas[name].names))
+            for session, group, own in sessions():
+                _write_metrics(session, loader, group, result, docs, free=own)
+            began = time.perf_counter()
+            for name in result.failed:  # a metric that failed on some runs has no table
+                if name in result.tables:
+                    loader.execute_later([f'DROP TABLE "{name}"'])
+                    del result.tables[name]
+                    docs.pop(name, None)
+            for name in result.tables:
+                if name not in canonical:
+                    loader.execute_later(_index_statements(name, loader.schemas[name].names))
         except BaseException:
             loader.close(discard=True)
             raise
         loader.close()
-        for name in result.failed:  # a metric that failed on some runs has no table
-            if name in result.tables:
-                db[name].drop()
-                del result.tables[name]
-                docs.pop(name, None)
-        began = time.perf_counter()
-        _index(db, result.tables)
         db.execute("PRAGMA analysis_limit = 1000")  # statistics from a sample of each index (ANALYZE's own limit)
         db.analyze()
-        result.table_seconds["(indexes)"] = time.perf_counter() - began
+        result.table_seconds["(indexes)"] = time.perf_counter() - began  # and the rows still being written
     finally:
         db.close()
 
@@ -243,29 +253,32 @@ def _write_vocabulary(loader: _Loader, result: SqliteExport, docs: dict[str, dic
     result.tables["kinds"] = loader.table("kinds", _frame_batches(kinds), docs["kinds"], pk="kind")
 
 
-def _write_tables(
-    session: Session,
+def _write_rows(
     loader: _Loader,
-    ids: list[str],
     result: SqliteExport,
     docs: dict[str, dict[str, Any]],
-    free: bool = False,
+    name: str,
+    batches: _Batches,
+    documented: Callable[[], dict[str, Any]],
+    **keys: Any,
 ) -> None:
-    """The catalog rows, the canonical tables' rows (the optional tables' where they have any) and each
-    metric query's rows of the runs ``ids`` of ``session``, each table made (and documented in ``docs``)
-    the first time it has rows to take, or for the first runs written. With ``free`` (a session of the
-    export's own) each metric's blocks are dropped from the session once no metric left to write needs them."""
-    where = "run_id IN (" + ", ".join(_quote(r) for r in ids) + ")" if ids else "false"
+    """Hand ``batches`` to table ``name``, made (and documented in ``docs``) the first time it has rows."""
+    if name not in docs:
+        docs[name] = documented()
+        loader.create(name, batches.schema, docs[name], **keys)
+    result.tables[name] = result.tables.get(name, 0) + loader.append(name, batches)
 
-    def write(name: str, batches: _Batches, documented: Callable[[], dict[str, Any]], **keys: Any) -> None:
-        if name not in docs:
-            docs[name] = documented()
-            loader.create(name, batches.schema, docs[name], **keys)
-        result.tables[name] = result.tables.get(name, 0) + loader.append(name, batches)
 
+def _write_run_tables(
+    session: Session, loader: _Loader, ids: list[str], result: SqliteExport, docs: dict[str, dict[str, Any]]
+) -> None:
+    """The catalog rows and the canonical tables' rows (the optional tables' where they have any) of the
+    runs ``ids`` of ``session``."""
+    where = _where(ids)
     with session.memory_limit_lifted():  # the session's limit is for making metrics: these scans hold a batch
         runs = session.sql(f"SELECT * FROM runs WHERE {where} ORDER BY ingested_at, run_id")
-        write("runs", _frame_batches(runs), lambda: _table_docs(RUNS, runs.columns), pk="run_id")
+        _write_rows(loader, result, docs, "runs", _frame_batches(runs), lambda: _table_docs(RUNS, runs.columns),
+                    pk="run_id")  # fmt: skip
         for table in RANK_TABLES:
             began = time.perf_counter()
             query = f"SELECT * FROM {table.name} WHERE {where}"
@@ -273,9 +286,23 @@ def _write_tables(
                 continue
             batches = _batches(session, query)
             foreign = [("kind", "kinds", "kind")] if table.name == "events" else []
-            write(table.name, batches, lambda t=table, b=batches: _table_docs(t, [f.name for f in b.schema]),
-                  foreign=foreign)  # fmt: skip
+            _write_rows(loader, result, docs, table.name, batches,
+                        lambda t=table, b=batches: _table_docs(t, [f.name for f in b.schema]),
+                        foreign=foreign)  # fmt: skip
             result.table_seconds[table.name] = result.table_seconds.get(table.name, 0.0) + time.perf_counter() - began
+
+
+def _write_metrics(
+    session: Session,
+    loader: _Loader,
+    ids: list[str],
+    result: SqliteExport,
+    docs: dict[str, dict[str, Any]],
+    free: bool = False,
+) -> None:
+    """Each metric query's rows of the runs ``ids`` of ``session``. With ``free`` (a session of the export's
+    own) each metric's blocks are dropped from the session once no metric left to write needs them."""
+    where = _where(ids)
     metrics = list_queries()["name"].to_list()
     blocks = {name: {name} | {dep for dep, _ in dependency_order(f"-- Requires: {name}")} for name in metrics}
     for k, name in enumerate(metrics):
@@ -294,8 +321,13 @@ def _write_tables(
             continue
         with session.memory_limit_lifted():
             batches = _batches(session, f"SELECT * FROM {name} WHERE {where}")
-            write(name, batches, lambda n=name, b=batches: _metric_docs(n, [f.name for f in b.schema]))
+            _write_rows(loader, result, docs, name, batches,
+                        lambda n=name, b=batches: _metric_docs(n, [f.name for f in b.schema]))  # fmt: skip
         result.table_seconds[name] = result.table_seconds.get(name, 0.0) + time.perf_counter() - began
+
+
+def _where(ids: list[str]) -> str:
+    return "run_id IN (" + ", ".join(_quote(r) for r in ids) + ")" if ids else "false"
 
 
 class _Batches:
@@ -384,21 +416,24 @@ def _plain(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 class _Loader:
-    """Makes tables with sqlite-utils and fills them through one ADBC connection, on a thread of its own:
-    the rows of one table are written while the next table's metric is made (ADBC's writes and DuckDB's
-    queries both run without the GIL), up to :data:`WRITE_AHEAD` batches behind."""
+    """Makes tables (their statements by sqlite-utils), fills them and indexes them through one ADBC
+    connection, on a thread of its own: the rows of one table are written (and the runs' tables indexed)
+    while the next metric is made (ADBC's writes and DuckDB's queries both run without the GIL), up to
+    :data:`WRITE_AHEAD` batches or statements behind."""
 
-    def __init__(self, db: sqlite_utils.Database, path: Path) -> None:
+    def __init__(self, path: Path) -> None:
         import adbc_driver_sqlite.dbapi as adbc
 
-        self.db = db
         self.con = adbc.connect(str(path), autocommit=True)
         self.cursor = self.con.cursor()
         self.cursor.execute("PRAGMA journal_mode = OFF")
         self.cursor.execute("PRAGMA synchronous = OFF")
         #: the Arrow types of each table made
         self.schemas: dict[str, pa.Schema] = {}
-        self._queue: queue.Queue[tuple[str, pa.RecordBatch] | None] = queue.Queue(maxsize=WRITE_AHEAD)
+        #: the tables made, empty, in memory: where sqlite-utils writes each CREATE TABLE
+        self._ddl = sqlite_utils.Database(memory=True)
+        #: rows to append (a table's name and a batch) or statements to run, in the order handed over
+        self._queue: queue.Queue[tuple[str, pa.RecordBatch] | list[str] | None] = queue.Queue(maxsize=WRITE_AHEAD)
         self._failed: BaseException | None = None
         self._writer = threading.Thread(target=self._write_rows, name="traceq-sqlite-write", daemon=True)
         self._writer.start()
@@ -406,19 +441,23 @@ class _Loader:
     def _write_rows(self) -> None:
         while (item := self._queue.get()) is not None:
             try:
-                if self._failed is None:  # after a failure, what is queued is dropped
+                if self._failed is not None:  # after a failure, what is queued is dropped
+                    pass
+                elif isinstance(item, list):
+                    for statement in item:
+                        self.cursor.execute(statement)
+                else:
                     self.cursor.adbc_ingest(item[0], item[1], mode="append")
-            except BaseException as e:  # handed to the export's thread (flush, append)
+            except BaseException as e:  # raised in the export's thread (append, execute_later, close)
                 self._failed = e
             finally:
                 self._queue.task_done()
         self._queue.task_done()
 
-    def flush(self) -> None:
-        """Wait until every batch handed over is written (sqlite-utils writes on a connection of its own,
-        which must not meet an append); raise what writing them raised."""
-        self._queue.join()
+    def execute_later(self, statements: list[str]) -> None:
+        """Run ``statements`` on the writer's connection once what was handed over before is written."""
         self._raise_failure()
+        self._queue.put(statements)
 
     def _raise_failure(self) -> None:
         if self._failed is not None:
@@ -433,14 +472,17 @@ class _Loader:
         foreign: Sequence[tuple[str, str, str]] = (),
     ) -> None:
         """Make table ``name`` with the columns of ``schema``, documented by ``docs``, its ``run_id`` a
-        foreign key to ``runs`` (and ``foreign``)."""
-        self.flush()
+        foreign key to ``runs`` (and ``foreign``): sqlite-utils writes the statement over an empty copy of
+        the schema in memory, the writer's connection runs it in turn. (The file is never read by another
+        connection while the writer writes: ADBC's driver has an SQLite of its own, whose locks Python's
+        SQLite in the same process does not see.)"""
         columns = {f.name: _python_type(f.type) for f in schema}
         keys = list(foreign)
         if name not in ("runs", "kinds") and "run_id" in columns:
             keys.insert(0, ("run_id", "runs", "run_id"))
-        sql = self.db.create_table_sql(name, columns, pk=pk, foreign_keys=keys)
-        self.db.execute(_commented(sql, docs))
+        sql = self._ddl.create_table_sql(name, columns, pk=pk, foreign_keys=keys)
+        self._ddl.execute(sql)  # for the keys of tables made later
+        self.execute_later([_commented(sql, docs)])
         self.schemas[name] = schema
 
     def append(self, name: str, batches: _Batches) -> int:
@@ -467,6 +509,7 @@ class _Loader:
         self._writer.join()
         self.cursor.close()
         self.con.close()
+        self._ddl.close()
         if not discard:
             self._raise_failure()
 
@@ -497,20 +540,29 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _index(db: sqlite_utils.Database, tables: dict[str, int]) -> None:
-    """Indexes on each table's run_id (with step or rank), name, and the events' key and kind."""
-    for name in tables:
-        if name in ("runs", "kinds"):
-            continue
-        columns = db[name].columns_dict
-        if "run_id" in columns:
-            with_step = ["run_id", "step"] if "step" in columns else ["run_id", "rank"] if "rank" in columns else []
-            db[name].create_index(with_step or ["run_id"], find_unique_name=True)
-        if "name" in columns:
-            db[name].create_index(["name"], find_unique_name=True)
-    if "events" in tables:
-        db["events"].create_index(["run_id", "rank", "event_id"], unique=True, find_unique_name=True)
-        db["events"].create_index(["kind"], find_unique_name=True)
+def _index_statements(table: str, columns: Sequence[str]) -> list[str]:
+    """The indexes of a table of ``columns`` (none for ``runs`` and ``kinds``, keyed already): on its
+    ``run_id`` (with ``step`` or ``rank``), its ``name``, and for events the event's key and ``kind``;
+    named as sqlite-utils names them (``idx_<table>_<columns>``)."""
+    if table in ("runs", "kinds"):
+        return []
+    wanted: list[tuple[list[str], bool]] = []
+    if "run_id" in columns:
+        wanted.append((["run_id", "step"] if "step" in columns else ["run_id", "rank"] if "rank" in columns
+                       else ["run_id"], False))  # fmt: skip
+    if "name" in columns:
+        wanted.append((["name"], False))
+    if table == "events":
+        wanted += [(["run_id", "rank", "event_id"], True), (["kind"], False)]
+    return [
+        f"CREATE {'UNIQUE ' if unique else ''}INDEX {_name('_'.join(['idx', table, *keys]))}\n"
+        f"    ON {_name(table)} ({', '.join(map(_name, keys))})"
+        for keys, unique in wanted
+    ]
+
+
+def _name(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
 
 
 # -- documentation ---------------------------------------------------------------------------------------
