@@ -50,8 +50,9 @@ from traceq.store import Store
 
 #: Rows read and written at a time.
 BATCH_ROWS = 1 << 14
-#: Batches handed to the writer thread and not yet written, at most (a few MB).
-WRITE_AHEAD = 8
+#: Bytes of rows handed to the writer thread and not yet written, at most (beyond them the export waits:
+#: while the runs' tables are indexed, the metrics of the first groups are made meanwhile).
+WRITE_AHEAD = 32 * 2**20
 #: At most this many events in the runs written from one session (a larger run alone). Each group's
 #: session has a fixed cost (about 0.4 s of small statements), and its metrics are made under
 #: :data:`MEMORY_LIMIT`, which bounds what they hold whatever the group's size (benchmarks/README.md,
@@ -419,7 +420,7 @@ class _Loader:
     """Makes tables (their statements by sqlite-utils), fills them and indexes them through one ADBC
     connection, on a thread of its own: the rows of one table are written (and the runs' tables indexed)
     while the next metric is made (ADBC's writes and DuckDB's queries both run without the GIL), up to
-    :data:`WRITE_AHEAD` batches or statements behind."""
+    :data:`WRITE_AHEAD` bytes of rows behind."""
 
     def __init__(self, path: Path) -> None:
         import adbc_driver_sqlite.dbapi as adbc
@@ -433,7 +434,10 @@ class _Loader:
         #: the tables made, empty, in memory: where sqlite-utils writes each CREATE TABLE
         self._ddl = sqlite_utils.Database(memory=True)
         #: rows to append (a table's name and a batch) or statements to run, in the order handed over
-        self._queue: queue.Queue[tuple[str, pa.RecordBatch] | list[str] | None] = queue.Queue(maxsize=WRITE_AHEAD)
+        self._queue: queue.SimpleQueue[tuple[str, pa.RecordBatch] | list[str] | None] = queue.SimpleQueue()
+        #: the bytes of the batches queued, under :data:`WRITE_AHEAD` (waited for with ``_room``)
+        self._queued = 0
+        self._room = threading.Condition()
         self._failed: BaseException | None = None
         self._writer = threading.Thread(target=self._write_rows, name="traceq-sqlite-write", daemon=True)
         self._writer.start()
@@ -451,8 +455,10 @@ class _Loader:
             except BaseException as e:  # raised in the export's thread (append, execute_later, close)
                 self._failed = e
             finally:
-                self._queue.task_done()
-        self._queue.task_done()
+                if isinstance(item, tuple):
+                    with self._room:
+                        self._queued -= item[1].nbytes
+                        self._room.notify_all()
 
     def execute_later(self, statements: list[str]) -> None:
         """Run ``statements`` on the writer's connection once what was handed over before is written."""
@@ -490,8 +496,13 @@ class _Loader:
         the rows."""
         schema, rows = self.schemas[name], 0
         for batch in batches:
+            batch = batch if batch.schema.equals(schema) else batch.cast(schema)
+            with self._room:
+                while self._queued and self._queued + batch.nbytes > WRITE_AHEAD and self._failed is None:
+                    self._room.wait()
+                self._queued += batch.nbytes
             self._raise_failure()
-            self._queue.put((name, batch if batch.schema.equals(schema) else batch.cast(schema)))
+            self._queue.put((name, batch))
             rows += batch.num_rows
         return rows
 
@@ -504,7 +515,9 @@ class _Loader:
         """Write what was handed over (``discard``: drop it: the export stopped), end the writer thread and
         close the connection; raise what writing raised (not when discarding)."""
         if discard:
-            self._failed = self._failed or _Stopped()
+            with self._room:
+                self._failed = self._failed or _Stopped()
+                self._room.notify_all()
         self._queue.put(None)
         self._writer.join()
         self.cursor.close()
