@@ -16,12 +16,15 @@ column descriptions, which Datasette 0.65 reads with ``--metadata`` and shows on
 and as SQL comments in each table's CREATE TABLE statement (which Datasette shows as the table's schema
 and every SQLite tool keeps).
 
-sqlite-utils makes the schema, indexes and foreign keys; rows go in through ADBC's SQLite driver as
-Arrow batches streamed from DuckDB (bulk binding in C: about 4x faster here than Python's executemany),
-so rows are never held whole; only the columns SQLite has no type for (lists, structs, times) go
-through Polars on the way; from a store the runs are written a group at a time (:func:`run_groups`),
-each group's metrics made in a session of its own and freed with it, so the metrics held in memory are
-those of one group. The file is written under a temporary name and renamed when complete.
+sqlite-utils writes the CREATE TABLE statements with their foreign keys; ADBC's SQLite driver runs them,
+takes the rows as Arrow batches streamed from DuckDB (bulk binding in C: about 4x faster here than
+Python's executemany) and builds the indexes, all on one thread of its own, while the export's thread
+makes the next metric; rows are never held whole, and only the columns SQLite has no type for (lists,
+structs, times) go through Polars on the way. From a store the runs are written a group at a time
+(:func:`run_groups`): first every group's own tables (whose indexes are then built while the metrics are
+made), then each group's metrics, made in a session of its own under a memory limit and freed with it,
+so the metrics held in memory are those of one group. The file is written under a temporary name and
+renamed when complete.
 """
 
 from __future__ import annotations

@@ -591,7 +591,9 @@ class Session:
         #: DuckDB's memory bound while tables are made (see :meth:`over_ranks`); a session over a store is
         #: given one with ``own_queries`` only
         self._memory_limit: str | None = None
+        #: DuckDB's default limit (read when the limit is set) and whether it is in force now
         self._default_memory = ""
+        self._lifted = False
         if memory_limit is not None:
             if not own_queries or con is not None:
                 raise ValueError("a memory limit is for a session of traceq's own queries over a store")
@@ -879,15 +881,17 @@ class Session:
 
     @contextmanager
     def memory_limit_lifted(self) -> Iterator[None]:
-        """DuckDB's default memory limit inside, this session's outside."""
-        if self._memory_limit is None:
+        """DuckDB's default memory limit inside, this session's outside (inside another, nothing changes)."""
+        if self._memory_limit is None or self._lifted:
             yield
             return
         # set, not RESET: DuckDB 1 then reports its default but keeps to the limit set before
         self.con.execute(f"SET memory_limit = {sql_string(self._default_memory)}")
+        self._lifted = True
         try:
             yield
         finally:
+            self._lifted = False
             # DuckDB 1 refuses a limit below what its tables hold in memory: the session then goes on
             # with the default (its tables are made; the next ones may take more than the limit)
             with suppress(duckdb.OutOfMemoryException):
