@@ -8,7 +8,7 @@ from array import array
 
 import polars as pl
 
-from traceq.analysis.replay.graph import FREE_RE, PACK_CHUNK, SYNC_RE, packed
+from traceq.analysis.replay.graph import FREE_RE, SYNC_RE, packed
 from traceq.analysis.replay.timeline import KIND
 
 
@@ -53,13 +53,15 @@ def test_waits_are_named_by_their_calls(replayers):
 
 
 def test_packed_values_are_the_series_values():
-    """:func:`packed` gives every value in order, across the chunks it converts at a time."""
-    n = 2 * PACK_CHUNK + 7
+    """:func:`packed` gives every value in order, of a column in several chunks too."""
+    n = 2 * (1 << 16) + 7
     floats = pl.Series([i * 0.5 - 3.25 for i in range(n)])
     ints = pl.Series([(i * 7919) % 1_000_003 - 17 for i in range(n)], dtype=pl.Int64)
     assert packed(floats, "d") == array("d", [i * 0.5 - 3.25 for i in range(n)])
     assert packed(ints, "q").tolist() == [(i * 7919) % 1_000_003 - 17 for i in range(n)]
     assert packed(pl.Series([], dtype=pl.Float64), "d") == array("d")
+    chunked = pl.concat([floats.slice(0, 5), floats.slice(5)], rechunk=False)
+    assert chunked.n_chunks() == 2 and packed(chunked, "d") == packed(floats, "d")
 
 
 def test_replayed_times_are_kept_as_floats_of_eight_bytes(replayers):

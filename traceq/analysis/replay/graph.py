@@ -31,6 +31,7 @@ from typing import Any
 
 import polars as pl
 
+from traceq._utils.column_buffers import column_bytes
 from traceq.analysis.replay.timeline import Timeline
 from traceq.schema import OP_TREE_KINDS
 
@@ -273,11 +274,11 @@ def _gpu_waits(tl: Timeline, start_node: pl.DataFrame, end_node: pl.DataFrame, i
     rt = tl.host.filter(pl.col("kind") == "runtime").select(
         "row", "thread", "ts", "end", sync=name.str.contains(SYNC_RE), free=name.str.contains(FREE_RE)
     )
-    own = (
+    own = (  # each launch's first GPU event (items are in item order)
         items.select("launch_row", "item", "name")
         .filter(pl.col("launch_row").is_not_null())
-        .group_by("launch_row")
-        .agg(own_item=pl.col("item").first(), own_pageable=pl.col("name").first().str.contains("(?i)pageable"))
+        .unique("launch_row", keep="first", maintain_order=True)
+        .select("launch_row", own_item="item", own_pageable=pl.col("name").str.contains("(?i)pageable"))
     )
     rt = rt.join(own.rename({"launch_row": "row"}), on="row", how="left")
     reason = (
@@ -369,17 +370,12 @@ def _gpu_waits(tl: Timeline, start_node: pl.DataFrame, end_node: pl.DataFrame, i
     )
 
 
-#: Values converted at a time by :func:`packed`.
-PACK_CHUNK = 1 << 16
-
-
 def packed(values: pl.Series, typecode: str) -> array[Any]:
     """``values`` (no nulls) as a Python :class:`array.array` of ``typecode`` (``d``: float, ``q``: int):
-    8 bytes per value where a list holds an object per value; converted a chunk at a time, so that no
-    list of them all is ever made."""
+    8 bytes per value where a list holds an object per value; copied from the column's buffer, without a
+    Python value per element."""
     out = array(typecode)
-    for offset in range(0, values.len(), PACK_CHUNK):
-        out.extend(values.slice(offset, PACK_CHUNK).to_list())
+    out.frombytes(column_bytes(values, pl.Float64 if typecode == "d" else pl.Int64))
     return out
 
 
