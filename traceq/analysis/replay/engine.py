@@ -33,9 +33,12 @@ from traceq.analysis.replay.scenario import Scenario
 _NEG = float("-inf")
 #: A wait's type as the visit codes it.
 _WAIT_TYPES = {"thread": 0, "gpu_end": 1, "gpu_start": 2}
-#: The types of the visit's GPU-event and wait columns, in the C visit's order.
-_ITEM_KINDS = (pl.Int64, pl.Float64, pl.Int64, pl.Float64, pl.Int64, pl.Float64, pl.Float64, pl.Int64, pl.Float64)
-_BARRIER_KINDS = (pl.Int64, pl.Int64, pl.Int64, pl.Float64, pl.Int64, pl.Float64, pl.Float64, pl.Int64, pl.Int64)
+#: The visit's GPU-event and wait columns with their types, in the C visit's order (``_replay_walk.c``).
+_I, _F = pl.Int64, pl.Float64
+_ITEM_COLUMNS = {"launch_thread": _I, "launch_base": _F, "launch_epoch": _I, "fixed": _F, "lane": _I, "d": _F,
+                 "gap": _F, "dep": _I, "dep_gap": _F}  # fmt: skip
+_BARRIER_COLUMNS = {"position": _I, "type": _I, "target": _I, "post": _F, "thread": _I, "C": _F, "target_C": _F,
+                    "target_thread": _I, "target_epoch": _I}  # fmt: skip
 #: The C visit (None where it was not built: the Python loop, :func:`_visit`).
 _replay_walk = load(REPLAY)
 
@@ -100,7 +103,7 @@ def replay(graph: Graph, scenario: Scenario | None = None, native: bool = True) 
     if sc.lat_shift is not None:
         lat = lat + pl.Series(sc.lat_shift, dtype=pl.Float64)
     item_columns = _typed(
-        _ITEM_KINDS,
+        _ITEM_COLUMNS,
         {
             "launch_thread": pl.select(pl.when(has_launch).then(thread.gather(ln)).otherwise(-1)).to_series(),
             "launch_base": C.gather(ln) + lat,
@@ -121,7 +124,7 @@ def replay(graph: Graph, scenario: Scenario | None = None, native: bool = True) 
     if active.height:
         position = position.scatter(active["b"], pl.int_range(active.height, dtype=pl.Int64, eager=True))
     barrier_columns = _typed(
-        _BARRIER_KINDS,
+        _BARRIER_COLUMNS,
         {
             "position": position,
             "type": kind,
@@ -156,9 +159,9 @@ def replay(graph: Graph, scenario: Scenario | None = None, native: bool = True) 
     return Replay(sc, node_t, start, end, windows)
 
 
-def _typed(kinds: tuple[type[pl.DataType], ...], columns: dict[str, pl.Series]) -> dict[str, pl.Series]:
-    """``columns`` cast to ``kinds`` (in order): both visits read the same values."""
-    return {name: column.cast(kind) for (name, column), kind in zip(columns.items(), kinds, strict=True)}
+def _typed(kinds: dict[str, type[pl.DataType]], columns: dict[str, pl.Series]) -> dict[str, pl.Series]:
+    """``columns`` cast to the types of ``kinds``, in its order: both visits read the same values."""
+    return {name: columns[name].cast(kind) for name, kind in kinds.items()}
 
 
 def _visit(
