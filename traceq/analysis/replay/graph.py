@@ -121,16 +121,24 @@ def _nodes(host: pl.DataFrame) -> pl.DataFrame:
         key=-pl.col("event_id"),
     )
     sign = pl.when(pl.col("start")).then(1).otherwise(-1)
+    # threads come in blocks, each range's start and end in its thread's: a running count over all nodes
+    # is back at 0 at every block's end, so it is each thread's own (a window per thread costs twice as much)
     return (
         _in_node_order(pl.concat([starts, ends]).drop("ts", "end", "event_id"))
         .drop("phase", "key")
         .with_row_index("node")
         .with_columns(pl.col("node").cast(pl.Int64))
         .with_columns(
-            *((pl.col(c) * sign).cum_sum().over("thread").alias(c) for c in ("act", "rt", "op", "py")),
-            L=(pl.col("T").shift(-1).over("thread") - pl.col("T")).fill_null(0).cast(pl.Float64),
+            *((pl.col(c) * sign).cum_sum().alias(c) for c in ("act", "rt", "op", "py")),
+            L=pl.when(same_thread(-1)).then(pl.col("T").shift(-1) - pl.col("T")).otherwise(0).cast(pl.Float64),
         )
     )
+
+
+def same_thread(n: int) -> pl.Expr:
+    """Over a graph's nodes: whether the node ``n`` rows away is of the same thread (false past either
+    end). Nodes come in blocks by thread, so this is a window over the thread without grouping by it."""
+    return (pl.col("thread").shift(n) == pl.col("thread")).fill_null(False)
 
 
 def _in_node_order(nodes: pl.DataFrame) -> pl.DataFrame:
@@ -391,23 +399,23 @@ def _thread_waits(tl: Timeline, nodes: pl.DataFrame) -> pl.DataFrame:
     act_nodes = nodes.filter(pl.col("kind").is_in([*OP_TREE_KINDS, "runtime", "python"])).select(
         pl.col("node").alias("target"), pl.col("thread").alias("t_thread"), pl.col("T").cast(pl.Float64).alias("tT")
     )
-    last = pl.col("node") == pl.col("node").max().over("thread")
-    idle = nodes.with_columns(idle=(pl.col("act") == 0) & ~last)
+    idle = nodes.select("node", "thread", "T", "L", "kind", idle=(pl.col("act") == 0) & same_thread(-1))
     # a run of idle slices ends where the thread's activity changes or at a range of its own (a step, an
     # annotation): only Python functions may come and go inside a wait
-    boundary = (pl.col("idle") != pl.col("idle").shift(1).over("thread")).fill_null(True) | pl.col("kind").is_in(
-        ["annotation", "step"]
+    boundary = (
+        (pl.col("idle") != pl.col("idle").shift(1)) | ~same_thread(1) | pl.col("kind").is_in(["annotation", "step"])
     )
-    idle = idle.with_columns(run=boundary.cum_sum())
+    idle = idle.with_columns(run=boundary.fill_null(True).cum_sum()).filter(pl.col("idle"))
+    # a run's nodes are consecutive, in time order: its first starts it, its last's slice (to the next node of
+    # its thread, whose times only grow) ends it
+    first, last = pl.col("run") != pl.col("run").shift(1), pl.col("run") != pl.col("run").shift(-1)
     gaps = (
-        idle.filter(pl.col("idle"))
-        .group_by("run")
-        .agg(
-            pl.col("thread").first(),
-            slice=pl.col("node").min(),
-            last_slice=pl.col("node").max(),
-            g0=pl.col("T").min().cast(pl.Float64),
-            T=(pl.col("T") + pl.col("L")).max(),
+        pl.concat(
+            [
+                idle.filter(first.fill_null(True)).select("thread", slice="node", g0=pl.col("T").cast(pl.Float64)),
+                idle.filter(last.fill_null(True)).select(last_slice="node", T=pl.col("T") + pl.col("L")),
+            ],
+            how="horizontal",
         )
         .filter(pl.col("T") - pl.col("g0") >= GAP_NS)
         .select("slice", "last_slice", "thread", "g0", "T")
@@ -417,8 +425,8 @@ def _thread_waits(tl: Timeline, nodes: pl.DataFrame) -> pl.DataFrame:
         slice=pl.lit(-1, pl.Int64), last_slice=pl.lit(-1, pl.Int64), thread="thread", g0=pl.lit(float("-inf")), T="T"
     )
     gaps = pl.concat([gaps, firsts], how="vertical_relaxed")
-    # a node's index by thread and time: where a thread resumes after a wait
-    by_time = nodes.select("thread", pl.col("T").cast(pl.Float64).alias("rT"), pl.col("node").alias("node")).sort("rT")
+    # a node's index by time on its thread (nodes are in time order within each): where it resumes after a wait
+    by_time = nodes.select("thread", rT=pl.col("T").cast(pl.Float64), node="node")
     out = []
     for thread in gaps["thread"].unique().to_list():
         mine = gaps.filter(pl.col("thread") == thread).sort("T")
@@ -438,7 +446,7 @@ def _thread_waits(tl: Timeline, nodes: pl.DataFrame) -> pl.DataFrame:
             found.filter(ok)
             .sort("tT")
             .join_asof(
-                by_time.filter(pl.col("thread") == thread).drop("thread"),
+                by_time.filter(pl.col("thread") == thread).drop("thread").set_sorted("rT"),
                 left_on="tT",
                 right_on="rT",
                 strategy="forward",

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceq.analysis.replay.graph import Graph
+from traceq.analysis.replay.graph import Graph, same_thread
 from traceq.analysis.replay.scenario import Scenario
 from traceq.schema import OP_TREE_KINDS
 
@@ -119,8 +119,7 @@ def slice_types(graph: Graph) -> pl.Series:
         .otherwise(4)
     )
     code = 2 * node_class + pl.when(pl.col("start")).then(0).otherwise(1)
-    nxt = code.shift(-1).over("thread")
-    typ = pl.when(nxt.is_null()).then(NO_SLICE).otherwise(10 * code + nxt)
+    typ = pl.when(same_thread(-1)).then(10 * code + code.shift(-1)).otherwise(NO_SLICE)
     return graph.nodes.select(typ.cast(pl.Int32).alias("type")).to_series()
 
 

@@ -92,7 +92,9 @@ def _open(graph: Graph, rows: pl.Series) -> pl.Series:
     inside = graph.nodes["row"].is_in(rows.implode())
     sign = pl.when(graph.nodes["start"]).then(1).otherwise(-1)
     frame = graph.nodes.select("thread").with_columns(d=pl.when(inside).then(sign).otherwise(0))
-    return frame.select((pl.col("d").cum_sum().over("thread") > 0).alias("open")).to_series()
+    # each row's start and end are nodes of its thread, whose nodes come in one block: a count over all of
+    # them is back at 0 at every block's end, so it is each thread's own
+    return frame.select((pl.col("d").cum_sum() > 0).alias("open")).to_series()
 
 
 def _rows(graph: Graph, expr: pl.Expr) -> pl.Series:
