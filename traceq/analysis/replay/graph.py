@@ -101,18 +101,7 @@ def build_graph(tl: Timeline) -> Graph:
 def _nodes(host: pl.DataFrame) -> pl.DataFrame:
     """Every start and end of the host ranges, in order within each thread, with each slice's state. Only
     what the graph and the scenarios read is kept (no names, causes or ids: two rows per host range)."""
-    base = host.select(
-        "row",
-        "thread",
-        "kind",
-        "ts",
-        "end",
-        "event_id",
-        act=pl.col("kind").is_in([*OP_TREE_KINDS, "runtime"]).cast(pl.Int32),
-        rt=(pl.col("kind") == "runtime").cast(pl.Int32),
-        op=pl.col("kind").is_in(list(OP_TREE_KINDS)).cast(pl.Int32),
-        py=(pl.col("kind") == "python").cast(pl.Int32),
-    )
+    base = host.select("row", "thread", "kind", "ts", "end", "event_id")
     starts = base.with_columns(T=pl.col("ts"), start=pl.lit(True), phase=pl.lit(1), key=pl.col("event_id"))
     ends = base.with_columns(
         T=pl.col("end"),
@@ -120,7 +109,13 @@ def _nodes(host: pl.DataFrame) -> pl.DataFrame:
         phase=pl.when(pl.col("end") > pl.col("ts")).then(0).otherwise(2),
         key=-pl.col("event_id"),
     )
-    sign = pl.when(pl.col("start")).then(1).otherwise(-1)
+    kind, sign = pl.col("kind"), pl.when(pl.col("start")).then(1).otherwise(-1)
+    opens = {  # what each node opens (+1) or closes (-1): made after the sort, which then moves fewer columns
+        "act": kind.is_in([*OP_TREE_KINDS, "runtime"]),
+        "rt": kind == "runtime",
+        "op": kind.is_in(list(OP_TREE_KINDS)),
+        "py": kind == "python",
+    }
     # threads come in blocks, each range's start and end in its thread's: a running count over all nodes
     # is back at 0 at every block's end, so it is each thread's own (a window per thread costs twice as much)
     return (
@@ -129,9 +124,10 @@ def _nodes(host: pl.DataFrame) -> pl.DataFrame:
         .with_row_index("node")
         .with_columns(pl.col("node").cast(pl.Int64))
         .with_columns(
-            *((pl.col(c) * sign).cum_sum().alias(c) for c in ("act", "rt", "op", "py")),
+            *((opened.cast(pl.Int32) * sign).cum_sum().alias(c) for c, opened in opens.items()),
             L=pl.when(same_thread(-1)).then(pl.col("T").shift(-1) - pl.col("T")).otherwise(0).cast(pl.Float64),
         )
+        .select("node", "row", "thread", "kind", *opens, "T", "start", "L")
     )
 
 
