@@ -149,7 +149,9 @@ def replay(graph: Graph, scenario: Scenario | None = None, native: bool = True) 
         )
 
     # every node's time: C plus its thread's offset at its epoch
-    ep_all = epochs(nodes["node"])
+    ep_all = pl.zeros(nodes.height, pl.Int64, eager=True)  # epochs() of every node: a running count instead
+    if b_node.len():
+        ep_all = ep_all.scatter(b_node, 1).cum_sum()
     pos_all = ep_all - 1
     own_first = pl.Series(base[:-1], dtype=pl.Int64).gather(thread)
     offs = float_series(off) if len(off) else pl.Series([0.0], dtype=pl.Float64)
