@@ -15,7 +15,9 @@ import pytest
 
 import traceq
 from tests.analysis.replay.conftest import PLANTED
+from tests.analysis.replay.test_graph_nodes import reference_nodes
 from traceq.analysis.replay import Replayer
+from traceq.analysis.replay.graph import _nodes
 from traceq.querying.engine import Session
 from traceq.store import Store
 
@@ -77,3 +79,12 @@ def test_the_nvtx_step_ranges_are_replayed_as_ops(capture):
     replayer, _, db = capture
     host = replayer.timeline.host.filter(pl.col("name").str.starts_with("train_step "))
     assert host.height == len(_nvtx_steps(db)) and set(host["kind"]) == {"op"}
+
+
+def test_nodes_match_the_reference(capture):
+    """The capture's host nodes (its threads in blocks, each in time order) as the plain reference has them."""
+    host = capture[0].timeline.host
+    nodes, expected = _nodes(host), reference_nodes(host)
+    assert host["thread"].n_unique() > 1
+    for column in expected.columns:
+        assert nodes[column].cast(expected[column].dtype).to_list() == expected[column].to_list(), column

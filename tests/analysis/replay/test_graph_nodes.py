@@ -1,0 +1,78 @@
+"""The graph's host nodes against a plain reference: every start and end of a thread's ranges in time order,
+each slice's open counts and length, computed thread by thread in Python from the timeline's rows."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import polars as pl
+import pytest
+
+from traceq.analysis.replay.graph import _nodes
+from traceq.schema import OP_TREE_KINDS
+
+#: Planted runs and a Conformer sample (an nsys capture's nodes: test_nsys.py).
+RUNS = ["enc_fp16_3steps", "resnet18_b4_fp16_3steps", "kineto_conformer_fp16_b4_2steps"]
+
+
+def reference_nodes(host: pl.DataFrame) -> pl.DataFrame:
+    """The nodes as the graph's module doc defines them, by a sort and running counts per thread."""
+    by_thread: dict[int, list[tuple]] = defaultdict(list)
+    for row, thread, kind, ts, end, event_id in host.select(
+        "row", "thread", "kind", "ts", "end", "event_id"
+    ).iter_rows():
+        # at one instant: ends of ranges with a length, then starts (by id), then ends of zero-length ranges
+        by_thread[thread].append((ts, 1, event_id, row, kind, True))
+        by_thread[thread].append((end, 0 if end > ts else 2, -event_id, row, kind, False))
+    rows = []
+    for thread in sorted(by_thread):
+        nodes = sorted(by_thread[thread])
+        counts = dict.fromkeys(("act", "rt", "op", "py"), 0)
+        for k, (t, _, _, row, kind, start) in enumerate(nodes):
+            sign = 1 if start else -1
+            counts["act"] += sign * (kind in (*OP_TREE_KINDS, "runtime"))
+            counts["rt"] += sign * (kind == "runtime")
+            counts["op"] += sign * (kind in OP_TREE_KINDS)
+            counts["py"] += sign * (kind == "python")
+            length = float(nodes[k + 1][0] - t) if k + 1 < len(nodes) else 0.0
+            rows.append((row, thread, t, start, *counts.values(), length))
+    return pl.DataFrame(
+        rows, schema=["row", "thread", "T", "start", "act", "rt", "op", "py", "L"], orient="row"
+    ).with_row_index("node")
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_nodes_match_the_reference(replayers, name):
+    host = replayers[name].timeline.host
+    nodes = _nodes(host)
+    expected = reference_nodes(host)
+    assert nodes.height == 2 * host.height
+    for column in expected.columns:
+        assert nodes[column].cast(expected[column].dtype).to_list() == expected[column].to_list(), column
+
+
+def test_nodes_of_times_beyond_one_sort_key(replayers):
+    """Times too large for the thread and time to share one integer take the four-column sort: the same nodes."""
+    host = replayers["resnet18_b4_fp16_3steps"].timeline.host
+    far = 1 << 45
+    shifted = _nodes(host.with_columns(pl.col("ts") + far, pl.col("end") + far))
+    assert shifted.drop("T").equals(_nodes(host).drop("T"))
+    assert (shifted["T"] - far).to_list() == _nodes(host)["T"].to_list()
+
+
+def test_nodes_of_rows_out_of_id_order(replayers):
+    """Host rows not in id order (the fast sort's premise) still give nodes in thread, time and id order."""
+    host = replayers["enc_fp16_3steps"].timeline.host
+    shuffled = host.sample(fraction=1.0, shuffle=True, seed=7)
+    assert _nodes(shuffled).equals(_nodes(host))
+
+
+def test_nodes_at_shared_instants(replayers):
+    """On a coarser clock (times to 10 us, as a trace in whole microseconds has many ties) ranges end, start
+    and take no time at the same instants: ends before starts before zero-length ranges, as the reference."""
+    host = replayers["kineto_conformer_fp16_b4_2steps"].timeline.host
+    coarse = host.with_columns((pl.col("ts") // 10_000) * 10_000, (pl.col("end") // 10_000) * 10_000)
+    assert coarse.filter(pl.col("end") == pl.col("ts")).height > host.filter(pl.col("end") == pl.col("ts")).height
+    nodes, expected = _nodes(coarse), reference_nodes(coarse)
+    for column in expected.columns:
+        assert nodes[column].cast(expected[column].dtype).to_list() == expected[column].to_list(), column
