@@ -8,7 +8,7 @@ from collections import defaultdict
 import polars as pl
 import pytest
 
-from traceq.analysis.replay.graph import _nodes
+from traceq.analysis.replay.graph import GAP_NS, _nodes, idle_gaps
 from traceq.schema import OP_TREE_KINDS
 
 #: Planted runs and a Conformer sample (an nsys capture's nodes: test_nsys.py).
@@ -76,3 +76,29 @@ def test_nodes_at_shared_instants(replayers):
     nodes, expected = _nodes(coarse), reference_nodes(coarse)
     for column in expected.columns:
         assert nodes[column].cast(expected[column].dtype).to_list() == expected[column].to_list(), column
+
+
+def reference_gaps(nodes: pl.DataFrame) -> list[tuple]:
+    """Idle gaps as the graph's module doc defines them, thread by thread: runs of slices with no op or
+    runtime call open, cut at the thread's own steps and annotations, at least ``GAP_NS`` long."""
+    gaps, run = [], None
+    rows = nodes.select("node", "thread", "T", "L", "kind", "act").rows()
+    for k, (node, thread, t, length, kind, act) in enumerate(rows):
+        last_of_thread = k + 1 == len(rows) or rows[k + 1][1] != thread
+        idle = act == 0 and not last_of_thread
+        if run is not None and (not idle or kind in ("annotation", "step") or run[2] != thread):
+            gaps.append(run)
+            run = None
+        if idle:
+            run = (run[0], node, thread, run[3], t + length) if run else (node, node, thread, float(t), t + length)
+    if run is not None:
+        gaps.append(run)
+    return [g for g in gaps if g[4] - g[3] >= GAP_NS]
+
+
+@pytest.mark.parametrize("name", ["resnet18_b4_fp16_3steps", "kineto_conformer_fp16_b4_2steps", "enc_fp16_3steps"])
+def test_idle_gaps_match_the_reference(replayers, name):
+    nodes = replayers[name].graph.nodes
+    expected = reference_gaps(nodes)
+    assert idle_gaps(nodes).rows() == expected
+    assert expected  # every run has gaps worth looking at

@@ -395,27 +395,7 @@ def _thread_waits(tl: Timeline, nodes: pl.DataFrame) -> pl.DataFrame:
     act_nodes = nodes.filter(pl.col("kind").is_in([*OP_TREE_KINDS, "runtime", "python"])).select(
         pl.col("node").alias("target"), pl.col("thread").alias("t_thread"), pl.col("T").cast(pl.Float64).alias("tT")
     )
-    idle = nodes.select("node", "thread", "T", "L", "kind", idle=(pl.col("act") == 0) & same_thread(-1))
-    # a run of idle slices ends where the thread's activity changes or at a range of its own (a step, an
-    # annotation): only Python functions may come and go inside a wait
-    boundary = (
-        (pl.col("idle") != pl.col("idle").shift(1)) | ~same_thread(1) | pl.col("kind").is_in(["annotation", "step"])
-    )
-    idle = idle.with_columns(run=boundary.fill_null(True).cum_sum()).filter(pl.col("idle"))
-    # a run's nodes are consecutive, in time order: its first starts it, its last's slice (to the next node of
-    # its thread, whose times only grow) ends it
-    first, last = pl.col("run") != pl.col("run").shift(1), pl.col("run") != pl.col("run").shift(-1)
-    gaps = (
-        pl.concat(
-            [
-                idle.filter(first.fill_null(True)).select("thread", slice="node", g0=pl.col("T").cast(pl.Float64)),
-                idle.filter(last.fill_null(True)).select(last_slice="node", T=pl.col("T") + pl.col("L")),
-            ],
-            how="horizontal",
-        )
-        .filter(pl.col("T") - pl.col("g0") >= GAP_NS)
-        .select("slice", "last_slice", "thread", "g0", "T")
-    )
+    gaps = idle_gaps(nodes)
     firsts = nodes.group_by("thread").agg(pl.col("T").min().cast(pl.Float64))
     firsts = firsts.filter(pl.col("thread") != tl.main_thread).select(
         slice=pl.lit(-1, pl.Int64), last_slice=pl.lit(-1, pl.Int64), thread="thread", g0=pl.lit(float("-inf")), T="T"
@@ -465,6 +445,32 @@ def _thread_waits(tl: Timeline, nodes: pl.DataFrame) -> pl.DataFrame:
         call_row=pl.lit(None, pl.Int64),
         reason=pl.lit("handoff"),
         wait_ns=pl.lit(None, pl.Float64),
+    )
+
+
+def idle_gaps(nodes: pl.DataFrame) -> pl.DataFrame:
+    """A graph's idle gaps of its host threads that may be waits on another thread (module doc): runs of
+    consecutive slices with nothing open but Python functions, not crossing a range of the thread's own (a
+    step, an annotation), lasting at least :data:`GAP_NS`. One row per gap: ``slice`` and ``last_slice``
+    (its first and last node), ``thread``, ``g0`` and ``T`` (its start and end time)."""
+    idle = nodes.select("node", "thread", "T", "L", "kind", idle=(pl.col("act") == 0) & same_thread(-1))
+    boundary = (
+        (pl.col("idle") != pl.col("idle").shift(1)) | ~same_thread(1) | pl.col("kind").is_in(["annotation", "step"])
+    )
+    idle = idle.with_columns(run=boundary.fill_null(True).cum_sum()).filter(pl.col("idle"))
+    # a run's nodes are consecutive, in time order: its first starts it, its last's slice (to the next node of
+    # its thread, whose times only grow) ends it
+    first, last = pl.col("run") != pl.col("run").shift(1), pl.col("run") != pl.col("run").shift(-1)
+    return (
+        pl.concat(
+            [
+                idle.filter(first.fill_null(True)).select("thread", slice="node", g0=pl.col("T").cast(pl.Float64)),
+                idle.filter(last.fill_null(True)).select(last_slice="node", T=pl.col("T") + pl.col("L")),
+            ],
+            how="horizontal",
+        )
+        .filter(pl.col("T") - pl.col("g0") >= GAP_NS)
+        .select("slice", "last_slice", "thread", "g0", "T")
     )
 
 
