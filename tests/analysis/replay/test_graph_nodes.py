@@ -1,5 +1,6 @@
 """The graph's host nodes against a plain reference: every start and end of a thread's ranges in time order,
-each slice's open counts and length, computed thread by thread in Python from the timeline's rows."""
+each slice's open counts and length, computed thread by thread in Python from the timeline's rows; the
+idle gaps and slice types read from them, the same way."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import polars as pl
 import pytest
 
 from traceq.analysis.replay.graph import GAP_NS, _nodes, idle_gaps
+from traceq.analysis.replay.overhead import NO_SLICE, NODE_CLASSES, slice_types
 from traceq.schema import OP_TREE_KINDS
 
 #: Planted runs and a Conformer sample (an nsys capture's nodes: test_nsys.py).
@@ -102,3 +104,27 @@ def test_idle_gaps_match_the_reference(replayers, name):
     expected = reference_gaps(nodes)
     assert idle_gaps(nodes).rows() == expected
     assert expected  # every run has gaps worth looking at
+
+
+@pytest.mark.parametrize("name", ["kineto_conformer_fp16_b4_2steps", "enc_fp16_3steps"])
+def test_slice_types_match_the_reference(replayers, name):
+    """Each slice's transition type from the node before it and the node after it on its thread."""
+    graph = replayers[name].graph
+    launches = set(graph.items["launch_row"].drop_nulls().to_list())
+
+    def code(kind: str, row: int, start: bool) -> int:
+        if kind in (*OP_TREE_KINDS, "annotation"):
+            name = "op"
+        elif kind == "runtime":
+            name = "L" if row in launches else "rt"
+        else:
+            name = "py" if kind == "python" else "x"
+        return 2 * NODE_CLASSES.index(name) + (0 if start else 1)
+
+    rows = graph.nodes.select("thread", "kind", "row", "start").rows()
+    codes = [code(kind, row, start) for _, kind, row, start in rows]
+    expected = [
+        10 * codes[k] + codes[k + 1] if k + 1 < len(rows) and rows[k + 1][0] == rows[k][0] else NO_SLICE
+        for k in range(len(rows))
+    ]
+    assert slice_types(graph).to_list() == expected
