@@ -1,6 +1,6 @@
 """The graph's host nodes against a plain reference: every start and end of a thread's ranges in time order,
 each slice's open counts and length, computed thread by thread in Python from the timeline's rows; the
-idle gaps and slice types read from them, the same way."""
+idle gaps and slice types read from them, the same way; GPU work's launch rows against a join."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from traceq.analysis.replay.graph import GAP_NS, _nodes, idle_gaps
 from traceq.analysis.replay.overhead import NO_SLICE, NODE_CLASSES, slice_types
+from traceq.analysis.replay.timeline import _positions
 from traceq.schema import OP_TREE_KINDS
 
 #: Planted runs and a Conformer sample (an nsys capture's nodes: test_nsys.py).
@@ -128,3 +129,18 @@ def test_slice_types_match_the_reference(replayers, name):
         for k in range(len(rows))
     ]
     assert slice_types(graph).to_list() == expected
+
+
+@pytest.mark.parametrize("name", ["kineto_conformer_fp16_b4_2steps", "enc_fp16_3steps"])
+def test_launch_rows_match_a_join(replayers, name):
+    """Each GPU event's launch row, found by a search of the host rows' ids, is the one a join finds; ids
+    out of order give the same rows."""
+    tl = replayers[name].timeline
+    joined = tl.gpu.select("launch_id").join(
+        tl.host.select(launch_id="event_id", expected="row"), on="launch_id", how="left", maintain_order="left"
+    )
+    assert tl.gpu["launch_row"].to_list() == joined["expected"].to_list()
+    assert tl.gpu["launch_row"].null_count() < tl.gpu.height
+    shuffled = tl.host.sample(fraction=1.0, shuffle=True, seed=3)
+    found = _positions(shuffled["event_id"], tl.gpu["launch_id"])
+    assert shuffled["row"].gather(found).to_list() == joined["expected"].to_list()

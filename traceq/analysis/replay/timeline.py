@@ -131,7 +131,7 @@ def _assemble(
     # joins that keep the rows' order (host rows by id, GPU work by time): no sort after them
     host = host.join(threads, on=["pid", "tid"], how="left", maintain_order="left").drop("pid", "tid")
     host = host.with_columns(search=pl.col("event_id").is_in(searches["event_id"].implode()))
-    launch_row = _positions(host["event_id"], gpu["launch_id"])
+    launch_row = _positions(host["event_id"], gpu["launch_id"])  # a host row's number is its position
     gpu = gpu.with_columns(
         launch_row=launch_row,
         launch_thread=host["thread"].gather(launch_row),
@@ -173,9 +173,12 @@ def _assemble(
 
 
 def _positions(ids: pl.Series, wanted: pl.Series) -> pl.Series:
-    """The position of each of ``wanted`` in ``ids`` (sorted, each once), null where it is not there: a
-    search of the sorted ids, where a join would hash all of them (2 M host rows for 0.7 M launches)."""
+    """The position of each of ``wanted`` in ``ids`` (each id once), null where it is not there: a binary
+    search of the ids (a timeline's host rows are in id order; others are sorted first), where a join would
+    hash all of them (2 M host rows for 0.7 M launches)."""
     if ids.len() == 0:
         return pl.Series(values=[None] * wanted.len(), dtype=pl.Int64)
-    at = ids.search_sorted(wanted, side="left").cast(pl.Int64).clip(upper_bound=ids.len() - 1)
-    return pl.select(pl.when(ids.gather(at) == wanted).then(at)).to_series()
+    order = None if ids.is_sorted() else ids.arg_sort().cast(pl.Int64)
+    keys = ids if order is None else ids.gather(order)
+    at = keys.search_sorted(wanted, side="left").cast(pl.Int64).clip(upper_bound=keys.len() - 1)
+    return pl.select(pl.when(keys.gather(at) == wanted).then(at if order is None else order.gather(at))).to_series()
