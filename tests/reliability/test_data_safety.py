@@ -486,6 +486,32 @@ def test_a_stopped_query_ends_the_command_without_waiting_for_its_connection_to_
     assert not list(temp.iterdir())
 
 
+#: The command with a two-minute connection close and no watching thread: the query sees the signal only as
+#: DuckDB does, between its tasks, running the signal's handler itself (a race the watching thread can lose
+#: under load); "querying" is written when the query starts
+_DUCKDB_FIRST = ("-c", "import contextlib, sys, time; import traceq.querying.engine as e; c = e.close; "
+                 "e.close = lambda con: (time.sleep(120), c(con)); "
+                 "e.calling_on_signal = lambda callback: (print('querying', file=sys.stderr, flush=True), "
+                 "contextlib.nullcontext())[1]; "
+                 "from traceq.cli import main; sys.argv[0] = 'traceq'; main()")  # fmt: skip
+
+
+def test_a_signal_duckdb_sees_first_ends_the_command_without_waiting_for_its_connection_to_close(
+    store: Path,
+) -> None:
+    """DuckDB 2 then raises a RuntimeError "Query interrupted" without a cause (DuckDB 1: one caused by the
+    KeyboardInterrupt); the connection is still closed on a thread of its own, not waited for."""
+    proc = subprocess.Popen([sys.executable, *_DUCKDB_FIRST, "sql", "select count(*) from range(100000000000)",
+                             "--timeout", "0", "--store", str(store)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stderr is not None and proc.stderr.readline().strip() == "querying"
+    time.sleep(0.5)  # inside DuckDB's count
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert err.strip().splitlines() == ["traceq: error: interrupted; nothing partial was stored"]
+
+
 def test_the_spill_of_a_killed_query_is_removed_by_the_next(store: Path, tmp_path: Path) -> None:
     temp = tmp_path / "temp"
     temp.mkdir()

@@ -89,6 +89,16 @@ def _by_signal(error: BaseException) -> bool:
     return isinstance(error.__cause__, KeyboardInterrupt)
 
 
+def _interrupted(error: BaseException) -> bool:
+    """Whether ``error`` is DuckDB's for a query interrupted, by ``interrupt()`` or by a signal it saw first:
+    DuckDB 2's InterruptException, or the RuntimeError "Query interrupted" without a cause that DuckDB 2
+    raises where it runs the signal's handler itself, between its tasks, before traceq's watching thread
+    has interrupted the query."""
+    return isinstance(error, duckdb.InterruptException) or (
+        type(error) is RuntimeError and str(error) == "Query interrupted"
+    )
+
+
 def end_without_waiting() -> bool:
     """Whether a connection whose query was stopped is not closed yet (closing on its thread, or left to
     the garbage collector where the signal struck during the query's cleanup); if so, every connection's
@@ -433,10 +443,10 @@ def _users_query(
         raise
     except Exception as e:
         # Ctrl-C or SIGTERM, whatever DuckDB made of it (DuckDB 2: an InterruptException for the interrupt)
-        if _by_signal(e) or (isinstance(e, duckdb.InterruptException) and not timed_out.is_set()):
+        if _by_signal(e) or (_interrupted(e) and not timed_out.is_set()):
             _STOPPED.add(id(con))
             raise KeyboardInterrupt from None
-        if isinstance(e, duckdb.InterruptException):
+        if _interrupted(e):
             raise QueryError(f"query stopped after {timeout:g} s (--timeout)") from None
         if isinstance(e, duckdb.OutOfMemoryException):
             raise QueryError(f"query needs more than {_size(limit)} of memory (--memory-limit)") from None
