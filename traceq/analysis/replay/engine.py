@@ -149,7 +149,8 @@ def replay(graph: Graph, scenario: Scenario | None = None, native: bool = True) 
         )
 
     # every node's time: C plus its thread's offset at its epoch
-    ep_all = pl.zeros(nodes.height, pl.Int64, eager=True)  # epochs() of every node: a running count instead
+    # epochs() of every node, in node order: a running count of the waits' nodes (one wait at most per node)
+    ep_all = pl.zeros(nodes.height, pl.Int64, eager=True)
     if b_node.len():
         ep_all = ep_all.scatter(b_node, 1).cum_sum()
     pos_all = ep_all - 1

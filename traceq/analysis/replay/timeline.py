@@ -31,11 +31,13 @@ KIND = pl.Enum(list(KINDS))
 class Timeline:
     """The events of one rank of one run that a replay needs.
 
-    ``host``: one row per host range (``row`` 0..n-1, ``thread`` index (into ``threads``), ``ts``/``end``
+    ``host``: one row per host range, in event id order (``row`` 0..n-1, its position; the graph's node sort
+    and the launches' search rely on that order), ``thread`` index (into ``threads``), ``ts``/``end``
     rebased ns, ``kind`` (:data:`KIND`), name, step, depth, ``cause`` from ``_host_marks``, ``search`` for
     algorithm-search calls).
-    ``gpu``: one row per GPU event (``lane`` = device and stream index, ``ts``/``end``, ``launch_row`` =
-    the host row of its launch call or null, ``step`` of its launch, ``kernel_class``).
+    ``gpu``: one row per GPU event, in time order (``item``, its position; ``lane`` = device and stream
+    index, ``ts``/``end``, ``launch_row`` = the host row of its launch call or null, ``step`` of its launch,
+    ``kernel_class``).
     ``steps``: ``step``, ``row`` (the step's host range; null where the step is no host range, as the one
     window of an nsys capture: its recorded ``ts``..``end`` then stays as it is), ``thread``, ``ts``, ``end``.
     ``windows``: the traced analysis windows of ``_windows`` (rebased). ``waits``: the ranges where the host
