@@ -155,6 +155,36 @@ def test_emit_nvtx_names_are_reduced_and_sizes_kept() -> None:
     assert ops["args"].str.contains('"nvtx_text":').all()
 
 
+#: The ``emit_nvtx`` grammar as one expression with a group per part (the name and the sizes as short as
+#: they can be), the reference the reader's group-free searches must agree with.
+_EMIT_NVTX = r"^(.*?)(?:, seq = (\d+))?(?:, op_id = (\d+))?(?:, sizes = (\[.*?\]))?(?:, input_op_ids = (.*))?$"
+
+#: Texts where a search could stop in the wrong place: parts missing or out of order, separators in the name,
+#: brackets in and after the sizes, line breaks, names that are not ASCII.
+_NVTX_EDGES = [
+    "", "aten::mm", "aten::mm, seq = 3", "aten::mm, op_id = 7", "aten::mm, sizes = []", "a, b, seq = 1, op_id = 2",
+    "aten::mm, seq = 1, op_id = 2, sizes = [[2, 3], [3]], input_op_ids = [(1,0), (2,0)]",
+    "aten::mm, op_id = 2, seq = 1", "x, seq = , op_id = 2", "x, seq = 12x", "x, sizes = [[1]], extra",
+    "x, sizes = [a], b], input_op_ids = [(0,-1)]", "x, sizes = [[1]], input_op_ids = ], sizes = [[2]]",
+    "x, sizes = [[1]], input_op_ids = [(0,-1)], sizes = [[2]]", "x, sizes = [", "x, input_op_ids = ",
+    "é名, seq = 5, sizes = [[5]]", "名\n, seq = 5", "x, seq = 5\n", "x, sizes = [\n]", "line\nbreak",
+    ", seq = 1", ", sizes = [[1]], sizes = [[2]]", "x, op_id = 1, op_id = 2",
+]  # fmt: skip
+
+
+def test_emit_nvtx_parts_agree_with_one_expression_of_groups(tmp_path: Path) -> None:
+    gz = next(p for p in EXPORTS if p.name.startswith("nsys_conformer_fp16_b4"))
+    texts = [t for (t,) in _sql(_plain(gz, str(tmp_path)), "select text from NVTX_EVENTS where text is not null")]
+    assert len(texts) > 10_000 and sum(", sizes = " in t for t in texts) > 1_000
+    frame = pl.DataFrame({"text": texts + _NVTX_EDGES})
+    got = nsys.emit_nvtx_parts(frame.lazy(), "text").collect()
+    want = frame.select(pl.col("text").str.extract_groups(_EMIT_NVTX).alias("g")).unnest("g")
+    for column, group in (("_name", "1"), ("_seq", "2"), ("_op_id", "3"), ("_sizes", "4")):
+        assert got[column].to_list() == want[group].to_list(), column
+    assert got["_name"].null_count() == 4  # the four texts with a line break where the name is
+    assert got["_sizes"].drop_nulls().str.starts_with("[").all()
+
+
 def test_tables_read_in_rowid_parts_give_the_whole_table_reads_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

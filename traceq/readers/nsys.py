@@ -49,8 +49,12 @@ COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 
 SYNC_TYPES = {1: "Event sync", 2: "Stream wait event", 3: "Stream sync", 4: "Context sync"}
 NVTX_RANGE_TYPES = (59, 60)  # push/pop, start/end
 NVTX_MARK = 34
-#: PyTorch ``emit_nvtx`` range text: ``name[, seq = N][, op_id = N][, sizes = [...]][, input_op_ids = [...]]``.
-EMIT_NVTX = r"^(.*?)(?:, seq = (\d+))?(?:, op_id = (\d+))?(?:, sizes = (\[.*?\]))?(?:, input_op_ids = (.*))?$"
+#: PyTorch ``emit_nvtx`` range text: ``name[, seq = N][, op_id = N][, sizes = [...]][, input_op_ids = ...]``,
+#: the name as short as it can be, the sizes too; a text with a line break in its name has no parts (see
+#: :func:`emit_nvtx_parts`). The parts after the name, the name's end being where they match to the end:
+_EMIT_NVTX_TAIL = r"(?:, seq = \d+)?(?:, op_id = \d+)?(?:, sizes = \[.*?\])?(?:, input_op_ids = .*)?$"
+#: ... and what comes before the sizes in them.
+_BEFORE_SIZES = r"^(?:, seq = \d+)?(?:, op_id = \d+)?, sizes = "
 API_SUFFIX = r"_v\d+$"
 _GPU_TABLES = {
     "kernel": "CUPTI_ACTIVITY_KIND_KERNEL",
@@ -539,31 +543,62 @@ def _nvtx_read(export: _Export) -> _Read | None:
 def _nvtx_events(raw: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     raw = _names(raw.with_columns(pl.col("textId").cast(pl.Int64)), strings, "textId", "registered")
     text = pl.coalesce(pl.col("text").cast(pl.String), pl.col("registered").cast(pl.String)).fill_null("")
-    parts = text.str.extract_groups(EMIT_NVTX)
+    parts = emit_nvtx_parts(raw.lazy().with_columns(text.alias("_text")), "_text")
     is_range = pl.col("eventType").is_in(NVTX_RANGE_TYPES)
-    name = parts.struct.field("1")
-    return raw.select(
-        pl.when(~is_range)
-        .then(pl.lit("marker"))
-        .when(name.str.contains(STEP_NAME))
-        .then(pl.lit("step"))
-        .otherwise(pl.lit("op"))
-        .alias("kind"),
-        pl.format("NVTX domain {}", pl.col("domainId").fill_null(0)).alias("category"),
-        name.alias("name"),
-        pl.col("start").alias("ts_ns"),
-        pl.when(is_range).then(pl.col("end") - pl.col("start")).otherwise(0).alias("dur_ns"),
-        _pid("globalTid").alias("pid"),
-        _tid("globalTid").alias("tid"),
-        parts.struct.field("4").alias("input_shapes"),
-        pl.struct(
-            text.alias("nvtx_text"),
-            parts.struct.field("2").cast(pl.Int64).alias("seq"),
-            parts.struct.field("3").cast(pl.Int64).alias("op_id"),
+    name = pl.col("_name")
+    return (
+        parts.select(
+            pl.when(~is_range)
+            .then(pl.lit("marker"))
+            .when(name.str.contains(STEP_NAME))
+            .then(pl.lit("step"))
+            .otherwise(pl.lit("op"))
+            .alias("kind"),
+            pl.format("NVTX domain {}", pl.col("domainId").fill_null(0)).alias("category"),
+            name.alias("name"),
+            pl.col("start").alias("ts_ns"),
+            pl.when(is_range).then(pl.col("end") - pl.col("start")).otherwise(0).alias("dur_ns"),
+            _pid("globalTid").alias("pid"),
+            _tid("globalTid").alias("tid"),
+            pl.col("_sizes").alias("input_shapes"),
+            pl.struct(
+                pl.col("_text").alias("nvtx_text"),
+                pl.col("_seq").cast(pl.Int64).alias("seq"),
+                pl.col("_op_id").cast(pl.Int64).alias("op_id"),
+            )
+            .struct.json_encode()
+            .alias("args"),
         )
-        .struct.json_encode()
-        .alias("args"),
-    ).filter(pl.col("dur_ns").is_not_null())
+        .filter(pl.col("dur_ns").is_not_null())
+        .collect()
+    )
+
+
+def emit_nvtx_parts(frame: pl.LazyFrame, text: str) -> pl.LazyFrame:
+    """``frame`` with the parts of the ``emit_nvtx`` range texts in its column ``text`` (no nulls) as
+    ``_name``, ``_seq``, ``_op_id`` and ``_sizes`` (strings; null where a part is absent, all four where the
+    name would span lines, as ``.`` does not match a line break). Found by searches without capture groups,
+    each from where the one before ended: one expression with a group per part, which the regex crate runs
+    on a slower engine than a plain search, took 1.4 us a range, three times as long (benchmarks/README.md,
+    twenty-third round)."""
+    tail = pl.col("_tail")
+    parsed = pl.when(~pl.col("_name").str.contains("\n", literal=True))
+    return (
+        frame.with_columns(pl.col(text).str.replace(_EMIT_NVTX_TAIL, "").alias("_name"))
+        .with_columns(pl.col(text).str.slice(pl.col("_name").str.len_chars()).alias("_tail"))
+        .with_columns(
+            parsed.then(pl.col("_name")).alias("_name"),
+            parsed.then(tail.str.extract(r"^, seq = (\d+)", 1)).alias("_seq"),
+            parsed.then(tail.str.extract(r"^(?:, seq = \d+)?, op_id = (\d+)", 1)).alias("_op_id"),
+            parsed.then(
+                pl.when(tail.str.contains(_BEFORE_SIZES)).then(
+                    # the sizes end at the first ']' that only input ids, or nothing, follow
+                    tail.str.replace(_BEFORE_SIZES, "").str.replace(r"\](?:, input_op_ids = .*)?$", "]")
+                )
+            ).alias("_sizes"),
+        )
+        .drop("_tail")
+    )
 
 
 def _threads(export: _Export, strings: pl.DataFrame) -> pl.DataFrame | None:
