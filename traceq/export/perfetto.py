@@ -51,7 +51,7 @@ import polars as pl
 
 from traceq._utils.outputs import atomic_output, check_output, starts_with
 from traceq.analysis.causes import CAUSES, IDLE_CAUSES
-from traceq.model.categories import kind_expr
+from traceq.model.categories import with_kind
 from traceq.querying.engine import Session
 from traceq.querying.files import query_text, requires
 from traceq.readers.source import is_gzip
@@ -206,7 +206,7 @@ class _Layout:
     ranks: dict[str, list[int]]
     #: per run id and rank: ns subtracted from every time
     shifts: dict[str, dict[int, int]]
-    #: per run id: its events' categories and those of :data:`KIND_CATEGORY` (their kinds: ``kind_expr``)
+    #: per run id: its events' categories and those of :data:`KIND_CATEGORY` (their kinds: ``with_kind``)
     categories: dict[str, set[str]]
     #: per run id and rank: host thread names by (pid, tid)
     thread_names: dict[tuple[str, int], dict[tuple[int, int], str]]
@@ -411,9 +411,10 @@ def _event_text(frame: pl.DataFrame, categories: set[str]) -> str:
         pl.col("category").fill_null("").alias("cat"),
         _clean(pl.col("name")).alias("name"),
     )
+    frame = with_kind(frame, categories, "read_kind")
     # the event's own category where it reads back as its kind, else one that does
     canonical = pl.col("kind").replace_strict(KIND_CATEGORY, default="other")
-    cat = pl.when(kind_expr(categories) == pl.col("kind")).then(_clean(pl.col("cat"))).otherwise(canonical)
+    cat = pl.when(pl.col("read_kind") == pl.col("kind")).then(_clean(pl.col("cat"))).otherwise(canonical)
     name_cat = pl.struct(name=pl.col("name"), cat=cat).struct.json_encode().str.strip_prefix("{").str.strip_suffix("}")
     dur = pl.when(instant).then(pl.lit(',"s":"t"')).otherwise(pl.concat_str(pl.lit(',"dur":'), _us(pl.col("dur_ns"))))
     line = pl.concat_str(

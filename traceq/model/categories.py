@@ -4,10 +4,13 @@ read each event as, and what the Perfetto export, which writes chrome traces, ch
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import TypeVar
 
 import polars as pl
 
 from traceq.model.steps import STEP_NAME
+
+F = TypeVar("F", pl.DataFrame, pl.LazyFrame)
 
 #: Chrome-trace category (lower-cased) -> event kind. Kineto and Paddle spellings, old and new.
 CATEGORY_KIND: dict[str, str] = {
@@ -51,15 +54,19 @@ CATEGORY_KIND: dict[str, str] = {
 }
 #: CUPTI's range where the host blocked on a full launch queue (category ``overhead``): kind ``queue_full``.
 QUEUE_FULL_NAME = "Command Buffer Full"
+#: The column :func:`with_kind` holds each event's category's kind in.
+_CATEGORY_KIND = "_category_kind"
 
 
-def kind_expr(categories: Collection[str]) -> pl.Expr:
-    """Kind of each raw chrome event (columns ``ph``, ``cat``, ``name``) whose category is one of ``categories``
-    (each looked up in :data:`CATEGORY_KIND` once)."""
+def with_kind(frame: F, categories: Collection[str], column: str = "kind") -> F:
+    """``frame`` (raw chrome events: columns ``ph``, ``cat``, ``name``, each of the ``categories``) with each
+    event's kind as ``column``. Each category is looked up in :data:`CATEGORY_KIND` once, and its kind held
+    in a column of its own while the rules below read it: as an expression in each rule, it was looked up
+    again by each, and the kind took about four times as long (benchmarks/README.md, twenty-third round)."""
     kinds = {cat: CATEGORY_KIND.get(cat.lower()) for cat in categories}
-    by_cat = pl.col("cat").replace_strict(kinds, default=None, return_dtype=pl.String)
+    by_cat = pl.col(_CATEGORY_KIND)
     instant = pl.col("ph") == "i"
-    return (
+    kind = (
         pl.when(instant & ((by_cat == "memory") | (pl.col("name") == "[memory]")))
         .then(pl.lit("memory"))
         .when(instant)
@@ -72,3 +79,5 @@ def kind_expr(categories: Collection[str]) -> pl.Expr:
         .then(pl.lit("queue_full"))
         .otherwise(by_cat.fill_null("other"))
     )
+    by_category = pl.col("cat").replace_strict(kinds, default=None, return_dtype=pl.String)
+    return frame.with_columns(by_category.alias(_CATEGORY_KIND)).with_columns(kind.alias(column)).drop(_CATEGORY_KIND)

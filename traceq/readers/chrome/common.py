@@ -21,7 +21,7 @@ class TraceParams:
 
     #: A reference time near the trace's events, for :func:`us_to_ns` (the earliest start).
     base_us: float
-    #: The trace's distinct categories (their kinds: :func:`~traceq.model.categories.kind_expr`).
+    #: The trace's distinct categories (their kinds: :func:`~traceq.model.categories.with_kind`).
     categories: tuple[str, ...]
     #: Each raw process and thread id's integer (:func:`leading_int`), or None: too many to list.
     pids: dict[str, int | None] | None

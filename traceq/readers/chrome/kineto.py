@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from traceq.model.categories import kind_expr
+from traceq.model.categories import with_kind
 from traceq.readers.chrome.common import (
     TraceParams,
     dur_to_ns,
@@ -40,8 +40,8 @@ def events(raw: pl.LazyFrame, params: TraceParams) -> pl.LazyFrame:
     """Canonical events (before linking) from one chunk of a decoded Kineto trace."""
     is_gpu = pl.col("kind").is_in(GPU_WORK_KINDS)
     return (
-        raw.with_columns(
-            kind_expr(params.categories).alias("kind"),
+        with_kind(raw, params.categories)
+        .with_columns(
             pl.col("cat").alias("category"),
             us_to_ns("ts_us", params.base_us).alias("ts_ns"),
             dur_to_ns("dur_us").alias("dur_ns"),

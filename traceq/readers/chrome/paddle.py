@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from traceq.model.categories import kind_expr
+from traceq.model.categories import with_kind
 from traceq.readers.chrome.common import (
     TICK_NS,
     TraceParams,
@@ -76,9 +76,8 @@ def events(raw: pl.LazyFrame, params: TraceParams) -> pl.LazyFrame:
     ts_ns = abs_ns if params.origin_ns is None else pl.coalesce(_rel_ns() + params.origin_ns, abs_ns)
     is_gpu = pl.col("kind").is_in(GPU_WORK_KINDS)
     return (
-        raw.with_columns(pl.col("name").str.replace(NAME_SUFFIX, ""))
+        with_kind(raw.with_columns(pl.col("name").str.replace(NAME_SUFFIX, "")), params.categories)
         .with_columns(
-            kind_expr(params.categories).alias("kind"),
             pl.col("cat").alias("category"),
             ts_ns.alias("ts_ns"),
             dur_to_ns("dur_us").alias("dur_ns"),
