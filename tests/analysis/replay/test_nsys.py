@@ -16,6 +16,7 @@ import pytest
 import traceq
 from tests.analysis.replay.conftest import PLANTED
 from tests.analysis.replay.test_graph_nodes import reference_nodes
+from tests.conftest import SHARED
 from traceq.analysis.replay import Replayer
 from traceq.analysis.replay.graph import _nodes
 from traceq.querying.engine import Session
@@ -88,3 +89,41 @@ def test_nodes_match_the_reference(capture):
     assert host["thread"].n_unique() > 1
     for column in expected.columns:
         assert nodes[column].cast(expected[column].dtype).to_list() == expected[column].to_list(), column
+
+
+@pytest.mark.parametrize(
+    ("export", "steps", "note"),
+    [
+        ("nsys_conformer_fp16_b4", None, "the {n} steps are no host ranges (the stretches between optimizer steps)"),
+        ("rodinia_gaussian_report2__nsys2022.4.2", 1, "no steps on the host: the one window is the capture's span"),
+    ],
+)
+def test_steps_that_are_no_host_ranges_are_kept_as_traced_and_the_note_says_which(
+    tmp_path: Path, export: str, steps: int | None, note: str
+) -> None:
+    """Real captures whose steps have no host range: the windows between optimizer steps (as many as the
+    export's ``Optimizer.step`` ranges less one) and a whole capture. The replay keeps their bounds, so the
+    estimate is not below the traced step, and its note names the windows it kept."""
+    path = SHARED / "nsys" / f"{export}.sqlite.gz"
+    if steps is None:
+        db = tmp_path / "export.sqlite"
+        with gzip.open(path) as src, db.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            (optimizer,) = con.execute(
+                """SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+                WHERE e."end" IS NOT NULL AND coalesce(e.text, s.value) LIKE 'Optimizer.step#%'"""
+            ).fetchone()
+        finally:
+            con.close()
+        steps = optimizer - 1
+    traceq.ingest([path], store=tmp_path / "store", jobs=1)
+    store = Store(tmp_path / "store")
+    run_id = store.resolve(export)
+    with Session(store, [run_id], use_stored=False) as s:
+        replayer = Replayer.load(s, run_id)
+    assert replayer.timeline.steps.height == steps and replayer.timeline.steps["row"].is_null().all()
+    est = replayer.unprofiled()
+    assert est.step_ms >= est.traced_ms * (1 - 1e-9)
+    assert sum(n.startswith(note.format(n=steps)) for n in est.notes) == 1

@@ -150,8 +150,13 @@ class Replayer:
             )
         if host_scale != 1.0:
             notes.append(f"host CPU time scaled by {host_scale:.3f} to the speed of the trace it is compared with")
-        if tl.steps.height and tl.steps["row"].is_null().all():
-            notes.append("no steps on the host: the one window is the capture's span, which a replay cannot shorten")
+        if tl.steps.height and tl.steps["row"].is_null().all():  # windows fixed in time (see timeline)
+            notes.append(
+                "no steps on the host: the one window is the capture's span, which a replay cannot shorten"
+                if tl.steps.height == 1
+                else f"the {tl.steps.height} steps are no host ranges (the stretches between optimizer steps): "
+                "the replay keeps their bounds as traced, so it cannot shorten them"
+            )
         spread = step_spread(tl)
         if spread is not None and spread > 0.15:
             notes.append(
