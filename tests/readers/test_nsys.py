@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.cli.test_start_imports import loaded
 from tests.conftest import SHARED, run_cli, tree_state
 from traceq.errors import InputError
 from traceq.readers import nsys, read_trace
@@ -324,3 +325,13 @@ def test_an_export_built_on_disk_in_small_parts_equals_the_one_built_in_memory(
     n = sum(-(-(hi - lo + 1) // 30_000) for lo, hi in spans if lo is not None)
     parts = [s for s in heard.stages if s.startswith("reading the export")]
     assert parts == [f"reading the export in parts: {k:,} of {n:,}" for k in range(1, n + 1)] and n > 10
+
+
+def test_an_export_is_ingested_without_arrows_compute_functions_or_the_drivers_db_api(tmp_path: Path) -> None:
+    """The driver's DB-API layer loads pyarrow's datasets and compute functions, and a cast of Polars' strings
+    to the decoder's 32-bit offsets loads the compute functions: about 45-65 ms of a small capture's ingest
+    that reads nothing with them (counted in a fresh process, never timed)."""
+    gz = next(p for p in EXPORTS if p.name.startswith("nsys_conformer_fp32_b4"))
+    modules = loaded(tmp_path / "store", "ingest", str(gz))
+    assert {"traceq.readers.nsys", "adbc_driver_sqlite", "pyarrow"} <= modules  # it did read the export
+    assert not {"pyarrow.compute", "pyarrow.dataset", "adbc_driver_manager.dbapi"} & modules

@@ -40,20 +40,31 @@ _ARROW_TYPES = {
     pl.Float64(): pa.float64(),
     pl.List(pl.String()): pa.list_(pa.string()),
 }
+#: The same for tables made by Polars (``DataFrame.to_arrow``), whose strings and lists have 64-bit offsets.
+_LARGE_ARROW_TYPES = {
+    **_ARROW_TYPES,
+    pl.String(): pa.large_string(),
+    pl.List(pl.String()): pa.large_list(pa.large_string()),
+}
 
 
 class Chunks:
     """Event columns in chunks of about :data:`CHUNK_ROWS` rows, in the order they were added, with one
     column schema (``schema``). With ``spill_dir`` the chunks are written there, else held in memory.
+    ``from_polars``: the tables added are Polars frames' (``to_arrow``), kept with their 64-bit string
+    offsets (a cast to the C decoder's 32-bit ones copies every string and loads Arrow's compute functions).
 
     Spilled tables are written on a thread of their own, in order, while the caller decodes the next
     ones (a few tables ahead at most); reading a chunk back first waits for every write.
     """
 
-    def __init__(self, schema: Mapping[str, pl.DataType], spill_dir: Path | None = None) -> None:
+    def __init__(
+        self, schema: Mapping[str, pl.DataType], spill_dir: Path | None = None, *, from_polars: bool = False
+    ) -> None:
         self.schema = dict(schema)
         self.spill_dir = spill_dir
-        self._arrow = pa.schema([(name, _ARROW_TYPES[dtype]) for name, dtype in self.schema.items()])
+        arrow = _LARGE_ARROW_TYPES if from_polars else _ARROW_TYPES
+        self._arrow = pa.schema([(name, arrow[dtype]) for name, dtype in self.schema.items()])
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._writer: pa.ipc.RecordBatchFileWriter | None = None

@@ -116,17 +116,50 @@ class _Read:
         return f'select {self.columns} from "{self.table}"{where}'
 
 
+class _Connection:
+    """A connection to an export through the ADBC SQLite driver's own objects, not its DB-API layer: that
+    layer imports pyarrow's datasets and compute, 45-65 ms, a tenth of the ingest of a 23 MB capture
+    (benchmarks/README.md, twenty-third round)."""
+
+    def __init__(self, uri: str) -> None:
+        import adbc_driver_manager
+        import adbc_driver_sqlite
+
+        self._database = adbc_driver_sqlite.connect(uri)
+        try:
+            self._connection = adbc_driver_manager.AdbcConnection(self._database)
+        except BaseException:
+            self._database.close()
+            raise
+
+    def arrow(self, sql: str) -> pa.Table:
+        """``sql``'s rows, whole."""
+        import adbc_driver_manager
+
+        statement = adbc_driver_manager.AdbcStatement(self._connection)
+        try:
+            statement.set_sql_query(sql)
+            stream, _ = statement.execute_query()
+            return pa.RecordBatchReader.from_stream(stream).read_all()
+        finally:
+            statement.close()
+
+    def close(self) -> None:
+        try:
+            self._connection.close()
+        finally:
+            self._database.close()
+
+
 class _Export:
     """A read-only view of one export: table names, columns and Arrow reads."""
 
     def __init__(self, path: Path, source: Path, immutable: bool = True) -> None:
-        import adbc_driver_sqlite.dbapi as adbc
-
         self.source = source
         # a private copy (with its WAL) is opened as a database, so that SQLite reads the WAL's frames
         self.uri = f"file:{quote(str(path.resolve()))}" + ("?mode=ro&immutable=1" if immutable else "")
         try:
-            self.con = adbc.connect(self.uri)
+            self.con = _Connection(self.uri)
             self.tables = set(self._column("select name from sqlite_master where type = 'table'"))
         except InputError:
             raise
@@ -137,16 +170,12 @@ class _Export:
     def _column(self, sql: str) -> list[Any]:
         return self.query(sql).to_series(0).to_list()
 
-    def query(self, sql: str, con: Any = None) -> pl.DataFrame:
+    def query(self, sql: str, con: _Connection | None = None) -> pl.DataFrame:
         """``sql``'s result as a frame, on this export's connection or ``con``."""
-        cur = (con or self.con).cursor()
         try:
-            cur.execute(sql)
-            return pl.from_arrow(cur.fetch_arrow_table())  # type: ignore[return-value]
+            return pl.from_arrow((con or self.con).arrow(sql))  # type: ignore[return-value]
         except Exception as e:
             raise InputError(self.source, f"corrupt or unreadable nsys export ({_short(e)})") from None
-        finally:
-            cur.close()
 
     def columns(self, table: str) -> set[str]:
         if table not in self._columns:
@@ -247,9 +276,7 @@ class _Export:
     def _read_rows(self, read: _Read, rows: tuple[int, int] | None) -> pl.DataFrame:
         """``read`` restricted to ``rows`` (first and last rowid), on a read-only connection of its own
         (for a reading thread)."""
-        import adbc_driver_sqlite.dbapi as adbc
-
-        con = adbc.connect(self.uri)
+        con = _Connection(self.uri)
         try:
             return self.query(read.sql(rows), con)
         finally:
@@ -362,7 +389,7 @@ def _read(export: _Export, path: Path, progress: Progress | None, spill_dir: Pat
     # the rowids, not counted (a scan of every table, which would meet a corrupt page before any part)
     spans = [export.rowids(read.table) for read in reads.values()] if spill_dir is not None else []
     large = spill_dir is not None and on_disk.builds_on_disk(sum(hi - lo + 1 for lo, hi in spans if lo is not None))
-    chunks = Chunks(CHUNK_SCHEMA, spill_dir / "nsys" if large and spill_dir is not None else None)
+    chunks = Chunks(CHUNK_SCHEMA, spill_dir / "nsys" if large and spill_dir is not None else None, from_polars=True)
     try:
         for part in _read_in_parts(export, reads, shape, progress) if large else _read_whole(export, reads, shape):
             if not part.is_empty():
