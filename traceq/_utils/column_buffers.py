@@ -26,7 +26,11 @@ def column_bytes(column: pl.Series, dtype: pl.DataType | type[pl.DataType] = pl.
 
 
 def float_series(values: array) -> pl.Series:
-    """A Float64 column over an ``array("d")`` (such as a C part wrote), without a Python float per value."""
+    """A Float64 column over an ``array("d")`` (such as a C part wrote), without a Python float per value.
+    Through a one-column batch: Polars converts a lone Arrow array with Arrow's compute functions, whose
+    first use loads them (25 ms of a report's replay)."""
     import pyarrow as pa
 
-    return pl.Series(pa.Array.from_buffers(pa.float64(), len(values), [None, pa.py_buffer(values)]))
+    column = pa.Array.from_buffers(pa.float64(), len(values), [None, pa.py_buffer(values)])
+    batch = pa.RecordBatch.from_arrays([column], names=["values"])
+    return pl.from_arrow(batch).to_series().alias("")  # type: ignore[union-attr]
