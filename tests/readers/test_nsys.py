@@ -329,7 +329,7 @@ def test_an_export_built_on_disk_in_small_parts_equals_the_one_built_in_memory(
 
 def test_an_export_is_ingested_without_arrows_compute_functions_or_the_drivers_db_api(tmp_path: Path) -> None:
     """The driver's DB-API layer loads pyarrow's datasets and compute functions, and a cast of Polars' strings
-    to the decoder's 32-bit offsets loads the compute functions: about 45-65 ms of a small capture's ingest
+    to the decoder's 32-bit offsets loads the compute functions: about 43-67 ms of a small capture's ingest
     that reads nothing with them (counted in a fresh process, never timed)."""
     gz = next(p for p in EXPORTS if p.name.startswith("nsys_conformer_fp32_b4"))
     modules = loaded(tmp_path / "store", "ingest", str(gz))

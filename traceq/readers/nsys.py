@@ -118,7 +118,7 @@ class _Read:
 
 class _Connection:
     """A connection to an export through the ADBC SQLite driver's own objects, not its DB-API layer: that
-    layer imports pyarrow's datasets and compute, 45-65 ms, a tenth of the ingest of a 23 MB capture
+    layer imports pyarrow's datasets and compute, 43-67 ms here, up to a tenth of the ingest of a 23 MB capture
     (benchmarks/README.md, twenty-third round)."""
 
     def __init__(self, uri: str) -> None:
