@@ -61,9 +61,10 @@ def split(session: Session, run_id: str) -> Split:
         .select(*keys, "part", pl.col("ms") - pl.col("searched").fill_null(0.0))
     )
     search = searched.group_by(keys).agg((pl.col("time_ns").sum() / _MS).alias(_SEARCH))
-    summed = (
-        pl.concat([classes.select(*keys, "ms"), search.rename({_SEARCH: "ms"})])
-        .group_by(keys)
+    summed = (  # in one order (the group-bys above leave their rows in any): the same float sum each time
+        pl.concat([classes, search.select(*keys, pl.lit(_SEARCH).alias("part"), pl.col(_SEARCH).alias("ms"))])
+        .sort(*keys, "part")
+        .group_by(keys, maintain_order=True)
         .agg(pl.col("ms").sum().alias("work_ms"))
     )
     wide = (
