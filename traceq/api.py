@@ -15,17 +15,22 @@ from traceq.analysis.results import Comparison, RunReport
 from traceq.ingestion.ingest import ingest as ingest_files
 from traceq.ingestion.ingest import pick_refs, runs_to_report
 from traceq.ingestion.run_refs import latest_run
+from traceq.render.documents import store_report_documents
 from traceq.store import Store, check_store
 from traceq.store import remove_run as _remove_run
 from traceq.store import rename_run as _rename_run
 
 
 @wraps(ingest_files, assigned=("__module__", "__name__", "__qualname__", "__annotations__"))
-def ingest(*args: Any, **kwargs: Any) -> pl.DataFrame:
+def ingest(paths: Any, store: Store | str | Path | None = None, *args: Any, **kwargs: Any) -> pl.DataFrame:
     """Ingest trace files into a store (:func:`traceq.ingestion.ingest.ingest`, whose arguments it takes),
     with the step estimated without the profiler stored with each one-file run whose diagnosis is stored
-    (:mod:`traceq.analysis.replay.stored`): its reports read it instead of replaying the run."""
-    return ingest_files(*args, whole_run_step=store_estimate, **kwargs)
+    (:mod:`traceq.analysis.replay.stored`): its reports read it instead of replaying the run; then such a
+    run's report too (:func:`~traceq.render.documents.store_report_documents`)."""
+    store = Store.of(store)
+    ingested = ingest_files(paths, store, *args, whole_run_step=store_estimate, **kwargs)
+    store_report_documents(store, ingested, explained_report)
+    return ingested
 
 
 def runs(store: Store | str | Path | None = None) -> pl.DataFrame:

@@ -188,9 +188,10 @@ def ingest(
     Example: traceq ingest sample_traces/paddlefmt_conformer_fp16_b64_2steps.json.gz --name paddle_amp
     Example: traceq ingest sample_traces/ddp/fp32 --name ddp --jobs 2
     """  # fmt: skip
-    from traceq.analysis.replay.explain import store_estimate
+    from traceq.analysis.replay.explain import explained_report, store_estimate
     from traceq.ingestion.ingest import ingest as ingest_files
     from traceq.render import render
+    from traceq.render.documents import store_report_documents
     from traceq.render.ingested import ingest_lines
 
     if executor not in EXECUTORS:
@@ -203,11 +204,13 @@ def ingest(
         failed.append(str(e))
         _error(str(e))
 
+    target = _store(store, existing=False)
     with _progress(quiet) as progress:
         result = ingest_files(
-            paths, store=_store(store, existing=False), name=name, progress=progress, on_error=on_error, jobs=jobs,
+            paths, store=target, name=name, progress=progress, on_error=on_error, jobs=jobs,
             executor=executor, steps_from=_pattern(steps_from), whole_run_step=store_estimate,  # type: ignore[arg-type]
         )  # fmt: skip
+    store_report_documents(target, result, explained_report)
     if fmt is FrameFormat.table:
         ingest_lines(result)
     else:
@@ -439,10 +442,7 @@ def report(
     \b
     Example: traceq report --compare kineto_conformer_fp32_b4_2steps kineto_conformer_fp16_b4_2steps --html amp.html
     """
-    from traceq.analysis.replay.explain import explained_comparison, explained_report
     from traceq.ingestion.run_refs import latest_run
-    from traceq.render import render
-    from traceq.render.html import write_html
 
     runs = runs or []
     if len(runs) > (2 if compare else 1):
@@ -462,8 +462,13 @@ def report(
     pattern = _pattern(steps_from)
     top = None if all_ops else TOP_OPS
     page = html is not None or fmt is ReportFormat.html  # the steps' lanes are drawn by the HTML page only
+    # a run's report with no option but --format table or json may be stored as printed (see below)
+    plain = not (page or what_if or all_ops or unprofiled is not None or pattern is not None)
     if compare:
+        from traceq.analysis.replay.explain import explained_comparison
         from traceq.ingestion.ingest import pick_refs
+        from traceq.render import render
+        from traceq.render.html import write_html
 
         named: list[str | None] = [None, None, *runs]
         refs = pick_refs(stored, named[-2], named[-1], pattern)
@@ -489,11 +494,32 @@ def report(
         run_id = latest_run(stored)
         _note(f"explaining {_named(stored, run_id)}, the latest run")
         runs = [run_id]
+    if plain and fmt in (ReportFormat.table, ReportFormat.json) and _stored_report_shown(stored, runs[0], fmt):
+        return
+    from traceq.analysis.replay.explain import explained_report
+    from traceq.render import render
+    from traceq.render.html import write_html
+
     with _steps_chosen(stored, runs[:1], pattern) as (source, ids):
         explained = explained_report(ids[0], source, what_if, unprofiled, page)
     render(explained, fmt, top=top)
     if html is not None and (replaced := write_html(explained, html, stored, force, top)):
         _note(replaced)
+
+
+def _stored_report_shown(store: Store, ref: str, fmt: ReportFormat) -> bool:
+    """Show the report of the stored run ``ref`` names from its document, where ingest stored one as this
+    traceq prints it (:mod:`traceq.render.report_document`: no Polars, no analysis); False where it did not
+    (the report is computed)."""
+    from traceq.ingestion.run_refs import stored_ids
+    from traceq.render import report_document
+
+    ids = stored_ids(store, [ref])
+    found = report_document.stored(store, ids[0]) if ids else None
+    if found is None:
+        return False
+    report_document.show(*found, fmt is ReportFormat.json, sys.stdout)
+    return True
 
 
 @contextlib.contextmanager

@@ -78,8 +78,12 @@ def markdown(frame: pl.DataFrame) -> str:
 
 def table(frame: pl.DataFrame, out: TextIO, title: str | None = None, shown_rows: int | None = None) -> None:
     """``frame`` as a terminal table (:func:`~traceq.render.cells.table`, ``shown_rows`` as there)."""
-    columns = [(name, dtype.is_numeric()) for name, dtype in frame.schema.items()]
-    cells.table(columns, _Rows(frame), out, title, shown_rows)
+    cells.table(columns(frame), _Rows(frame), out, title, shown_rows)
+
+
+def columns(frame: pl.DataFrame) -> list[tuple[str, bool]]:
+    """A frame's columns as a terminal table lays them out: name, and whether numeric (right-aligned)."""
+    return [(name, dtype.is_numeric()) for name, dtype in frame.schema.items()]
 
 
 class _Rows:

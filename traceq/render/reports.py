@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -23,9 +23,11 @@ from traceq.analysis.results import REST, REST_LABEL, Comparison, RunReport
 from traceq.analysis.run_summary import OutlierStep
 from traceq.render import json_form, rounding
 from traceq.render.cells import cell
-from traceq.render.cells import console as make_console
-from traceq.render.frames import markdown, table
+from traceq.render.frames import columns, markdown
 from traceq.render.replay import WHAT_IF_TITLE, saving_text, unprofiled_lines, unprofiled_text, what_if_table
+from traceq.render.report_document import Block as TerminalBlock
+from traceq.render.report_document import document, write_terminal
+from traceq.render.report_document import head as report_head
 from traceq.render.text import literal, visible
 
 #: Sites listed under "Where the idle time went".
@@ -310,11 +312,24 @@ def to_markdown(report: RunReport, out: TextIO | None = None) -> None:
 def to_terminal(report: RunReport, out: TextIO | None = None) -> None:
     """The report for a terminal: names (runs, ops, files) shown as written, never read as rich markup,
     and :func:`~traceq.render.text.visible`."""
-    out = out or sys.stdout
-    run = report.run
-    head = (f"[bold]traceq report[/bold]  {literal(run['name'])}  ({literal(run['run_id'])}, "
-            f"{literal(run['profiler_version'])})")  # fmt: skip
-    _write_terminal(head, report_blocks(report), out)
+    write_terminal(report_head(report.run), terminal_blocks(report_blocks(report)), out or sys.stdout)
+
+
+def report_document(report: RunReport, row: Mapping[str, Any]) -> str | None:
+    """The document of a stored run's report (:mod:`traceq.render.report_document`): what
+    :func:`to_terminal` and :func:`to_json` write of ``report`` (cut to the ops it lists), for the run's
+    catalog ``row``; None where it cannot be stored as JSON."""
+    buffer = io.StringIO()
+    to_json(report, buffer)
+    return document(terminal_blocks(report_blocks(report)), buffer.getvalue(), row)
+
+
+def terminal_blocks(blocks: list[Block]) -> list[TerminalBlock]:
+    """``blocks`` as the terminal writes them: a table as its columns (name, numeric) and rows."""
+    return [
+        (b.title, b.lines, *((columns(b.frame), b.frame.rows()) if b.frame is not None else (None, None)))
+        for b in blocks
+    ]
 
 
 # -- comparisons -------------------------------------------------------------------------------------
@@ -448,7 +463,7 @@ def compare_terminal(result: Comparison, out: TextIO | None = None) -> None:
     b, n = result.base.run, result.new.run
     head = (f"[bold]traceq compare[/bold]  BASE {literal(b['name'])} ({literal(b['run_id'])})  "
             f"NEW {literal(n['name'])} ({literal(n['run_id'])})")  # fmt: skip
-    _write_terminal(head, compare_blocks(result), out)
+    write_terminal(head, terminal_blocks(compare_blocks(result)), out)
 
 
 def _write_markdown(blocks: list[Block], out: TextIO) -> None:
@@ -461,15 +476,3 @@ def _write_markdown(blocks: list[Block], out: TextIO) -> None:
             out.write(markdown(block.frame))
         for line in block.lines:  # a finding's evidence lines: items of a list under it, not one paragraph
             out.write(f"   - {line.strip()}\n" if line.startswith("   ") else line + "\n")
-
-
-def _write_terminal(head: str, blocks: list[Block], out: TextIO) -> None:
-    console = make_console(out, 160)
-    console.print(head)
-    for block in blocks:
-        if block.title:
-            console.print(f"\n[bold]{literal(block.title)}[/bold]")
-        if block.frame is not None:
-            table(block.frame, out)
-        for line in block.lines:
-            console.print(literal(line), highlight=False)
