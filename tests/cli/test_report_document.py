@@ -116,6 +116,9 @@ def test_a_document_made_for_another_name_by_other_code_or_unreadable_is_not_sho
             run_cli("report", RUN, "--format", "json", "--store", str(store)).stdout
             == _computed(store, "report", RUN, "--format", "json")[0]
         )
+    blocks = [*doc["blocks"][:-1], [*doc["blocks"][-1][:2], [["name", "no"]], [[1]]]]
+    document.write_text(json.dumps({**doc, "blocks": blocks}))  # of this traceq and this run, but changed
+    assert report_document.stored(traceq.Store(store), traceq.Store(store).resolve(RUN)) is None
     document.write_text(text[: len(text) // 2])  # cut short
     done = run_cli("report", RUN, "--store", str(store))
     assert done.returncode == 0 and done.stdout == _computed(store, "report", RUN)[0]

@@ -127,9 +127,41 @@ def stored(store: Store, run_id: str) -> tuple[dict[str, Any], dict[str, Any]] |
         or row is None
         or doc.get("made_by") != made_by()
         or doc.get("row") != {k: row.get(k) for k in ROW_KEYS}
+        or not _well_formed(doc)
     ):
         return None
     return doc, row
+
+
+def _well_formed(doc: Mapping[str, Any]) -> bool:
+    """Whether ``doc`` has the shape :func:`document` writes (a changed file is not shown)."""
+    blocks = doc.get("blocks")
+    return (
+        isinstance(doc.get("json"), str)
+        and isinstance(blocks, list)
+        and all(
+            isinstance(b, list)
+            and len(b) == 4
+            and isinstance(b[0], str)
+            and isinstance(b[1], list)
+            and all(isinstance(line, str) for line in b[1])
+            and (
+                (b[2] is None and b[3] is None)
+                or (
+                    _columns(b[2])
+                    and isinstance(b[3], list)
+                    and all(isinstance(r, list) and len(r) == len(b[2]) for r in b[3])
+                )
+            )
+            for b in blocks
+        )
+    )
+
+
+def _columns(columns: object) -> bool:
+    return isinstance(columns, list) and all(
+        isinstance(c, list) and len(c) == 2 and isinstance(c[0], str) and isinstance(c[1], bool) for c in columns
+    )
 
 
 def show(doc: Mapping[str, Any], row: Mapping[str, Any], as_json: bool, out: TextIO) -> None:
