@@ -733,8 +733,8 @@ FOREIGN_STALE_S = 24 * 3600
 
 
 #: The names of what a writer stages under ``tmp/``: ``run.`` (a run being written), ``spill.`` (a reader's
-#: intermediate files), ``rm.`` (a run being removed), then host, pid and 12 hex digits (older names: no
-#: host; the oldest, the run id, the pid and 8 hex digits).
+#: intermediate files), ``rm.`` (a run being removed), ``doc.`` (a run's report document being written), then
+#: host, pid and 12 hex digits (older names: no host; the oldest, the run id, the pid and 8 hex digits).
 _STAGED = re.compile(
-    r"(?:run|spill|rm|r[0-9a-f]{12})\.(?:(?P<host>[^./]+)\.)?(?P<pid>\d+)\.(?:[0-9a-f]{12}|[0-9a-f]{8})"
+    r"(?:run|spill|rm|doc|r[0-9a-f]{12})\.(?:(?P<host>[^./]+)\.)?(?P<pid>\d+)\.(?:[0-9a-f]{12}|[0-9a-f]{8})"
 )

@@ -54,6 +54,7 @@ def _computed(store: Path, *args: str) -> tuple[str, str]:
 
 def test_every_run_storing_its_estimate_stores_its_report_and_no_other_does(stored: Path, ingested: Ingested) -> None:
     assert len(list((stored / "runs").glob(f"*/{report_document.DOCUMENT}"))) == 2
+    assert not list((stored / "tmp").iterdir())  # staged there, then renamed into the run's folder
     assert check_store(traceq.Store(stored)).is_empty()  # the catalog's list of files does not name it
     small = ingested.store(FP16)  # below the sizes that store the diagnosis and the estimate
     assert not list((small / "runs").glob(f"*/{report_document.DOCUMENT}"))

@@ -99,13 +99,15 @@ def test_the_tmp_cleanup_removes_only_leftovers_traceq_made(tmp_path: Path) -> N
     (stale / "part-0").mkdir(parents=True)
     (stale / "part-0" / "events.parquet").write_bytes(b"partial")
     (stale / "part-0" / "escape").symlink_to(outside)  # inside a leftover: the link goes, not its target
+    document = tmp / f"doc.{_host()}.{dead}.cccccccccccc"  # a dead ingest's report document, not yet renamed
+    document.write_text('{"made_by": ')
     theirs = tmp / f"spill.{_host()}.{dead}.aaaaaaaaaaaa"
     theirs.mkdir()
     if ROOT:
         os.chown(theirs, 12345, 12345)  # another user's
     traceq.ingest(OTHER, store=store)
     assert (outside / "data.bin").read_bytes() == b"x" * 100
-    assert not stale.exists()
+    assert not stale.exists() and not document.exists()
     left = {p.name for p in tmp.iterdir()}
     assert {"notes.txt", "my-folder", "run.not-a-pid", f"run.{_host()}.{dead}.0123456789ab"} <= left
     assert (tmp / "my-folder" / "f").read_text() == "mine\n"

@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 import polars as pl
 
+from traceq._utils.leftovers import tag
 from traceq.analysis.replay.stored import NUMBERS
 from traceq.analysis.results import RunReport
 from traceq.querying.stored import FOLDER
 from traceq.render.op_list import listed
-from traceq.render.report_document import write as write_document
+from traceq.render.report_document import DOCUMENT
 from traceq.render.reports import report_document
 from traceq.store import Store
 
@@ -35,6 +38,18 @@ def store_report_documents(store: Store, ingested: pl.DataFrame, report_of: Repo
         try:
             text = report_document(listed(report_of(run_id, store, lanes=False)), store.catalog_row(run_id))
             if text is not None:
-                write_document(run_dir, text)
+                write(store, run_dir, text)
         except Exception:  # the run is stored: this copy of its report is not needed
             continue
+
+
+def write(store: Store, run_dir: Path, text: str) -> None:
+    """Put a document into a committed run's folder in one rename, staged under the store's ``tmp/``
+    (``doc.<host>.<pid>.<hex>``: a process that dies before the rename leaves it there, and the next
+    writer of the store removes it)."""
+    staged = store.tmp_dir() / f"doc.{tag()}"
+    try:
+        staged.write_text(text + "\n", encoding="utf-8")
+        os.replace(staged, run_dir / DOCUMENT)
+    finally:
+        staged.unlink(missing_ok=True)

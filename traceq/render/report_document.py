@@ -14,8 +14,9 @@ document that cannot be read). Layout::
 
     STORE/runs/run_id=<id>/report.json
 
-It is written once the run is committed, in one rename, and read by nothing else: a run without it, or
-with a stale one, is reported as before.
+It is written once the run is committed (:mod:`traceq.render.documents`), staged under the store's
+``tmp/`` and renamed into place, and read by nothing else: a run without it, or with a stale one, is
+reported as before.
 """
 
 from __future__ import annotations
@@ -101,16 +102,6 @@ def document(blocks: Sequence[Block], json_text: str, row: Mapping[str, Any]) ->
         return json.dumps(doc, ensure_ascii=False, allow_nan=True)
     except TypeError:
         return None
-
-
-def write(run_dir: Path, text: str) -> None:
-    """Store a document in a committed run's folder, in one rename (a reader sees none or all of it)."""
-    staged = run_dir / f".{DOCUMENT}.{os.getpid()}"
-    try:
-        staged.write_text(text + "\n", encoding="utf-8")
-        os.replace(staged, run_dir / DOCUMENT)
-    finally:
-        staged.unlink(missing_ok=True)
 
 
 def stored(store: Store, run_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
