@@ -105,6 +105,10 @@ def main() -> None:
         store = Path(tmp) / "store"
         run = make_store(store)
         computed = str(without_documents(store, Path(tmp) / "computed"))
+
+        def command(argv: list[str]) -> list[str]:  # the run's name and the second store filled in
+            return [str(TRACEQ), *({"RUN": run, "COMPUTED": computed}.get(a, a) for a in argv)]
+
         # as a user's: bytecode cached (an environment that sets PYTHONDONTWRITEBYTECODE compiles every module
         # of traceq's at every start, about 0.13 s for a report)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"TRACEQ_STORE": str(store)}
@@ -113,11 +117,11 @@ def main() -> None:
         overs: dict[str, list[float]] = {name: [] for name in COMMANDS}
         floors: dict[str, list[float]] = {name: [] for name in COMMANDS}
         for argv in COMMANDS.values():  # once each, so that no round pays for the first read of a file
-            wall([str(TRACEQ), *({"RUN": run, "COMPUTED": computed}.get(a, a) for a in argv)], env)
+            wall(command(argv), env)
         for _ in range(args.rounds):
             for name, argv in COMMANDS.items():
                 bare = wall(bare_argv, env)
-                took = wall([str(TRACEQ), *({"RUN": run, "COMPUTED": computed}.get(a, a) for a in argv)], env)
+                took = wall(command(argv), env)
                 times["python -c pass"].append(bare)
                 times[name].append(took)
                 overs[name].append(took - bare)

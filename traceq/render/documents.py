@@ -10,9 +10,8 @@ from pathlib import Path
 import polars as pl
 
 from traceq._utils.leftovers import tag
-from traceq.analysis.replay.stored import NUMBERS
+from traceq.analysis.replay.stored import has_estimate
 from traceq.analysis.results import RunReport
-from traceq.querying.stored import FOLDER
 from traceq.render.op_list import listed
 from traceq.render.report_document import DOCUMENT
 from traceq.render.reports import report_document
@@ -31,10 +30,9 @@ def store_report_documents(store: Store, ingested: pl.DataFrame, report_of: Repo
     :func:`~traceq.analysis.replay.explain.explained_report`). A run whose report cannot be made stores
     none (an optional copy: its reports are computed, and say why)."""
     for run_id in ingested.filter(pl.col("status") == "ingested")["run_id"].unique(maintain_order=True):
-        run_dir = store.runs_dir / f"run_id={run_id}"
-        ranks = list(run_dir.glob("rank=*"))
-        if len(ranks) != 1 or not (ranks[0] / FOLDER / NUMBERS).is_file():
+        if not has_estimate(store.runs_dir, run_id):
             continue
+        run_dir = store.runs_dir / f"run_id={run_id}"
         try:
             text = report_document(listed(report_of(run_id, store, lanes=False)), store.catalog_row(run_id))
             if text is not None:

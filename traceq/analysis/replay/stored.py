@@ -69,16 +69,28 @@ def write_estimate(folder: Path, estimate: Estimate, scale: dict[str, float] | N
     (folder / NUMBERS).write_text(json.dumps(doc) + "\n")
 
 
+def estimate_folder(runs_dir: Path, run_id: str) -> Path | None:
+    """The metrics folder that may hold run ``run_id``'s stored estimate (under a store's ``runs_dir``): its
+    rank's, where the run has one rank; None where it has several (each rank is not the run) or none."""
+    ranks = list((runs_dir / f"run_id={run_id}").glob("rank=*"))
+    return ranks[0] / FOLDER if len(ranks) == 1 else None
+
+
+def has_estimate(runs_dir: Path, run_id: str) -> bool:
+    """Whether run ``run_id`` stored its estimate at ingest (by whatever code: see :func:`stored_estimate`)."""
+    folder = estimate_folder(runs_dir, run_id)
+    return folder is not None and (folder / NUMBERS).is_file()
+
+
 def stored_estimate(session: Session, run_id: str) -> tuple[Estimate, dict[str, float] | None] | None:
     """The estimate of run ``run_id`` stored at ingest and the scale of each idle cause (None: its
     estimate is not split), or None where the run has none (several ranks, too few events, made by other
     code) or ``session`` computes every metric from the events."""
     if not session.use_stored or session.store is None:
         return None
-    ranks = list((session.store.runs_dir / f"run_id={run_id}").glob("rank=*"))
-    if len(ranks) != 1:
+    folder = estimate_folder(session.store.runs_dir, run_id)
+    if folder is None:
         return None
-    folder = ranks[0] / FOLDER
     try:
         doc = json.loads((folder / NUMBERS).read_text())
     except (OSError, ValueError):  # none stored
