@@ -68,14 +68,18 @@ class Verdict:
     @property
     def noise(self) -> str:
         """The clause a verdict adds where the band includes no change but the estimate is not 0.0 %."""
-        if self.uncertain and abs(self.change_pct) >= 0.05:
+        if self.uncertain and abs(self.change_pct) >= NO_CHANGE_PCT:
             return ", but the band includes no change: the difference is within the estimate's noise"
         return ""
+
+
+#: A change in per cent smaller than this rounds to 0.0 %: no change, in words and verdicts.
+NO_CHANGE_PCT = 0.05
 
 
 def change_words(pct: float) -> str:
     """A change of NEW against BASE in per cent, in words whose sign agrees with the number (one that
     rounds to 0.0 % is no change)."""
-    if abs(pct) < 0.05:
+    if abs(pct) < NO_CHANGE_PCT:
         return "NEW and BASE take the same time"
     return f"NEW is {abs(pct):,.1f}% {'slower' if pct > 0 else 'faster'} than BASE"

@@ -20,7 +20,7 @@ import polars as pl
 
 from traceq.analysis.compare import change_next_step, compare, comparison_sessions
 from traceq.analysis.findings import Finding
-from traceq.analysis.replay.estimates import Estimate, Verdict, change_words
+from traceq.analysis.replay.estimates import NO_CHANGE_PCT, Estimate, Verdict, change_words
 from traceq.analysis.replay.idle_split import IDLE_PIECES, estimated_split, estimated_waterfall, idle_scale_by_cause
 from traceq.analysis.replay.replayer import QUERIES, Replayer, timeline_of
 from traceq.analysis.replay.stored import stored_estimate, write_estimate
@@ -106,7 +106,7 @@ def idle_scale_of(
     """How the replay without the profiler scaled each idle cause of ``report``'s run
     (:func:`unprofiled_idle_scale`, from the traced ``_idle_pieces`` of ``session``), or None where its
     estimate is not split: without a session, for a run of several ranks (one is replayed), or where the
-    steps are no host ranges."""
+    steps are fixed in time."""
     if session is None or report.split is None or report.run.get("n_ranks", 1) != 1:
         return None
     return unprofiled_idle_scale(replayer, session, host_scale)
@@ -115,10 +115,10 @@ def idle_scale_of(
 def unprofiled_idle_scale(replayer: Replayer, session: Session, host_scale: float = 1.0) -> dict[str, float] | None:
     """:func:`idle_scale_by_cause` of the replay without the profiler (``host_scale``: see
     :meth:`~traceq.analysis.replay.replayer.Replayer.unprofiled`), from the traced ``_idle_pieces`` of
-    ``session``; None where the steps are no host ranges (an nsys capture's one window, whose end the
+    ``session``; None where the steps are fixed in time (an nsys capture's one window, whose end the
     replay cannot move: the time it takes out of gaps would stay in the window as rest)."""
     tl = replayer.timeline
-    if tl.steps["row"].is_null().all():
+    if tl.fixed_steps:
         return None
     pieces = session.query(IDLE_PIECES)  # made by the report already, unless its metrics were stored
     return idle_scale_by_cause(tl, replayer.unprofiled_replay(replayer.model, host_scale), pieces)
@@ -302,29 +302,26 @@ def unprofiled_verdict(verdict: Verdict, result: Comparison) -> str:
         f"Estimated without the profiler (replay), {change_words(verdict.change_pct)} ({steps}; band {band})"
         f"{verdict.noise}"
     )
-    nsys = "nsys" in (result.base.run.get("flavour"), result.new.run.get("flavour"))
-    cost = (
-        " Nsight Systems adds far less host cost per event than torch.profiler, so its traced steps are "
-        "closer to the unprofiled ones."
-        if nsys
-        else ""
-    )
     if result.measured is not None:
         real = result.measured["delta_ms"]
         agrees = (real > 0) == (verdict.change_pct > 0)
         return (
             f"{result.verdict} {head}: {'it agrees with' if agrees else 'it disagrees with'} the measured "
-            f"step times, which the verdict uses.{cost}"
+            "step times, which the verdict uses."
         )
     traced = verdict.traced_change_pct
-    if verdict.flips and not verdict.uncertain:
+    if abs(traced) < NO_CHANGE_PCT:
+        head += "; the traced steps say no change" + (
+            "." if verdict.uncertain else ": weigh the causes below against the estimate."
+        )
+    elif verdict.flips and not verdict.uncertain:
         moved = "slower" if traced > 0 else "faster"
         head += (
             f"; the traced steps say NEW is {abs(traced):,.1f}% {moved}: the profiler's own cost flips the traced "
             "conclusion, so weigh the causes below against the estimate."
         )
     elif verdict.uncertain:
-        head += f"; the traced steps say {'no change' if abs(traced) < 0.05 else f'{traced:+,.1f}%'}."
+        head += f"; the traced steps say {traced:+,.1f}%."
     else:
         head += f"; the traced steps point the same way ({traced:+,.1f}%)."
-    return f"{head}{cost} Traced: {result.verdict}"
+    return f"{head} Traced: {result.verdict}"

@@ -94,7 +94,7 @@ def build_graph(tl: Timeline) -> Graph:
     barriers = _barriers(tl, nodes, start_node, end_node, items)
     nodes = _cpu_time(nodes, barriers)
     order = _order(items, barriers, nodes)
-    step_nodes = tl.steps.join(start_node, on="row", how="left").join(end_node, on="row", how="left").sort("ts")
+    step_nodes = _step_nodes(tl.steps, start_node, end_node)
     return Graph(tl, nodes, first_node, barriers, items, order, step_nodes, lat_typ, gap_typ)
 
 
@@ -153,6 +153,24 @@ def _in_node_order(starts: pl.DataFrame, ends: pl.DataFrame) -> pl.DataFrame:
         return nodes.sort("thread", "T", "phase", "key")
     order = nodes.select(pl.arg_sort_by(pl.col("thread") * (1 << 44) + pl.col("T"), maintain_order=True))
     return nodes.gather(order.to_series())
+
+
+def _step_nodes(steps: pl.DataFrame, start_node: pl.DataFrame, end_node: pl.DataFrame) -> pl.DataFrame:
+    """Each step's ``start_node`` and ``end_node``: its host range's start and end, or for a step between two
+    host ranges (``after_row``, ``until_row``: see the timeline) their ends; null for a step fixed in time."""
+    after = end_node.rename({"row": "after_row", "end_node": "after_node"})
+    until = end_node.rename({"row": "until_row", "end_node": "until_node"})
+    return (
+        steps.join(start_node, on="row", how="left")
+        .join(end_node, on="row", how="left")
+        .join(after, on="after_row", how="left")
+        .join(until, on="until_row", how="left")
+        .with_columns(
+            start_node=pl.coalesce("start_node", "after_node"), end_node=pl.coalesce("end_node", "until_node")
+        )
+        .drop("after_node", "until_node")
+        .sort("ts")
+    )
 
 
 def _items(tl: Timeline, start_node: pl.DataFrame, nodes: pl.DataFrame) -> tuple[pl.DataFrame, float, float]:

@@ -139,8 +139,8 @@ class Replayer:
             )
         if tl.flavour == "nsys":
             notes.append(
-                "Nsight Systems capture: nsys adds far less host cost than torch.profiler; the estimate "
-                "removes the cost of its recorded ranges and calls the same way"
+                "Nsight Systems capture: the estimate removes the host cost of its NVTX ranges and traced CUDA "
+                "calls as it does torch.profiler's"
             )
         if self._searched():
             notes.append(
@@ -150,12 +150,17 @@ class Replayer:
             )
         if host_scale != 1.0:
             notes.append(f"host CPU time scaled by {host_scale:.3f} to the speed of the trace it is compared with")
-        if tl.steps.height and tl.steps["row"].is_null().all():  # windows fixed in time (see timeline)
+        if tl.fixed_steps:  # windows fixed in time (see timeline)
             notes.append(
                 "no steps on the host: the one window is the capture's span, which a replay cannot shorten"
                 if tl.steps.height == 1
-                else f"the {tl.steps.height} steps are no host ranges (the stretches between optimizer steps): "
-                "the replay keeps their bounds as traced, so it cannot shorten them"
+                else f"the {tl.steps.height} steps are bounded by no host range: the replay keeps their bounds as "
+                "traced, so it cannot shorten them"
+            )
+        elif tl.between_ranges:
+            notes.append(
+                f"the {tl.steps.height} steps are the stretches between optimizer steps: each runs from one "
+                "optimizer step's end to the next's, as replayed"
             )
         spread = step_spread(tl)
         if spread is not None and spread > 0.15:

@@ -8,7 +8,8 @@ event carries the idle cause ``_host_marks`` gives it (its own, before nesting),
 for an algorithm carry their typical call from ``_search_calls``: the what-if scenarios are built from these.
 
 Steps are the steps table's (the model's one rule: profiler steps, else a user's step ranges such as NVTX
-``train_step 3``, else the stretches between optimizer steps); a step that is no host range (an Nsight
+``train_step 3``, else the stretches between optimizer steps). A stretch between optimizer steps runs
+from one optimizer step's end to the next's, as replayed; a step bounded by no host range (an Nsight
 Systems capture's one window) keeps its recorded window.
 """
 
@@ -38,8 +39,10 @@ class Timeline:
     ``gpu``: one row per GPU event, in time order (``item``, its position; ``lane`` = device and stream
     index, ``ts``/``end``, ``launch_row`` = the host row of its launch call or null, ``step`` of its launch,
     ``kernel_class``).
-    ``steps``: ``step``, ``row`` (the step's host range; null where the step is no host range, as the one
-    window of an nsys capture: its recorded ``ts``..``end`` then stays as it is), ``thread``, ``ts``, ``end``.
+    ``steps``: ``step``, ``row`` (the step's host range; null where the step is no host range), ``thread``,
+    ``ts``, ``end``, and for a step that is no host range ``after_row`` and ``until_row``: the host ranges
+    whose ends bound it (the optimizer steps around a stretch between them). A step with none of these rows
+    (the one window of an nsys capture) keeps its recorded ``ts``..``end``.
     ``windows``: the traced analysis windows of ``_windows`` (rebased). ``waits``: the ranges where the host
     blocked on a full launch queue (``replay_host`` rows of kind :data:`QUEUE_FULL`). ``counts``: events per
     kind (instants included) for the profiler-overhead model.
@@ -63,6 +66,21 @@ class Timeline:
     @property
     def n_steps(self) -> int:
         return self.steps.height
+
+    @property
+    def fixed_steps(self) -> bool:
+        """Whether the steps are fixed in time (no host range of their own, nor between two: an nsys
+        capture's one window), so that a replay cannot move their bounds."""
+        return (
+            bool(self.steps.height)
+            and self.steps.select(pl.col("row").is_null() & pl.col("until_row").is_null()).to_series().all()
+        )
+
+    @property
+    def between_ranges(self) -> bool:
+        """Whether the steps are no host ranges but run between two host ranges' ends (the stretches between
+        optimizer steps)."""
+        return bool(self.steps.height) and self.steps["row"].is_null().all() and not self.fixed_steps
 
     @property
     def n_events(self) -> int:
@@ -145,10 +163,10 @@ def _assemble(
     gpu = gpu.join(lanes, on=["device", "stream"], how="left", maintain_order="left")
     gpu = gpu.with_row_index("item").with_columns(pl.col("item").cast(pl.Int64))
     on_host = steps.join(host.select("event_id", "row", "thread"), on="event_id", how="inner").select(
-        "step", "row", "thread", "ts", "end"
+        "step", "row", "thread", "ts", "end", after_row=pl.lit(None, pl.Int64), until_row=pl.lit(None, pl.Int64)
     )
-    if on_host.height == 0:  # steps that are no host ranges (an nsys capture's one window): fixed in time
-        on_host = steps.select("step", row=pl.lit(None, pl.Int64), thread=pl.lit(None, pl.Int64), ts="ts", end="end")
+    if on_host.height == 0:  # steps that are no host ranges: between host ranges' ends, else fixed in time
+        on_host = _anchored(steps, host)
     steps = on_host
     if steps.height and steps["thread"].drop_nulls().len():
         main = int(steps["thread"].mode().sort()[0])
@@ -171,6 +189,47 @@ def _assemble(
         searches=searches,
         threads=[(int(p), int(t)) for p, t in threads.select("pid", "tid").iter_rows()],
         main_thread=main,
+    )
+
+
+def _anchored(steps: pl.DataFrame, host: pl.DataFrame) -> pl.DataFrame:
+    """Steps that are no host ranges, each between the ends of two host ranges of one thread where every
+    step's bounds are such ends (the stretches between optimizer steps end where an optimizer step ends):
+    ``after_row`` ends where the step starts, ``until_row`` where it ends, the outermost range where several
+    end at that instant. Otherwise (an nsys capture's one window) every step is fixed in time: all three
+    rows null."""
+    fixed = steps.select(
+        "step",
+        row=pl.lit(None, pl.Int64),
+        thread=pl.lit(None, pl.Int64),
+        ts="ts",
+        end="end",
+        after_row=pl.lit(None, pl.Int64),
+        until_row=pl.lit(None, pl.Int64),
+    )
+    if steps.height == 0:
+        return fixed
+    bounds = pl.concat([steps["ts"], steps["end"]]).unique().implode()
+    ends = (
+        host.filter(pl.col("end").is_in(bounds) & (pl.col("end") > pl.col("ts")))
+        .sort("end", "depth", "row", nulls_last=True)
+        .unique("end", keep="first", maintain_order=True)
+        .select("end", "row", "thread")
+    )
+    after = ends.rename({"end": "ts", "row": "after_row", "thread": "after_thread"})
+    until = ends.rename({"row": "until_row", "thread": "until_thread"})
+    anchored = steps.select("step", "ts", "end").join(after, on="ts", how="left").join(until, on="end", how="left")
+    threads = pl.concat([anchored["after_thread"], anchored["until_thread"]])
+    if threads.null_count() or threads.n_unique() != 1:
+        return fixed
+    return anchored.select(
+        "step",
+        row=pl.lit(None, pl.Int64),
+        thread="until_thread",
+        ts="ts",
+        end="end",
+        after_row="after_row",
+        until_row="until_row",
     )
 
 

@@ -5,16 +5,16 @@ the same trivial ops at clearly different speeds (by more than ``HOST_RATIO``: b
 variation seen inside single traces), the slower trace's remaining host time is scaled to the faster
 one's speed, and the result says so: without that a Conformer's fp32 trace, whose host ran 1.4x slower
 than its fp16 trace's, would say AMP won where it lost by 37% without the profiler. The verdict flips the
-traced one when the signs of the two differences disagree; it is uncertain when the band of the
-difference (the two runs' bands combined, :data:`~traceq.analysis.replay.overhead.RATIO_SHARE`) includes
-no change.
+traced one when the signs of the two differences disagree (neither rounding to no change); it is
+uncertain when the band of the difference (the two runs' bands combined,
+:data:`~traceq.analysis.replay.overhead.RATIO_SHARE`) includes no change.
 """
 
 from __future__ import annotations
 
 import math
 
-from traceq.analysis.replay.estimates import Verdict
+from traceq.analysis.replay.estimates import NO_CHANGE_PCT, Verdict
 from traceq.analysis.replay.overhead import RATIO_SHARE
 from traceq.analysis.replay.replayer import Replayer
 from traceq.analysis.replay.speed import speed_ratio
@@ -45,6 +45,6 @@ def compare_replayers(base: Replayer, new: Replayer, normalize_host: bool = True
     width = RATIO_SHARE * math.hypot(b.width, n.width)
     low, high = (ratio_est * math.exp(-width) - 1) * 100, (ratio_est * math.exp(width) - 1) * 100
     traced = (n.traced_ms / b.traced_ms - 1) * 100
-    flips = (change > 0) != (traced > 0)
+    flips = min(abs(change), abs(traced)) >= NO_CHANGE_PCT and (change > 0) != (traced > 0)
     uncertain = low < 0 < high
     return Verdict(b, n, change, low, high, traced, flips, uncertain, ratio, scaled, notes, scale_base, scale_new)
