@@ -73,7 +73,7 @@ def test_the_estimate_without_nsys_is_close_to_the_measured_step(capture):
     est = replayer.unprofiled()
     assert est.step_ms == pytest.approx(manifest["step_ms"], rel=0.15)
     assert est.low_ms <= est.step_ms <= est.high_ms < est.traced_ms
-    assert any("removes the host cost of its NVTX ranges" in note for note in est.notes)
+    assert any("removes the host cost of its NVTX ranges and traced CUDA calls with the alpha" in n for n in est.notes)
 
 
 def test_the_nvtx_step_ranges_are_replayed_as_ops(capture):

@@ -13,6 +13,7 @@ import gzip
 import json
 import shutil
 import sqlite3
+import statistics
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,47 @@ def test_the_estimate_between_optimizer_steps_is_close_to_the_measured_step(pair
     assert est.step_ms < est.traced_ms * 0.9  # the nsys capture's cost is taken out, not kept in fixed bounds
     assert est.step_ms == pytest.approx(measured["step_ms"], rel=0.15)
     assert est.step_ms == pytest.approx(ref.step_ms, rel=0.05)
+
+
+LEASE = PLANTED / "leaseL"
+
+
+@pytest.fixture(scope="module")
+def conformer(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Replayer], dict]:
+    """The Conformer b4 pair captured under nsys with PyTorch's NVTX op ranges and their shapes, whose steps
+    are the stretches between optimizer steps, and the manifest that times both without nsys on that host."""
+    manifest = json.loads((LEASE / "manifest.json").read_text())["traces"]
+    work = tmp_path_factory.mktemp("conformer")
+    traceq.ingest([LEASE / name for name in manifest], store=work / "store", jobs=1)
+    store = Store(work / "store")
+    out = {}
+    for name in manifest:
+        run_id = store.resolve(name.removesuffix(".sqlite.gz"))
+        with Session(store, [run_id], use_stored=False) as s:
+            out[manifest[name]["mode"]] = Replayer.load(s, run_id)
+    return out, {v["mode"]: v for v in manifest.values()}
+
+
+def test_the_conformer_captures_steps_are_shortened_to_near_the_measured_ones(conformer):
+    """nsys tripled these steps (135 and 169 ms against 47 and 59 ms measured); kept in fixed bounds, the
+    estimate was the traced step."""
+    replayers, measured = conformer
+    for mode, rp in replayers.items():
+        est, clean = rp.unprofiled(), measured[mode]["step_ms"]
+        assert rp.timeline.between_ranges and est.traced_ms > 2.5 * clean
+        assert est.low_ms <= clean <= est.high_ms, mode
+        assert est.step_ms == pytest.approx(clean, rel=0.1), mode
+
+
+def test_the_conformer_pair_verdict_holds_the_measured_ratio(conformer):
+    """FP16 against FP32: the median over the six rounds of FP16's time over FP32's in that round."""
+    from traceq.analysis.replay.verdict import compare_replayers
+
+    replayers, measured = conformer
+    ratios = [
+        n / b for b, n in zip(measured["fp32"]["step_ms_rounds"], measured["fp16"]["step_ms_rounds"], strict=True)
+    ]
+    change = (statistics.median(ratios) - 1) * 100
+    verdict = compare_replayers(replayers["fp32"], replayers["fp16"])
+    assert change > 10 and verdict.change_pct > 0 and not verdict.uncertain
+    assert verdict.change_low <= change <= verdict.change_high

@@ -34,7 +34,7 @@ measurement of at least 80 % of the calibration runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -63,6 +63,15 @@ BETA, BETA_LOW, BETA_HIGH = 0.34, 0.20, 0.46
 SEARCH_INFLATION, SEARCH_LOW, SEARCH_HIGH = 1.98, 1.47, 2.68
 #: The traces whose searching calls ``SEARCH_INFLATION`` was measured on (torch.profiler's).
 SEARCH_FLAVOUR = "kineto"
+#: ``alpha`` for Nsight Systems captures, and the range its band spans: a transition there costs more than
+#: its typical length says (PyTorch's NVTX op ranges, emitted with their shapes, and nsys's tracing of CUDA
+#: calls). The median of what seven captures measured without nsys needed, and their range: 1.60 and 1.87
+#: for the Conformer pair traced and timed on one host (leaseL); 2.12 and 1.71 for the shared Conformer
+#: pair, 1.08, 0.95 and 2.19 for planted encoder runs, each timed on another host than its capture's
+#: (benchmarks/replay_accuracy.py).
+NSYS_ALPHA, NSYS_ALPHA_LOW, NSYS_ALPHA_HIGH = 1.7, 0.95, 2.2
+#: The traces ``NSYS_ALPHA`` was measured on.
+NSYS_FLAVOUR = "nsys"
 #: The quantile of a transition type's slice lengths taken as its typical length.
 QUANTILE = 0.5
 #: Transition types with fewer slices than this take no cost (too few to say what is typical).
@@ -78,13 +87,24 @@ class OverheadModel:
     quantile: float = QUANTILE
     min_slices: int = MIN_SLICES
     search: float = SEARCH_INFLATION
+    #: the ends of ``alpha``'s range (the what-ifs' band; for nsys captures, the estimate's too)
+    alpha_low: float = ALPHA_LOW
+    alpha_high: float = ALPHA_HIGH
 
     def band(self) -> tuple[OverheadModel, OverheadModel]:
         """The models at the low and high ends of the uncertainty band (more and less cost removed)."""
         return (
-            OverheadModel(ALPHA_HIGH, BETA_HIGH, self.quantile, self.min_slices, SEARCH_HIGH),
-            OverheadModel(ALPHA_LOW, BETA_LOW, self.quantile, self.min_slices, SEARCH_LOW),
+            replace(self, alpha=self.alpha_high, beta=BETA_HIGH, search=SEARCH_HIGH),
+            replace(self, alpha=self.alpha_low, beta=BETA_LOW, search=SEARCH_LOW),
         )
+
+
+def model_for(flavour: str) -> OverheadModel:
+    """The model for traces of ``flavour``: :data:`NSYS_ALPHA` and its range for Nsight Systems captures,
+    the defaults for the others."""
+    if flavour == NSYS_FLAVOUR:
+        return OverheadModel(alpha=NSYS_ALPHA, alpha_low=NSYS_ALPHA_LOW, alpha_high=NSYS_ALPHA_HIGH)
+    return OverheadModel()
 
 
 def band_width(traced_ms: float, step_ms: float, step_cv: float = 0.0) -> float:

@@ -17,12 +17,14 @@ from traceq.analysis.replay.estimates import Estimate
 from traceq.analysis.replay.graph import Graph, build_graph
 from traceq.analysis.replay.overhead import (
     BAND_FLOOR,
+    NSYS_FLAVOUR,
     SEARCH_FLAVOUR,
     SEARCH_HIGH,
     SEARCH_INFLATION,
     SEARCH_LOW,
     OverheadModel,
     band_width,
+    model_for,
     overhead_scenario,
 )
 from traceq.analysis.replay.speed import step_spread
@@ -68,7 +70,7 @@ class Replayer:
     def __init__(self, timeline: Timeline, model: OverheadModel | None = None) -> None:
         self.timeline = timeline
         self.graph: Graph = build_graph(timeline)
-        self.model = model or OverheadModel()
+        self.model = model or model_for(timeline.flavour)
         self._cache: dict[str, Replay] = {}
 
     @classmethod
@@ -114,7 +116,8 @@ class Replayer:
         steps = mid.windows["ms"]
         cv = float(steps.std() / steps.mean()) if steps.len() > 1 and steps.mean() else 0.0  # type: ignore[operator]
         width = band_width(base.step_ms, mid.step_ms, cv) + self._search_width(mid.step_ms, host_scale)
-        low_f, high_f = math.exp(-width), math.exp(width)
+        low_f, high_f = self._alpha_span(mid.step_ms, host_scale)
+        low_f, high_f = min(low_f, math.exp(-width)), max(high_f, math.exp(width))
         cap_f = math.exp(BAND_FLOOR)  # without the profiler a step is not slower than traced, but for noise
         per_step = (
             base.windows.select("step", traced_ms="ms")
@@ -130,17 +133,24 @@ class Replayer:
         notes = [
             f"replayed {count(tl.n_steps, 'step')} of {count(tl.n_events, 'event')}; profiler cost per host "
             f"transition taken from the trace (alpha={self.model.alpha:g}); the band (x{low_f:.2f} to "
-            f"x{high_f:.2f}) grows with the share of the traced step removed, as the calibration's errors did",
+            f"x{high_f:.2f}) "
+            + (
+                "is the wider of the calibration's errors, which grow with the share of the traced step removed, "
+                "and the range of alpha below"
+                if tl.flavour == NSYS_FLAVOUR
+                else "grows with the share of the traced step removed, as the calibration's errors did"
+            ),
         ]
         if tl.stacks:
             notes.append(
                 "Python stacks were recorded: the tracer's cost is large and less certain "
                 f"(pure Python time less {self.model.beta:g})"
             )
-        if tl.flavour == "nsys":
+        if tl.flavour == NSYS_FLAVOUR:
             notes.append(
                 "Nsight Systems capture: the estimate removes the host cost of its NVTX ranges and traced CUDA "
-                "calls as it does torch.profiler's"
+                "calls with the alpha that seven captures measured without nsys needed (their median; they "
+                f"needed {self.model.alpha_low:g} to {self.model.alpha_high:g}, which the band spans)"
             )
         if self._searched():
             notes.append(
@@ -184,6 +194,16 @@ class Replayer:
         """Whether the profiler's slowing of algorithm searches is taken out of this run (see ``overhead``)."""
         tl = self.timeline
         return self.model.search > 1 and tl.flavour == SEARCH_FLAVOUR and bool(tl.host["search"].any())
+
+    def _alpha_span(self, step_ms: float, host_scale: float) -> tuple[float, float]:
+        """For an Nsight Systems capture, the estimates at the ends of ``alpha``'s range over ``step_ms``:
+        the band spans them where they lie beyond the calibration's errors. (1, 1) for other traces, whose
+        band is the calibration's errors alone."""
+        if self.timeline.flavour != NSYS_FLAVOUR or step_ms <= 0:
+            return 1.0, 1.0
+        more, less = (replace(self.model, alpha=a) for a in (self.model.alpha_high, self.model.alpha_low))
+        low, high = (self.unprofiled_replay(m, host_scale).step_ms / step_ms for m in (more, less))
+        return min(low, 1.0), max(high, 1.0)
 
     def _search_width(self, step_ms: float, host_scale: float) -> float:
         """What the range of the search factor adds to the band's log half-width (0 without searches)."""
