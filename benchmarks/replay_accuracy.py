@@ -190,7 +190,9 @@ def alpha_needed(curve: list[float], target: float) -> float | None:
 
 def is_nsys(r: Run) -> bool:
     """Whether ``r`` is an Nsight Systems capture (its replay's timeline says so)."""
-    return r.replayer is not None and r.replayer.timeline.flavour == "nsys"  # type: ignore[attr-defined]
+    from traceq.schema import NSYS
+
+    return r.replayer is not None and r.replayer.timeline.flavour == NSYS  # type: ignore[attr-defined]
 
 
 def stored_name(r: Run) -> str:
@@ -253,6 +255,7 @@ def main() -> None:
         NSYS_ALPHA,
         NSYS_ALPHA_HIGH,
         NSYS_ALPHA_LOW,
+        NSYS_FLAVOUR,
         RATIO_SHARE,
         OverheadModel,
         model_for,
@@ -292,7 +295,7 @@ def main() -> None:
     for r in rs.values():
         if is_nsys(r):  # held out among the captures: the other captures' median
             al = statistics.median([x for o, x in zip(nsys_fit, needs, strict=True) if o is not r] or [NSYS_ALPHA])
-            r.replayer.model = replace(model_for("nsys"), alpha=al)  # type: ignore[attr-defined]
+            r.replayer.model = replace(model_for(NSYS_FLAVOUR), alpha=al)  # type: ignore[attr-defined]
         else:
             al = held_out_alpha(r, fit)
             held_alphas.append(al)

@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # Polars is imported where a type is made: the catalog is read without it where it can be
     import polars as pl
 
+#: The producers a run's ``flavour`` names (the catalog's ``flavour`` column): torch.profiler's chrome traces,
+#: paddle.profiler's (chrome traces and summary text), Nsight Systems exports.
+KINETO, PADDLE, NSYS = "kineto", "paddle", "nsys"
+
 #: Event kinds: the enumerated vocabulary of ``events.kind``. Analyses see only these.
 KINDS: dict[str, str] = {
     "step": "a profiler step window (`ProfilerStep#N`, `ProfileStep#N`)",

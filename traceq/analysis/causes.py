@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from traceq.schema import KINETO, NSYS, PADDLE
+
 
 @dataclass(frozen=True)
 class Count:
@@ -67,7 +69,7 @@ class Cause:
 
     def next_step(self, framework: str | None) -> str:
         """The next step for ``framework`` (``kineto`` and ``nsys`` runs are PyTorch's), else the general one."""
-        key = {"kineto": "pytorch", "nsys": "pytorch", "paddle": "paddle"}.get(framework or "", framework or "")
+        key = {KINETO: "pytorch", NSYS: "pytorch", PADDLE: "paddle"}.get(framework or "", framework or "")
         return self.next_steps.get(key) or self.next_steps["any"]
 
 

@@ -39,9 +39,9 @@ from traceq.model import on_disk
 from traceq.model.steps import STEP_NAME, WHOLE_CAPTURE
 from traceq.readers.chunks import Chunks
 from traceq.readers.source import Progress, TruncatedInput, is_gzip, iter_content, report_stage
-from traceq.schema import EVENTS, RunTables
+from traceq.schema import EVENTS, NSYS, RunTables
 
-FLAVOUR = "nsys"
+FLAVOUR = NSYS
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: nsys's ``copyKind`` values (ENUM_CUDA_MEMCPY_OPER), for exports that lack the ENUM tables.
 COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",

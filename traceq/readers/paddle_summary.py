@@ -28,9 +28,19 @@ import polars as pl
 from traceq._utils.words import count
 from traceq.errors import InputError, spill_io
 from traceq.readers.source import iter_content
-from traceq.schema import EVENTS, KERNEL_STATS, OP_STATS, STEPS, SUMMARY_CELLS, SUMMARY_FORMAT, THREADS, RunTables
+from traceq.schema import (
+    EVENTS,
+    KERNEL_STATS,
+    OP_STATS,
+    PADDLE,
+    STEPS,
+    SUMMARY_CELLS,
+    SUMMARY_FORMAT,
+    THREADS,
+    RunTables,
+)
 
-FLAVOUR = "paddle"
+FLAVOUR = PADDLE
 FORMAT = SUMMARY_FORMAT
 _TITLE = re.compile(r"^-{3,}\s*([^-\s](?:.*?[^-\s])?)\s*-{3,}$")
 _SEPARATOR = re.compile(r"^-+(?:\s+-+)*$")

@@ -40,7 +40,7 @@ import polars as pl
 
 from traceq.analysis.replay.graph import Graph, same_thread
 from traceq.analysis.replay.scenario import Scenario
-from traceq.schema import OP_TREE_KINDS
+from traceq.schema import KINETO, NSYS, OP_TREE_KINDS
 
 #: Share of each transition's typical length that is profiler cost: the median of the values 17 cleanly
 #: measured runs need (traced on five hosts; 0.97-1.16 leaving each run's model and host out), and their
@@ -62,7 +62,7 @@ BETA, BETA_LOW, BETA_HIGH = 0.34, 0.20, 0.46
 #: new image size every step: 1.47x): the point is their geometric mean, the band spans them all.
 SEARCH_INFLATION, SEARCH_LOW, SEARCH_HIGH = 1.98, 1.47, 2.68
 #: The traces whose searching calls ``SEARCH_INFLATION`` was measured on (torch.profiler's).
-SEARCH_FLAVOUR = "kineto"
+SEARCH_FLAVOUR = KINETO
 #: ``alpha`` for Nsight Systems captures, and the range its band spans: a transition there costs more than
 #: its typical length says (PyTorch's NVTX op ranges, emitted with their shapes, and nsys's tracing of CUDA
 #: calls). The median of what seven captures measured without nsys needed, and their range: 1.60 and 1.87
@@ -71,7 +71,7 @@ SEARCH_FLAVOUR = "kineto"
 #: (benchmarks/replay_accuracy.py).
 NSYS_ALPHA, NSYS_ALPHA_LOW, NSYS_ALPHA_HIGH = 1.7, 0.95, 2.2
 #: The traces ``NSYS_ALPHA`` was measured on.
-NSYS_FLAVOUR = "nsys"
+NSYS_FLAVOUR = NSYS
 #: The quantile of a transition type's slice lengths taken as its typical length.
 QUANTILE = 0.5
 #: Transition types with fewer slices than this take no cost (too few to say what is typical).

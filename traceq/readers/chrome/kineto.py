@@ -17,9 +17,9 @@ from traceq.readers.chrome.common import (
     us_to_ns,
 )
 from traceq.readers.chrome.decoder import ChromeTrace
-from traceq.schema import GPU_WORK_KINDS
+from traceq.schema import GPU_WORK_KINDS, KINETO
 
-FLAVOUR = "kineto"
+FLAVOUR = KINETO
 _KINETO_CATS = {"cpu_op", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "ac2g", "user_annotation"}
 
 

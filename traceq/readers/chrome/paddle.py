@@ -25,9 +25,9 @@ from traceq.readers.chrome.common import (
     us_to_ns,
 )
 from traceq.readers.chrome.decoder import ChromeTrace
-from traceq.schema import GPU_WORK_KINDS
+from traceq.schema import GPU_WORK_KINDS, PADDLE
 
-FLAVOUR = "paddle"
+FLAVOUR = PADDLE
 #: Paddle appends the duration to every name: ``conv2d dygraph[12.345 us]``, ``ProfileStep#2[31.2 ms]``.
 NAME_SUFFIX = r"\[[0-9.]+ ?(?:ms|us|ns|s)\]$"
 _REL_LIMIT_US = float(1 << 24)
