@@ -92,3 +92,23 @@ def test_the_leaseg_verdict_and_its_rounds_are_the_ones_printed(tmp_path: Path) 
     rounds = zip(new["round_numbers"], new["step_ms_rounds"], strict=True)
     ratios = [ms / of_base[k] for k, ms in rounds if k in of_base]
     assert f"NEW over BASE {statistics.median(ratios):.3f} as the median" in README
+
+
+def test_the_leasel_nsys_figures_are_the_measured_and_printed_ones(tmp_path: Path) -> None:
+    """The Conformer b4 pair captured under nsys and timed without it on one host: the measured steps and the
+    median of the rounds' ratios from the manifest's rounds, the estimates and the verdict's band as printed."""
+    folder = ROOT / "sample_traces" / "planted" / "leaseL"
+    names = {m: f"nsys_conformer_{m}_b4_3steps" for m in ("fp32", "fp16")}
+    store = tmp_path / "store"
+    traceq.ingest([str(folder / f"{n}.sqlite.gz") for n in names.values()], store=store, jobs=1)
+    v = traceq.compare(names["fp32"], names["fp16"], store=store).unprofiled
+    doc = json.loads((folder / "manifest.json").read_text())["traces"]
+    base, new = (doc[f"{names[m]}.sqlite.gz"] for m in ("fp32", "fp16"))
+    ratios = [n / b for b, n in zip(base["step_ms_rounds"], new["step_ms_rounds"], strict=True)]
+    claim = (
+        f"{statistics.median(base['step_ms_rounds']):.1f} and {statistics.median(new['step_ms_rounds']):.1f} ms "
+        f"measured (FP16 {(statistics.median(ratios) - 1) * 100:.1f}% slower, the median of six rounds' ratios), "
+        f"{v.base.step_ms:.1f} and {v.new.step_ms:.1f} ms estimated from {v.base.traced_ms:.1f} and "
+        f"{v.new.traced_ms:.1f} ms traced ({v.change_pct:+.1f}%, band {v.change_low:+.1f}% to {v.change_high:+.1f}%)"
+    )
+    assert len(ratios) == 6 and claim in README, claim

@@ -8,6 +8,7 @@ import gzip
 import json
 import shutil
 import sqlite3
+from itertools import pairwise
 from pathlib import Path
 
 import polars as pl
@@ -91,20 +92,20 @@ def test_nodes_match_the_reference(capture):
         assert nodes[column].cast(expected[column].dtype).to_list() == expected[column].to_list(), column
 
 
-def _optimizer_steps(path: Path, work: Path) -> int:
-    """How many ``Optimizer.step`` ranges a gzipped export holds, read from the export itself."""
+def _optimizer_ends(path: Path, work: Path) -> list[int]:
+    """The ends (ns) of a gzipped export's ``Optimizer.step`` ranges in time order, read from the export itself."""
     db = work / "export.sqlite"
     with gzip.open(path) as src, db.open("wb") as dst:
         shutil.copyfileobj(src, dst)
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        (optimizer,) = con.execute(
-            """SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
-            WHERE e."end" IS NOT NULL AND coalesce(e.text, s.value) LIKE 'Optimizer.step#%'"""
-        ).fetchone()
+        rows = con.execute(
+            """SELECT e."end" FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+            WHERE e."end" IS NOT NULL AND coalesce(e.text, s.value) LIKE 'Optimizer.step#%' ORDER BY e.start"""
+        ).fetchall()
     finally:
         con.close()
-    return optimizer
+    return [end for (end,) in rows]
 
 
 def _shared_replayer(tmp_path: Path, export: str) -> Replayer:
@@ -121,10 +122,13 @@ def test_steps_between_optimizer_steps_run_between_their_ends_as_replayed(tmp_pa
     ``Optimizer.step`` ranges less one): each is bounded by the ends of the two optimizer ranges around it,
     the unchanged replay reproduces it, and without the profiler the replay can shorten it."""
     export = "nsys_conformer_fp16_b4"
-    steps = _optimizer_steps(SHARED / "nsys" / f"{export}.sqlite.gz", tmp_path) - 1
+    ends = _optimizer_ends(SHARED / "nsys" / f"{export}.sqlite.gz", tmp_path)
+    steps = len(ends) - 1
     replayer = _shared_replayer(tmp_path, export)
     tl = replayer.timeline
     assert tl.steps.height == steps and tl.steps["row"].is_null().all() and tl.between_ranges
+    bounds = [(a + tl.t0_ns, b + tl.t0_ns) for a, b in tl.steps.sort("ts").select("ts", "end").iter_rows()]
+    assert bounds == list(pairwise(ends))  # nsys and traceq share the session's clock: the export's own times
     host = tl.host.select("row", "name", anchor_end="end")
     for side, bound in (("after_row", "ts"), ("until_row", "end")):
         anchors = tl.steps.join(host, left_on=side, right_on="row", how="left")
