@@ -45,6 +45,8 @@ class Part:
         return self.new_ms - self.base_ms
 
 
+#: The label of a waterfall's parts below its threshold, summed.
+OTHER = "other (parts below the threshold)"
 #: A waterfall shows the parts that changed by at least this share of the longer step (a run's, the parts
 #: of at least this share of its step); the rest is summed as "other".
 WATERFALL_MIN_SHARE = 0.005
@@ -60,7 +62,9 @@ class Waterfall:
     parts: tuple[Part, ...]
     delta_ms: float
 
-    def shown(self, min_ms: float) -> tuple[list[Part], float]:
-        """The parts that changed by at least ``min_ms``, largest change first, and the rest summed."""
+    def shown(self, min_ms: float) -> tuple[list[Part], Part]:
+        """The parts that changed by at least ``min_ms``, largest change first, and the rest summed into one
+        part (:data:`OTHER`: BASE's and NEW's ms of the parts left out, so that each column adds up)."""
         kept = sorted((p for p in self.parts if abs(p.delta_ms) >= min_ms), key=lambda p: -abs(p.delta_ms))
-        return kept, self.delta_ms - sum(p.delta_ms for p in kept)
+        rest = [p for p in self.parts if abs(p.delta_ms) < min_ms]
+        return kept, Part("other", OTHER, sum(p.base_ms for p in rest), sum(p.new_ms for p in rest))

@@ -134,7 +134,7 @@ def _waterfall_section(waterfall: Waterfall, base_ms: float, new_ms: float, titl
     shown, other = waterfall.shown(WATERFALL_MIN_SHARE * max(base_ms, new_ms))
     rows: list[tuple[str, float, float, str]] = [("BASE step", 0.0, base_ms, _TOTAL)]
     level = base_ms
-    for label, delta in [*((p.label, p.delta_ms) for p in shown), ("other parts", other)]:
+    for label, delta in [*((p.label, p.delta_ms) for p in shown), ("other parts", other.delta_ms)]:
         rows.append((f"{label} ({fixed(delta, sign=True)} ms)", level, level + delta, _UP if delta > 0 else _DOWN))
         level += delta
     rows.append(("NEW step", 0.0, new_ms, _TOTAL))

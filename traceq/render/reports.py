@@ -374,9 +374,8 @@ def _waterfall_rows(
     """The parts that changed by at least ``min_share`` of the longer step, "other", then the step's row
     (``delta_ms``, by default the waterfall's)."""
     parts, other = waterfall.shown(min_share * max(base_ms or 0.0, new_ms or 0.0))
-    rows: list[tuple] = [(p.label, p.base_ms, p.new_ms, p.delta_ms) for p in parts]
-    if abs(other) >= 0.0005:
-        rows.append(("other (parts below the threshold)", None, None, other))
+    shown = [*parts, other] if max(abs(other.base_ms), abs(other.new_ms), abs(other.delta_ms)) >= 0.0005 else parts
+    rows: list[tuple] = [(p.label, p.base_ms, p.new_ms, p.delta_ms) for p in shown]
     rows.append((label, base_ms, new_ms, waterfall.delta_ms if delta_ms is None else delta_ms))
     return rows
 

@@ -116,6 +116,26 @@ def test_the_waterfall_closes_on_the_estimated_difference(replay_store):
     assert plain["part"][-1] == "= step time (mean), NEW - BASE"  # traced only: the traced steps alone
 
 
+def test_each_waterfall_column_adds_up_to_its_step(replay_store):
+    """Both printed waterfalls of Conformer b4: BASE's, NEW's and the difference's column each sum, over
+    the parts shown and "other", to the step row below them (the parts below the threshold were once
+    summed for the difference alone, leaving BASE and NEW short by them)."""
+    from traceq.analysis.findings import OTHER
+    from traceq.render.reports import estimated_waterfall_table, waterfall_table
+
+    base, new = CONFORMER
+    result = with_replay(compare(base, new, replay_store), replay_store, unprofiled=True)
+    for table, step in ((estimated_waterfall_table(result), "= step time without the profiler (estimated), NEW - BASE"),
+                        (waterfall_table(result), "= step time (mean), NEW - BASE")):  # fmt: skip
+        parts = table["part"].to_list()
+        end = parts.index(step)
+        assert OTHER in parts[:end]  # this pair has parts below the threshold
+        for column in ("BASE ms", "NEW ms", "NEW - BASE"):
+            values = table[column].to_list()
+            assert None not in values[:end]
+            assert sum(values[:end]) == pytest.approx(values[end], abs=5e-3), (step, column)
+
+
 def test_the_estimated_difference_is_split_by_cause(replay_store):
     """Conformer b4 without the profiler: each traced gap's causes scaled as the replay changed the gap. The
     parts close on the estimated difference; busy parts are the traced ones; the profiler only adds host
