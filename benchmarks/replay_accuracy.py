@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import polars as pl
+
 ROOT = Path(__file__).resolve().parents[1]
 PLANTED = ROOT / "sample_traces" / "planted"
 SHARED = ROOT.parent / "shared" / "traces"
@@ -54,6 +56,8 @@ PAIRS = [
     ("cudnn_var_nobench_fp16", "cudnn_var_fp16"),
     ("nsys_enc_b128_fp16", "nsys_sync_b128_fp16"),
     ("nsys_conformer_fp32_b4", "nsys_conformer_fp16_b4"),
+    ("nsys_ops_conformer_fp32_b4", "nsys_ops_conformer_fp16_b4"),  # train_step ranges and op ranges
+    # (leaseM's captures of this pair with train_step ranges alone are not estimated: no op ranges)
     ("bert_b4_fp32", "bert_b4_fp16"),
     ("resnet18_var_nobench_fp16", "resnet18_var_fp16"),
     ("enc_noscale_fp16", "half_fp16"),  # autocast -> O2 (fp16 weights, no autocast)
@@ -195,6 +199,23 @@ def is_nsys(r: Run) -> bool:
     return r.replayer is not None and r.replayer.timeline.flavour == NSYS  # type: ignore[attr-defined]
 
 
+def shaped_of(r: Run) -> bool:
+    """Whether a run's op ranges carry input shapes (its replayer's timeline)."""
+    return bool(r.replayer.timeline.shaped)  # type: ignore[attr-defined]
+
+
+def ops_of(r: Run) -> int:
+    """A run's op ranges on the host in its replayed timeline."""
+    from traceq.schema import OP_TREE_KINDS
+
+    return r.replayer.timeline.host.filter(pl.col("kind").is_in(list(OP_TREE_KINDS))).height  # type: ignore[attr-defined]
+
+
+def kernels_of(r: Run) -> int:
+    """A run's GPU kernels in its replayed timeline."""
+    return r.replayer.timeline.gpu.filter(pl.col("kind") == "kernel").height  # type: ignore[attr-defined]
+
+
 def stored_name(r: Run) -> str:
     """The name a run is ingested under: its file's stem, with the lease of a later lease's folder."""
     stem = r.file.name.removesuffix(".gz").rsplit(".", 1)[0]
@@ -256,9 +277,13 @@ def main() -> None:
         NSYS_ALPHA_HIGH,
         NSYS_ALPHA_LOW,
         NSYS_FLAVOUR,
+        NSYS_PLAIN_ALPHA,
+        NSYS_PLAIN_ALPHA_HIGH,
+        NSYS_PLAIN_ALPHA_LOW,
         RATIO_SHARE,
         OverheadModel,
         model_for,
+        not_modelled,
     )
     from traceq.analysis.replay.verdict import compare_replayers
 
@@ -276,14 +301,23 @@ def main() -> None:
     print(f"alpha needed over {len(fit)} fitting runs: median {statistics.median(alphas):.3f}, "
           f"quartiles {q(alphas, 0.25):.3f}-{q(alphas, 0.75):.3f}; the code's ALPHA {ALPHA:g}")  # fmt: skip
     # every nsys capture that some alpha of the grid meets, on one host or not (few were timed on theirs);
-    # the search factor is torch.profiler's, so searching captures count too, where alpha meets them
-    nsys_fit = [r for r in rs.values() if is_nsys(r) and r.traced > 1.15 * r.measured and r.alpha_req is not None]
+    # the search factor is torch.profiler's, so searching captures count too, where alpha meets them. Op
+    # ranges with input shapes (NSYS_ALPHA) and without (NSYS_PLAIN_ALPHA) fit apart; captures without op
+    # ranges are not estimated (not_modelled), and left out.
+    unmodelled = {k for k, r in rs.items() if is_nsys(r) and not_modelled(NSYS_FLAVOUR, ops_of(r), kernels_of(r))}
+    nsys_fit = [r for r in rs.values() if is_nsys(r) and r.traced > 1.15 * r.measured and r.alpha_req is not None
+                and r.name not in unmodelled]  # fmt: skip
     needs = [float(r.alpha_req) for r in nsys_fit]  # type: ignore[arg-type]
-    each = ", ".join(f"{r.name} {x:.2f}{'' if r.same_host else ' (other host)'}"
-                     for r, x in zip(nsys_fit, needs, strict=True))  # fmt: skip
-    print(f"Nsight Systems captures: alpha needed over {len(nsys_fit)} runs ({each})"
-          + f": median {statistics.median(needs):.3f}, range {min(needs):.2f}-{max(needs):.2f}; the code's NSYS_ALPHA "
-          f"{NSYS_ALPHA:g} ({NSYS_ALPHA_LOW:g}-{NSYS_ALPHA_HIGH:g})")  # fmt: skip
+    groups = {True: (NSYS_ALPHA, NSYS_ALPHA_LOW, NSYS_ALPHA_HIGH),
+              False: (NSYS_PLAIN_ALPHA, NSYS_PLAIN_ALPHA_LOW, NSYS_PLAIN_ALPHA_HIGH)}  # fmt: skip
+    for shaped, (point, low, high) in groups.items():
+        group = [(r, x) for r, x in zip(nsys_fit, needs, strict=True) if shaped_of(r) == shaped]
+        each = ", ".join(f"{r.name} {x:.2f}{'' if r.same_host else ' (other host)'}" for r, x in group)
+        xs = [x for _, x in group] or [float("nan")]
+        print(f"Nsight Systems captures, op ranges {'with' if shaped else 'without'} shapes: alpha needed over "
+              f"{len(group)} runs ({each}): median {statistics.median(xs):.3f}, range {min(xs):.2f}-{max(xs):.2f}; "
+              f"the code's {point:g} ({low:g}-{high:g})")  # fmt: skip
+    print(f"Nsight Systems captures without op ranges, not estimated: {', '.join(sorted(unmodelled)) or 'none'}")
     print()
     print(
         "| run | model | same host | traced ms | measured ms (rounds) | alpha needed | estimate (band) "
@@ -293,9 +327,16 @@ def main() -> None:
     held, errs, k_need, held_alphas = 0, [], [], []
     same = [r for r in rs.values() if r.same_host]
     for r in rs.values():
-        if is_nsys(r):  # held out among the captures: the other captures' median
-            al = statistics.median([x for o, x in zip(nsys_fit, needs, strict=True) if o is not r] or [NSYS_ALPHA])
-            r.replayer.model = replace(model_for(NSYS_FLAVOUR), alpha=al)  # type: ignore[attr-defined]
+        if r.name in unmodelled:
+            need = "-" if r.alpha_req is None else f"{r.alpha_req:.2f}"
+            print(f"| {r.name} | {r.model} | {'yes' if r.same_host else 'no'} | {r.traced:.2f} | {r.measured:.2f} | "
+                  f"{need} | not estimated (no op ranges) | - | - |")  # fmt: skip
+            continue
+        if is_nsys(r):  # held out among the captures of its kind: the other captures' median
+            model = model_for(NSYS_FLAVOUR, shaped_of(r))
+            others = [x for o, x in zip(nsys_fit, needs, strict=True) if o is not r and shaped_of(o) == shaped_of(r)]
+            al = statistics.median(others or [model.alpha])
+            r.replayer.model = replace(model, alpha=al)  # type: ignore[attr-defined]
         else:
             al = held_out_alpha(r, fit)
             held_alphas.append(al)

@@ -27,11 +27,13 @@ Usage (on a CUDA machine with PyTorch):
   python3 measure_clean.py protocol --runs A,B,... --rounds 3 --out DIR [--machine LABEL] [--budget S]
   python3 measure_clean.py time RUN [--steps N]          # one timing, printed as a JSON line
   python3 measure_clean.py profile RUN --out DIR         # one trace (gzipped chrome JSON) in DIR
+  python3 measure_clean.py capture RUN [--ops]            # steps in NVTX ranges, for an outside nsys
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -115,6 +117,42 @@ def profile_run(name: str, out: str, prof_steps: int) -> dict:
     rec = gen.run(name, out, steps=20, prof_steps=prof_steps, nsys=False)
     rec["step_ms_before_profile"] = rec.pop("step_ms")
     return rec
+
+
+def capture_run(name: str, steps: int, ops: bool) -> dict:
+    """Run ``name`` for an outside ``nsys profile``: five warm-up steps, then ``steps`` steps, each inside
+    an NVTX range ``train_step N`` as users name theirs; with ``ops``, PyTorch's NVTX op ranges too
+    (``emit_nvtx(record_shapes=True)``, as the shared captures were made). Never starts torch.profiler."""
+    if m := CONFORMER.fullmatch(name):
+        tool = conformer_tool()
+        torch = tool.torch
+        torch.manual_seed(0)
+        model = tool.Conformer(layers=CONFORMER_LAYERS).to("cuda")
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+        scaler = torch.amp.GradScaler("cuda") if m[1] == "fp16" else None
+        batch = tool.make_batch(int(m[2]), "cuda")
+
+        def step() -> None:
+            tool.train_step(model, opt, scaler, batch, m[1])
+    else:
+        sys.path.insert(0, str(HERE))
+        import gen_planted_traces as gen
+
+        torch = gen.torch
+        step = gen.Trainer(gen.RUNS[name]).step
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    nvtx = torch.autograd.profiler.emit_nvtx(record_shapes=True) if ops else contextlib.nullcontext()
+    t0 = time.perf_counter()
+    with nvtx:
+        for i in range(steps):
+            torch.cuda.nvtx.range_push(f"train_step {i + 1}")
+            step()
+            torch.cuda.nvtx.range_pop()
+    torch.cuda.synchronize()
+    return {"run": name, "nvtx": "train_step ranges" + (" and PyTorch's op ranges with shapes" if ops else " only"),
+            "steps": steps, "captured_ms_per_step": round((time.perf_counter() - t0) / steps * 1e3, 3)}  # fmt: skip
 
 
 def child(args: list[str], timeout: float) -> dict:
@@ -211,6 +249,10 @@ def main() -> None:
     pr.add_argument("run")
     pr.add_argument("--out", required=True)
     pr.add_argument("--prof-steps", type=int, default=5)
+    c = sub.add_parser("capture")
+    c.add_argument("run")
+    c.add_argument("--steps", type=int, default=8)
+    c.add_argument("--ops", action="store_true", help="PyTorch's NVTX op ranges too (emit_nvtx with shapes)")
     a = ap.parse_args()
     if a.cmd == "protocol":
         if a.rounds < 3:
@@ -218,6 +260,8 @@ def main() -> None:
         protocol(a)
     elif a.cmd == "time":
         print(json.dumps(time_run(a.run, a.steps)), flush=True)
+    elif a.cmd == "capture":
+        print(json.dumps(capture_run(a.run, a.steps, a.ops)), flush=True)
     else:
         os.makedirs(a.out, exist_ok=True)
         print(json.dumps(profile_run(a.run, a.out, a.prof_steps)), flush=True)

@@ -19,6 +19,7 @@ import polars as pl
 
 from traceq._utils.words import count, fixed, rounded
 from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding, Waterfall
+from traceq.analysis.replay.estimates import NOT_ESTIMATED
 from traceq.analysis.results import REST, REST_LABEL, Comparison, RunReport
 from traceq.analysis.run_summary import OutlierStep
 from traceq.render import json_form, rounding
@@ -256,6 +257,8 @@ def report_blocks(report: RunReport) -> list[Block]:
     if report.unprofiled is not None:  # the question is about the run without the profiler: its estimate leads
         lines = unprofiled_lines(rounding.estimate(report.unprofiled))
         blocks.append(Block("Step time without the profiler (replay)", lines))
+    leading = [n for n in report.notes if n.startswith(NOT_ESTIMATED)]  # or why there is none
+    blocks += [Block("Step time without the profiler (replay)", [n]) for n in leading]
     estimated = split_table(report, estimated=True)
     if not estimated.is_empty():
         blocks.append(Block("Where the step goes without the profiler (estimated ms per step)", frame=estimated))
@@ -273,7 +276,7 @@ def report_blocks(report: RunReport) -> list[Block]:
     outliers = report.summary.outlier_steps
     if outliers:
         blocks.append(Block("Outlier steps", [_outlier(o, report.run["n_ranks"] > 1) for o in outliers]))
-    blocks += [Block("Note", [note]) for note in report.notes]
+    blocks += [Block("Note", [note]) for note in report.notes if note not in leading]
     if not report.ranks.is_empty():
         blocks.append(
             Block("Ranks (means per step; wait = time waiting for the step's straggler)", frame=rank_table(report))
@@ -402,6 +405,8 @@ def _closed_on_the_estimate(result: Comparison, base_ms: float | None, new_ms: f
 def compare_blocks(result: Comparison) -> list[Block]:
     """What a comparison says, in order."""
     blocks = [Block("", [result.verdict])]
+    leading = [n for n in result.notes if n.startswith(NOT_ESTIMATED)]  # why there is no estimate
+    blocks += [Block("Step time without the profiler (replay)", [n]) for n in leading]
     if result.unprofiled is not None:
         for side, estimate in (("base", result.unprofiled.base), ("new", result.unprofiled.new)):
             title = f"{side.upper()} without the profiler (replay)"
@@ -419,7 +424,7 @@ def compare_blocks(result: Comparison) -> list[Block]:
     blocks.append(Block("Findings (largest change first)", lines or ["No part changed enough to matter."]))
     if not result.new.what_if.is_empty():
         blocks.append(Block(f"NEW: {WHAT_IF_TITLE}", frame=what_if_table(result.new.what_if)))
-    blocks += [Block("Note", [note]) for note in result.notes]
+    blocks += [Block("Note", [note]) for note in result.notes if note not in leading]
     if not result.ranks.is_empty():
         blocks.append(
             Block(

@@ -73,6 +73,8 @@ class Verdict:
         return ""
 
 
+#: How a report says that it has no estimate without the profiler (its reason follows), and leads with it.
+NOT_ESTIMATED = "The step time without the profiler is not estimated"
 #: A change in per cent smaller than this rounds to 0.0 %: no change, in words and verdicts.
 NO_CHANGE_PCT = 0.05
 

@@ -20,14 +20,16 @@ import polars as pl
 
 from traceq.analysis.compare import change_next_step, compare, comparison_sessions
 from traceq.analysis.findings import Finding
-from traceq.analysis.replay.estimates import NO_CHANGE_PCT, Estimate, Verdict, change_words
+from traceq.analysis.replay.estimates import NO_CHANGE_PCT, NOT_ESTIMATED, Estimate, Verdict, change_words
 from traceq.analysis.replay.idle_split import IDLE_PIECES, estimated_split, estimated_waterfall, idle_scale_by_cause
+from traceq.analysis.replay.overhead import not_modelled
 from traceq.analysis.replay.replayer import QUERIES, Replayer, timeline_of
 from traceq.analysis.replay.stored import stored_estimate, write_estimate
 from traceq.analysis.replay.verdict import compare_replayers
 from traceq.analysis.report import run_report
 from traceq.analysis.results import Comparison, RunReport, Split
 from traceq.querying.engine import Session, available_memory
+from traceq.schema import OP_TREE_KINDS
 from traceq.store import Store
 
 
@@ -149,7 +151,8 @@ def store_estimate(
     :data:`~traceq.ingestion.metrics.WholeRunStep` that :func:`traceq.ingest` and ``traceq ingest`` pass.
     Nothing is stored where the replay would not fit the ingest's memory (:func:`replay_fits_ingest`);
     otherwise ``stage`` hears that it is being stored."""
-    if not replay_fits_ingest(counts):
+    ops = sum(counts.get(k, 0) for k in OP_TREE_KINDS)
+    if not replay_fits_ingest(counts) or not_modelled(flavour, ops, counts.get("kernel", 0)):
         return
     stage("storing the step estimated without the profiler")
     (run_id,) = session.runs or [""]
@@ -239,6 +242,8 @@ def with_replay(
     blocks the replay reuses; by default one is opened."""
     reports = [result] if isinstance(result, RunReport) else [result.base, result.new]
     why_not = _cannot_replay(reports)
+    if why_not is None and unprofiled is not False and (unmodelled := _not_modelled(reports)):
+        return dataclasses.replace(result, notes=[unmodelled, *result.notes])  # said whether asked or not
     if unprofiled is None:
         unprofiled = why_not is None
     if not (what_if or unprofiled):
@@ -288,7 +293,16 @@ def _cannot_replay(reports: list[RunReport]) -> str | None:
     if not all(r.has_timeline for r in reports):
         return "Summary text has no timeline to replay."
     if any(not r.summary.kernels_per_step for r in reports):
-        return "The step time without the profiler is not estimated: a run has no GPU work to replay."
+        return f"{NOT_ESTIMATED}: a run has no GPU work to replay."
+    return None
+
+
+def _not_modelled(reports: list[RunReport]) -> str | None:
+    """Why the profiler-cost model cannot estimate these reports' runs (:func:`not_modelled`), or None."""
+    for r in reports:
+        kernels = (r.summary.kernels_per_step or 0) * (r.summary.steps or 0)
+        if why := not_modelled(r.run.get("flavour") or "", int(r.ops["calls"].sum()), kernels):
+            return why
     return None
 
 

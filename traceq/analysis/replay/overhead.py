@@ -20,7 +20,9 @@ call's start to its end, ...). The model:
   factor varied between the runs it was measured on (``SEARCH_LOW`` to ``SEARCH_HIGH``), so an estimate
   of a run with searches carries that range in its band.
 
-``alpha`` and ``beta`` are the same for every trace. ``alpha`` was fitted on runs whose step times were
+``alpha`` and ``beta`` are the same for every trace of a kind (torch.profiler's and Paddle's; Nsight
+Systems captures with NVTX op ranges that carry shapes; those whose op ranges carry none), and a capture
+with no op ranges is not estimated (:func:`not_modelled`). ``alpha`` was fitted on runs whose step times were
 measured cleanly (each round in a fresh process that never started a profiler, 3 rounds, modes
 alternating: ``scripts/measure_clean.py``) on the host that recorded their trace; each run is then
 estimated with the value fitted on the other models' runs only (``benchmarks/replay_accuracy.py``).
@@ -38,6 +40,7 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
+from traceq.analysis.replay.estimates import NOT_ESTIMATED
 from traceq.analysis.replay.graph import Graph, same_thread
 from traceq.analysis.replay.scenario import Scenario
 from traceq.schema import KINETO, NSYS, OP_TREE_KINDS
@@ -63,13 +66,16 @@ BETA, BETA_LOW, BETA_HIGH = 0.34, 0.20, 0.46
 SEARCH_INFLATION, SEARCH_LOW, SEARCH_HIGH = 1.98, 1.47, 2.68
 #: The traces whose searching calls ``SEARCH_INFLATION`` was measured on (torch.profiler's).
 SEARCH_FLAVOUR = KINETO
-#: ``alpha`` for Nsight Systems captures, and the range its band spans: a transition there costs more than
-#: its typical length says (PyTorch's NVTX op ranges, emitted with their shapes, and nsys's tracing of CUDA
-#: calls). The median of what seven captures measured without nsys needed, and their range: 1.60 and 1.87
-#: for the Conformer pair traced and timed on one host (leaseL); 2.12 and 1.71 for the shared Conformer
-#: pair, 1.08, 0.95 and 2.19 for planted encoder runs, each timed on another host than its capture's
-#: (benchmarks/replay_accuracy.py).
-NSYS_ALPHA, NSYS_ALPHA_LOW, NSYS_ALPHA_HIGH = 1.7, 0.95, 2.2
+#: ``alpha`` for Nsight Systems captures whose NVTX op ranges carry their input shapes (PyTorch's
+#: ``emit_nvtx(record_shapes=True)``), and the range its band spans: formatting the shapes at every op makes
+#: a transition cost more than its typical length says. The median of what six such captures measured
+#: without nsys needed, and their range: 1.60 and 1.87 (leaseL), 1.93 and 1.15 (leaseM), the Conformer b4
+#: pair traced and timed on one host each time; 2.12 and 1.71 for the shared Conformer pair, timed on
+#: another host (benchmarks/replay_accuracy.py).
+NSYS_ALPHA, NSYS_ALPHA_LOW, NSYS_ALPHA_HIGH = 1.8, 1.15, 2.15
+#: ``alpha`` for Nsight Systems captures whose op ranges carry no shapes (``emit_nvtx()``), and its range:
+#: what three planted encoder runs needed (0.35, 0.36, 0.52), each timed on another host than its capture's.
+NSYS_PLAIN_ALPHA, NSYS_PLAIN_ALPHA_LOW, NSYS_PLAIN_ALPHA_HIGH = 0.36, 0.3, 0.55
 #: The traces ``NSYS_ALPHA`` was measured on.
 NSYS_FLAVOUR = NSYS
 #: The quantile of a transition type's slice lengths taken as its typical length.
@@ -99,12 +105,34 @@ class OverheadModel:
         )
 
 
-def model_for(flavour: str) -> OverheadModel:
-    """The model for traces of ``flavour``: :data:`NSYS_ALPHA` and its range for Nsight Systems captures,
-    the defaults for the others."""
-    if flavour == NSYS_FLAVOUR:
+def model_for(flavour: str, shaped: bool = False) -> OverheadModel:
+    """The model for traces of ``flavour``: for Nsight Systems captures :data:`NSYS_ALPHA` and its range
+    where their op ranges carry input shapes (``shaped``), :data:`NSYS_PLAIN_ALPHA` and its range where
+    they do not; the defaults for the others."""
+    if flavour == NSYS_FLAVOUR and shaped:
         return OverheadModel(alpha=NSYS_ALPHA, alpha_low=NSYS_ALPHA_LOW, alpha_high=NSYS_ALPHA_HIGH)
+    if flavour == NSYS_FLAVOUR:
+        return OverheadModel(alpha=NSYS_PLAIN_ALPHA, alpha_low=NSYS_PLAIN_ALPHA_LOW, alpha_high=NSYS_PLAIN_ALPHA_HIGH)
     return OverheadModel()
+
+
+def not_modelled(flavour: str, ops: int, kernels: float) -> str | None:
+    """Why the model cannot estimate a run of ``flavour`` with ``ops`` op ranges and ``kernels`` kernels (over
+    the same span), or None where it can: an Nsight Systems capture with fewer op ranges than kernels has no
+    ops on the host (only CUDA calls and a few ranges of the user's), where a slice's typical length is the
+    framework's own work between two calls, not a transition's cost. On two such captures (leaseM, the
+    Conformer b4 pair with NVTX step ranges alone) the model took out 22 % and 61 % too much at the op-range
+    captures' alpha, and the two needed alphas far apart (0.85 and 0.37). Other traces: None."""
+    if flavour != NSYS_FLAVOUR or ops >= kernels:
+        return None
+    return (
+        f"{NOT_ESTIMATED}: this Nsight Systems capture records CUDA calls with fewer op ranges than kernels "
+        f"({ops:,} op ranges, {kernels:,.0f} kernels), and the replay's model of nsys's own host cost holds where ops "
+        "are recorded (two captures without them, timed without nsys, needed alphas of 0.85 and 0.37: too few "
+        "and too far apart to estimate with). Time the steps without any profiler (a comparison takes them as "
+        "--base-step-ms and --new-step-ms), or capture "
+        "with PyTorch's NVTX op ranges (torch.autograd.profiler.emit_nvtx())."
+    )
 
 
 def band_width(traced_ms: float, step_ms: float, step_cv: float = 0.0) -> float:

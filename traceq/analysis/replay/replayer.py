@@ -70,7 +70,7 @@ class Replayer:
     def __init__(self, timeline: Timeline, model: OverheadModel | None = None) -> None:
         self.timeline = timeline
         self.graph: Graph = build_graph(timeline)
-        self.model = model or model_for(timeline.flavour)
+        self.model = model or model_for(timeline.flavour, timeline.shaped)
         self._cache: dict[str, Replay] = {}
 
     @classmethod
@@ -147,10 +147,11 @@ class Replayer:
                 f"(pure Python time less {self.model.beta:g})"
             )
         if tl.flavour == NSYS_FLAVOUR:
+            kind, n = ("op ranges with input shapes", "six") if tl.shaped else ("op ranges without shapes", "three")
             notes.append(
-                "Nsight Systems capture: the estimate removes the host cost of its NVTX ranges and traced CUDA "
-                "calls with the alpha that seven captures measured without nsys needed (their median; they "
-                f"needed {self.model.alpha_low:g} to {self.model.alpha_high:g}, which the band spans)"
+                f"Nsight Systems capture: the estimate removes the host cost of its NVTX {kind} and traced CUDA calls "
+                f"with the alpha that {n} such captures measured without nsys needed (their median; they needed "
+                f"{self.model.alpha_low:g} to {self.model.alpha_high:g}, which the band spans)"
             )
         if self._searched():
             notes.append(

@@ -87,6 +87,11 @@ class Timeline:
         return sum(self.counts.values())
 
     @property
+    def shaped(self) -> bool:
+        """Whether op ranges carry the input shapes the profiler recorded (``replay_host``'s ``shaped``)."""
+        return bool(self.host["shaped"].any()) if "shaped" in self.host.columns else False
+
+    @property
     def stacks(self) -> bool:
         """Whether Python stacks were recorded (``python`` events)."""
         return self.counts.get("python", 0) > 0

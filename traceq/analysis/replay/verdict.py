@@ -7,15 +7,16 @@ one's speed, and the result says so: without that a Conformer's fp32 trace, whos
 than its fp16 trace's, would say AMP won where it lost by 37% without the profiler. The verdict flips the
 traced one when the signs of the two differences disagree (neither rounding to no change); it is
 uncertain when the band of the difference (the two runs' bands combined,
-:data:`~traceq.analysis.replay.overhead.RATIO_SHARE`) includes no change.
+:data:`~traceq.analysis.replay.overhead.RATIO_SHARE`; for Nsight Systems captures their whole bands)
+includes no change.
 """
 
 from __future__ import annotations
 
 import math
 
-from traceq.analysis.replay.estimates import NO_CHANGE_PCT, Verdict
-from traceq.analysis.replay.overhead import RATIO_SHARE
+from traceq.analysis.replay.estimates import NO_CHANGE_PCT, Estimate, Verdict
+from traceq.analysis.replay.overhead import NSYS_FLAVOUR, RATIO_SHARE
 from traceq.analysis.replay.replayer import Replayer
 from traceq.analysis.replay.speed import speed_ratio
 
@@ -41,10 +42,22 @@ def compare_replayers(base: Replayer, new: Replayer, normalize_host: bool = True
     b, n = base.unprofiled(scale_base), new.unprofiled(scale_new)
     ratio_est = n.step_ms / b.step_ms
     change = (ratio_est - 1) * 100
-    # the two runs' bands combined as independent errors of their log step times, less what cancels
-    width = RATIO_SHARE * math.hypot(b.width, n.width)
+    # the two runs' bands combined as independent errors of their log step times, less what cancels; for
+    # Nsight Systems captures nothing cancels: the alpha a capture needs varies within a pair (1.15 and 1.93
+    # on leaseM's Conformer b4 pair), so each run's whole band, its alpha's range included, counts
+    if NSYS_FLAVOUR in (base.timeline.flavour, new.timeline.flavour):
+        width = math.hypot(_log_half_width(b), _log_half_width(n))
+    else:
+        width = RATIO_SHARE * math.hypot(b.width, n.width)
     low, high = (ratio_est * math.exp(-width) - 1) * 100, (ratio_est * math.exp(width) - 1) * 100
     traced = (n.traced_ms / b.traced_ms - 1) * 100
     flips = min(abs(change), abs(traced)) >= NO_CHANGE_PCT and (change > 0) != (traced > 0)
     uncertain = low < 0 < high
     return Verdict(b, n, change, low, high, traced, flips, uncertain, ratio, scaled, notes, scale_base, scale_new)
+
+
+def _log_half_width(estimate: Estimate) -> float:
+    """The wider side of an estimate's band, as a natural-log half-width."""
+    if estimate.step_ms <= 0 or estimate.low_ms <= 0:
+        return estimate.width
+    return max(math.log(estimate.step_ms / estimate.low_ms), math.log(estimate.high_ms / estimate.step_ms))
