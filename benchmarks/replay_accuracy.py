@@ -57,6 +57,7 @@ PAIRS = [
     ("nsys_enc_b128_fp16", "nsys_sync_b128_fp16"),
     ("nsys_conformer_fp32_b4", "nsys_conformer_fp16_b4"),
     ("nsys_ops_conformer_fp32_b4", "nsys_ops_conformer_fp16_b4"),  # train_step ranges and op ranges
+    ("nsys_plain_enc_fp32", "nsys_plain_enc_fp16"),  # train_step ranges and op ranges without shapes
     # (leaseM's captures of this pair with train_step ranges alone are not estimated: no op ranges)
     ("bert_b4_fp32", "bert_b4_fp16"),
     ("resnet18_var_nobench_fp16", "resnet18_var_fp16"),

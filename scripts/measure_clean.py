@@ -119,10 +119,11 @@ def profile_run(name: str, out: str, prof_steps: int) -> dict:
     return rec
 
 
-def capture_run(name: str, steps: int, ops: bool) -> dict:
+def capture_run(name: str, steps: int, ops: bool, shapes: bool = True) -> dict:
     """Run ``name`` for an outside ``nsys profile``: five warm-up steps, then ``steps`` steps, each inside
     an NVTX range ``train_step N`` as users name theirs; with ``ops``, PyTorch's NVTX op ranges too
-    (``emit_nvtx(record_shapes=True)``, as the shared captures were made). Never starts torch.profiler."""
+    (``emit_nvtx(record_shapes=True)``, as the shared captures were made; ``shapes=False``: without their
+    shapes, as the planted captures were). Never starts torch.profiler."""
     if m := CONFORMER.fullmatch(name):
         tool = conformer_tool()
         torch = tool.torch
@@ -143,7 +144,7 @@ def capture_run(name: str, steps: int, ops: bool) -> dict:
     for _ in range(5):
         step()
     torch.cuda.synchronize()
-    nvtx = torch.autograd.profiler.emit_nvtx(record_shapes=True) if ops else contextlib.nullcontext()
+    nvtx = torch.autograd.profiler.emit_nvtx(record_shapes=shapes) if ops else contextlib.nullcontext()
     t0 = time.perf_counter()
     with nvtx:
         for i in range(steps):
@@ -151,7 +152,8 @@ def capture_run(name: str, steps: int, ops: bool) -> dict:
             step()
             torch.cuda.nvtx.range_pop()
     torch.cuda.synchronize()
-    return {"run": name, "nvtx": "train_step ranges" + (" and PyTorch's op ranges with shapes" if ops else " only"),
+    kind = f" and PyTorch's op ranges {'with' if shapes else 'without'} shapes" if ops else " only"
+    return {"run": name, "nvtx": "train_step ranges" + kind,
             "steps": steps, "captured_ms_per_step": round((time.perf_counter() - t0) / steps * 1e3, 3)}  # fmt: skip
 
 
@@ -253,6 +255,7 @@ def main() -> None:
     c.add_argument("run")
     c.add_argument("--steps", type=int, default=8)
     c.add_argument("--ops", action="store_true", help="PyTorch's NVTX op ranges too (emit_nvtx with shapes)")
+    c.add_argument("--no-shapes", action="store_true", help="with --ops: the op ranges without their shapes")
     a = ap.parse_args()
     if a.cmd == "protocol":
         if a.rounds < 3:
@@ -261,7 +264,7 @@ def main() -> None:
     elif a.cmd == "time":
         print(json.dumps(time_run(a.run, a.steps)), flush=True)
     elif a.cmd == "capture":
-        print(json.dumps(capture_run(a.run, a.steps, a.ops)), flush=True)
+        print(json.dumps(capture_run(a.run, a.steps, a.ops, not a.no_shapes)), flush=True)
     else:
         os.makedirs(a.out, exist_ok=True)
         print(json.dumps(profile_run(a.run, a.out, a.prof_steps)), flush=True)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs timed by the clean protocol (scripts/measure_clean.py) and captured under Nsight Systems in two
-# styles, each capture in a fresh process: with NVTX step ranges only (`train_step N`, as users name
-# theirs: the CUDA calls are the host's only other rows), and with PyTorch's NVTX op ranges and shapes too
-# (emit_nvtx, as the shared captures were). Rounds 1-3, then the captures, then rounds 4-6 (the captures
+# Runs timed by the clean protocol (scripts/measure_clean.py) and captured under Nsight Systems in the
+# styles of STYLES (default "steps ops"), each capture in a fresh process: `steps`, NVTX step ranges only
+# (`train_step N`, as users name theirs: the CUDA calls are the host's only other rows); `ops`, PyTorch's
+# NVTX op ranges and shapes too (emit_nvtx, as the shared captures were); `plain`, the op ranges without
+# shapes (as the planted captures were). Rounds 1-3, then the captures, then rounds 4-6 (the captures
 # halfway); each capture cut to three of its eight step ranges (4-6) after the warm-up.
 # Usage: NSYS=/path/to/nsys DEBS=folder-of-libdw1-libelf1 CONFORMER_TOOL=gen_gpu_traces.py \
 #        scripts/nsys_styles_on_gpu.sh WORK_DIR MACHINE_LABEL [RUN,RUN,...]
@@ -18,9 +19,9 @@ if [ -n "${DEBS:-}" ]; then
   mkdir -p /tmp/dw && for f in "$DEBS"/*.deb; do dpkg -x "$f" /tmp/dw; done
   export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 fi
-for style in steps ops; do
+for style in ${STYLES:-steps ops}; do
   for run in ${runs//,/ }; do
-    flag=""; [ "$style" = ops ] && flag=--ops
+    flag=""; [ "$style" = ops ] && flag=--ops; [ "$style" = plain ] && flag="--ops --no-shapes"
     name="nsys_${style}_${run}"
     echo "capture $name $(date -u +%T)" >> "$work/protocol.log"
     timeout 200 "$NSYS" profile -t cuda,nvtx --sample=none --cpuctxsw=none -o "/tmp/$name" --force-overwrite true \

@@ -119,3 +119,27 @@ def test_the_model_would_take_out_far_too_much_there(store: Store, rounds) -> No
         assert not rp.timeline.shaped and rp.model.alpha == NSYS_PLAIN_ALPHA
         at_shaped = rp.unprofiled_replay(rp.model.__class__(alpha=NSYS_ALPHA)).step_ms
         assert at_shaped < 0.75 * clean, (mode, at_shaped, clean)
+
+
+PLAIN = PLANTED / "leaseN"
+
+
+def test_op_ranges_without_shapes_take_their_own_alpha_and_the_bands_hold(tmp_path: Path) -> None:
+    """leaseN: the planted encoder pair captured with PyTorch's op ranges without shapes, timed on that host
+    (rounds read from its log here); both estimates and the pair's ratio inside their bands."""
+    clean: dict[str, list[float]] = {"fp32": [], "fp16": []}
+    for line in (PLAIN / "clean_rounds.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if not r.get("warmup"):
+            clean[r["run"].split("_")[1]].append(r["step_ms"])
+    names = {m: f"nsys_plain_enc_{m}_3steps" for m in MODES}
+    traceq.ingest([str(PLAIN / f"{n}.sqlite.gz") for n in names.values()], store=tmp_path / "s", jobs=1)
+    store = Store(tmp_path / "s")
+    rps = {m: _replayer(store, n) for m, n in names.items()}
+    for mode, rp in rps.items():
+        est = rp.unprofiled()
+        assert not rp.timeline.shaped and rp.model.alpha == NSYS_PLAIN_ALPHA
+        assert est.low_ms <= statistics.median(clean[mode]) <= est.high_ms, mode
+    ratio = statistics.median(n / b for b, n in zip(clean["fp32"], clean["fp16"], strict=True))
+    v = compare_replayers(rps["fp32"], rps["fp16"])
+    assert v.change_pct > 0 and v.change_low <= (ratio - 1) * 100 <= v.change_high

@@ -147,7 +147,7 @@ class Replayer:
                 f"(pure Python time less {self.model.beta:g})"
             )
         if tl.flavour == NSYS_FLAVOUR:
-            kind, n = ("op ranges with input shapes", "six") if tl.shaped else ("op ranges without shapes", "three")
+            kind, n = ("op ranges with input shapes", "six") if tl.shaped else ("op ranges without shapes", "five")
             notes.append(
                 f"Nsight Systems capture: the estimate removes the host cost of its NVTX {kind} and traced CUDA calls "
                 f"with the alpha that {n} such captures measured without nsys needed (their median; they needed "
