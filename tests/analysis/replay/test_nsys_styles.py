@@ -108,6 +108,9 @@ def test_captures_without_op_ranges_are_not_estimated_and_the_report_says_why_fi
     text = " ".join(printed.stdout.split())  # as one line: the terminal wraps it
     assert text.index(NOT_ESTIMATED) < text.index("step time (mean)")
     assert "estimated" not in text.split(NOT_ESTIMATED)[0]  # no estimate printed before it
+    asked = traceq.run_report(_name("steps", "fp16"), store=store, what_if=True)
+    assert asked.what_if.is_empty() and asked.notes[0].endswith("so none is made either.")
+    assert "what-if" not in report.notes[0]
 
 
 def test_the_model_would_take_out_far_too_much_there(store: Store, rounds) -> None:

@@ -243,6 +243,8 @@ def with_replay(
     reports = [result] if isinstance(result, RunReport) else [result.base, result.new]
     why_not = _cannot_replay(reports)
     if why_not is None and unprofiled is not False and (unmodelled := _not_modelled(reports)):
+        if what_if:  # asked for: say why there is none
+            unmodelled += " The what-ifs replay the same model, so none is made either."
         return dataclasses.replace(result, notes=[unmodelled, *result.notes])  # said whether asked or not
     if unprofiled is None:
         unprofiled = why_not is None
