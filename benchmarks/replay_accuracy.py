@@ -34,8 +34,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import polars as pl
-
 ROOT = Path(__file__).resolve().parents[1]
 PLANTED = ROOT / "sample_traces" / "planted"
 SHARED = ROOT.parent / "shared" / "traces"
@@ -205,18 +203,6 @@ def shaped_of(r: Run) -> bool:
     return bool(r.replayer.timeline.shaped)  # type: ignore[attr-defined]
 
 
-def ops_of(r: Run) -> int:
-    """A run's op ranges on the host in its replayed timeline."""
-    from traceq.schema import OP_TREE_KINDS
-
-    return r.replayer.timeline.host.filter(pl.col("kind").is_in(list(OP_TREE_KINDS))).height  # type: ignore[attr-defined]
-
-
-def kernels_of(r: Run) -> int:
-    """A run's GPU kernels in its replayed timeline."""
-    return r.replayer.timeline.gpu.filter(pl.col("kind") == "kernel").height  # type: ignore[attr-defined]
-
-
 def stored_name(r: Run) -> str:
     """The name a run is ingested under: its file's stem, with the lease of a later lease's folder."""
     stem = r.file.name.removesuffix(".gz").rsplit(".", 1)[0]
@@ -283,8 +269,8 @@ def main() -> None:
         NSYS_PLAIN_ALPHA_LOW,
         RATIO_SHARE,
         OverheadModel,
+        counts_not_modelled,
         model_for,
-        not_modelled,
     )
     from traceq.analysis.replay.verdict import compare_replayers
 
@@ -305,7 +291,8 @@ def main() -> None:
     # the search factor is torch.profiler's, so searching captures count too, where alpha meets them. Op
     # ranges with input shapes (NSYS_ALPHA) and without (NSYS_PLAIN_ALPHA) fit apart; captures without op
     # ranges are not estimated (not_modelled), and left out.
-    unmodelled = {k for k, r in rs.items() if is_nsys(r) and not_modelled(NSYS_FLAVOUR, ops_of(r), kernels_of(r))}
+    unmodelled = {k for k, r in rs.items()
+                  if is_nsys(r) and counts_not_modelled(NSYS_FLAVOUR, r.replayer.timeline.counts)}  # type: ignore[attr-defined]  # fmt: skip
     nsys_fit = [r for r in rs.values() if is_nsys(r) and r.traced > 1.15 * r.measured and r.alpha_req is not None
                 and r.name not in unmodelled]  # fmt: skip
     needs = [float(r.alpha_req) for r in nsys_fit]  # type: ignore[arg-type]

@@ -16,10 +16,9 @@ import traceq
 from tests.analysis.replay.conftest import PLANTED
 from tests.conftest import built_once, to_9_digits
 from traceq.analysis.replay import Replayer, whatif
-from traceq.analysis.replay.overhead import SEARCH_HIGH, SEARCH_LOW, OverheadModel, not_modelled
+from traceq.analysis.replay.overhead import SEARCH_HIGH, SEARCH_LOW, OverheadModel, counts_not_modelled
 from traceq.querying.engine import Session
 from traceq.render import json_form
-from traceq.schema import OP_TREE_KINDS
 from traceq.store import Store
 
 LEASES = sorted(p.parent for p in PLANTED.glob("lease*/manifest.json"))
@@ -82,10 +81,9 @@ def test_each_time_is_the_median_of_the_rounds_recorded_and_warm_ups_are_not_rou
 
 
 def _modelled(replayer: Replayer) -> bool:
-    """Whether reports estimate the run (:func:`not_modelled`: an nsys capture with op ranges, or any other)."""
-    tl = replayer.timeline
-    ops = tl.host.filter(pl.col("kind").is_in(list(OP_TREE_KINDS))).height
-    return not_modelled(tl.flavour, ops, tl.gpu.filter(pl.col("kind") == "kernel").height) is None
+    """Whether reports estimate the run (:func:`counts_not_modelled`: an nsys capture with op ranges, or any
+    other)."""
+    return counts_not_modelled(replayer.timeline.flavour, replayer.timeline.counts) is None
 
 
 def test_bands_hold_the_clean_step_of_most_runs(replayers, measured) -> None:

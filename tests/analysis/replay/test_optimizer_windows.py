@@ -37,7 +37,7 @@ def _measured(name: str) -> dict:
     return next(section[f"{name}.sqlite.gz"] for section in doc.values() if f"{name}.sqlite.gz" in section)
 
 
-def _renamed(src: Path, dst: Path) -> None:
+def _without_step_ranges(src: Path, dst: Path) -> None:
     """A copy of the export without its ``train_step`` ranges (the input stays as it is)."""
     with gzip.open(src) as f, dst.open("wb") as g:
         shutil.copyfileobj(f, g)
@@ -57,19 +57,19 @@ def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     """The capture's replayer over its ``train_step`` ranges, over its optimizer steps, and its manifest."""
     name = request.param
     work = tmp_path_factory.mktemp("optimizer")
-    renamed = work / f"between_{name}.sqlite"
-    _renamed(PLANTED / f"{name}.sqlite.gz", renamed)
-    traceq.ingest([PLANTED / f"{name}.sqlite.gz", renamed], store=work / "store", jobs=1)
+    copy = work / f"between_{name}.sqlite"
+    _without_step_ranges(PLANTED / f"{name}.sqlite.gz", copy)
+    traceq.ingest([PLANTED / f"{name}.sqlite.gz", copy], store=work / "store", jobs=1)
     store = Store(work / "store")
     replayers = []
-    for run in (name, renamed.stem):
+    for run in (name, copy.stem):
         run_id = store.resolve(run)
         with Session(store, [run_id], use_stored=False) as s:
             replayers.append(Replayer.load(s, run_id))
     return replayers[0], replayers[1], _measured(name)
 
 
-def test_the_renamed_capture_steps_between_its_optimizer_steps(pair):
+def test_the_copy_without_step_ranges_steps_between_its_optimizer_steps(pair):
     by_range, between, _ = pair
     assert by_range.timeline.steps["row"].is_not_null().all()
     assert between.timeline.between_ranges

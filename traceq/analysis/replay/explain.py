@@ -22,14 +22,13 @@ from traceq.analysis.compare import change_next_step, compare, comparison_sessio
 from traceq.analysis.findings import Finding
 from traceq.analysis.replay.estimates import NO_CHANGE_PCT, NOT_ESTIMATED, Estimate, Verdict, change_words
 from traceq.analysis.replay.idle_split import IDLE_PIECES, estimated_split, estimated_waterfall, idle_scale_by_cause
-from traceq.analysis.replay.overhead import not_modelled
+from traceq.analysis.replay.overhead import counts_not_modelled, not_modelled
 from traceq.analysis.replay.replayer import QUERIES, Replayer, timeline_of
 from traceq.analysis.replay.stored import stored_estimate, write_estimate
 from traceq.analysis.replay.verdict import compare_replayers
 from traceq.analysis.report import run_report
 from traceq.analysis.results import Comparison, RunReport, Split
 from traceq.querying.engine import Session, available_memory
-from traceq.schema import OP_TREE_KINDS
 from traceq.store import Store
 
 
@@ -151,8 +150,7 @@ def store_estimate(
     :data:`~traceq.ingestion.metrics.WholeRunStep` that :func:`traceq.ingest` and ``traceq ingest`` pass.
     Nothing is stored where the replay would not fit the ingest's memory (:func:`replay_fits_ingest`);
     otherwise ``stage`` hears that it is being stored."""
-    ops = sum(counts.get(k, 0) for k in OP_TREE_KINDS)
-    if not replay_fits_ingest(counts) or not_modelled(flavour, ops, counts.get("kernel", 0)):
+    if not replay_fits_ingest(counts) or counts_not_modelled(flavour, counts):
         return
     stage("storing the step estimated without the profiler")
     (run_id,) = session.runs or [""]

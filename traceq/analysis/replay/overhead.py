@@ -137,6 +137,11 @@ def not_modelled(flavour: str, ops: int, kernels: float) -> str | None:
     )
 
 
+def counts_not_modelled(flavour: str, counts: dict[str, int]) -> str | None:
+    """:func:`not_modelled` of a run whose events by kind are ``counts`` (the catalog's, or a timeline's)."""
+    return not_modelled(flavour, sum(counts.get(k, 0) for k in OP_TREE_KINDS), counts.get("kernel", 0))
+
+
 def band_width(traced_ms: float, step_ms: float, step_cv: float = 0.0) -> float:
     """The natural-log half-width of the band of an estimate of ``step_ms`` from a traced ``traced_ms``, whose
     steps' estimates varied by ``step_cv`` (their coefficient of variation)."""
