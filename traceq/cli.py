@@ -789,7 +789,7 @@ def _run() -> None:
         if signum is not None:
             signal.signal(signum, _on_signal)
     try:
-        code = app(standalone_mode=False, prog_name="traceq")  # also under `python -m traceq` (completion)
+        code = _app_for(sys.argv[1:])(standalone_mode=False, prog_name="traceq")  # also as `python -m traceq`
         sys.stdout.flush()  # a closed pipe is met here, not at the interpreter's exit
         sys.exit(code if isinstance(code, int) else 0)
     except BrokenPipeError:
@@ -816,6 +816,23 @@ def _run() -> None:
             raise
         _error(f"internal error: {type(e).__name__}: {e} (set TRACEQ_DEBUG=1 for details)")
         sys.exit(2)
+
+
+def _app_for(args: list[str]) -> typer.Typer:
+    """The app with only the command that ``args`` begin with (typer makes click's command of every command
+    and option before it parses: 7 ms of each start); the whole app where they begin with no command's
+    name (the commands' list, `--version`, a misspelt command's message, shell completion)."""
+    import copy
+
+    name = args[0] if args else ""
+    named = typer.main.get_command_name
+    commands = [c for c in app.registered_commands if (c.name or named(c.callback.__name__)) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not commands and not groups:
+        return app
+    lean = copy.copy(app)  # (a shallow copy: the app keeps its own lists)
+    lean.registered_commands, lean.registered_groups = commands, groups
+    return lean
 
 
 def _interrupted() -> None:

@@ -51,7 +51,8 @@ def store(ingested: Ingested) -> Path:
     ("args", "absent"),
     [
         (("runs",), HEAVY),
-        (("sql", "select 1"), ("polars", "pyarrow", "traceq.readers", "traceq.analysis")),
+        # nor the thread pools and logging: no metric is made for it
+        (("sql", "select 1"), ("polars", "pyarrow", "traceq.readers", "traceq.analysis", "concurrent.futures")),
         (("sql", "select kind, count(*) n from events group by kind"), ("polars", "traceq.readers", "traceq.analysis")),
         # it replays the run (nothing stored at this size), with no use for Arrow's compute functions
         (("report", RUN), ("traceq.readers", "traceq.ingestion.ingest", "pyarrow.compute")),
@@ -154,3 +155,32 @@ def _rendered(result: object) -> str:
     else:
         render(result, "table", out)  # type: ignore[arg-type]
     return out.getvalue()
+
+
+def _command_paths(group: object, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command's words under a click ``group`` (a group's own words too)."""
+    paths = []
+    for name, command in getattr(group, "commands", {}).items():
+        paths += [(*prefix, name), *_command_paths(command, (*prefix, name))]
+    return paths
+
+
+def test_each_command_alone_is_the_whole_apps_command() -> None:
+    """The command line builds only the command it names (:func:`traceq.cli._app_for`): each command's
+    and subcommand's help (its options, arguments and text) is the whole app's; without a command's name
+    (help, the version, a misspelt command) it is the whole app."""
+    import typer.main
+    from typer.testing import CliRunner
+
+    from traceq.cli import _app_for, app
+
+    paths = _command_paths(typer.main.get_command(app))
+    assert {"sql", "report", "ingest", "runs", "rm"} <= {p[-1] for p in paths}
+    for path in paths:
+        whole = CliRunner().invoke(app, [*path, "--help"], prog_name="traceq")
+        alone = CliRunner().invoke(_app_for(list(path)), [*path, "--help"], prog_name="traceq")
+        assert whole.exit_code == alone.exit_code == 0, path
+        assert alone.stdout == whole.stdout, path
+        assert len(typer.main.get_command(_app_for(list(path))).commands) == 1, path
+    for args in ([], ["--help"], ["--version"], ["sqll", "select 1"], ["rm"]):
+        assert _app_for(args) is app

@@ -8,21 +8,26 @@ import contextlib
 import os
 import re
 import shutil
-import socket
 import stat
 import tempfile
-import uuid
 from pathlib import Path
 
 
 def host() -> str:
-    """This host's name as it appears in traceq's temporary names (no dots)."""
-    return socket.gethostname().replace(".", "-") or "localhost"
+    """This host's name as it appears in traceq's temporary names (no dots): the system's node name, as
+    ``socket.gethostname()`` gives it (without importing the socket module, 2 ms of every command's start)."""
+    if hasattr(os, "uname"):
+        name = os.uname().nodename
+    else:  # (Windows)
+        import socket
+
+        name = socket.gethostname()
+    return name.replace(".", "-") or "localhost"
 
 
 def tag() -> str:
     """``<host>.<pid>.<hex>``: the part of a temporary name that says which process made it."""
-    return f"{host()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
+    return f"{host()}.{os.getpid()}.{os.urandom(6).hex()}"
 
 
 def alive(pid: int) -> bool:

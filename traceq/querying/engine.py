@@ -14,12 +14,10 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import queue
 import re
 import shutil
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +38,7 @@ from traceq.querying.files import (
     requires,
     used_queries,
 )
-from traceq.querying.macros import MACROS, sql_string
+from traceq.querying.macros import MACROS, NAMES, sql_string
 from traceq.querying.shown import PLAIN, Shown, numeric, shown
 from traceq.querying.stored import CACHED, stored_files
 from traceq.schema import RUNS, TABLES, keys_of
@@ -140,10 +138,10 @@ def connect(
     traceq's own queries (reports): DuckDB reads the runs' Parquet files itself and may open those files
     and no other. ``locked=False`` leaves file access open (traceq's own queries over a run being written).
     ``memory_limit``: DuckDB's memory bound in bytes (set before the configuration is locked). ``read``:
-    the only tables whose files are read (None: every table); the others are empty (for a statement that
-    names none of them). ``settable`` (with ``own_queries`` only): the configuration is left unlocked, so that
-    a session of traceq's own queries may change DuckDB's threads and memory limit (file access is limited
-    as with ``own_queries`` alone; no other text runs on it).
+    the only tables of the connection (None: every table), for statements that name no other.
+    ``settable`` (with ``own_queries`` only): the configuration is left unlocked, so that a session of
+    traceq's own queries may change DuckDB's threads and memory limit (file access is limited as with
+    ``own_queries`` alone; no other text runs on it).
     """
     return _connect(store, runs, locked, own_queries, memory_limit, read, settable)[0]
 
@@ -171,12 +169,14 @@ def _connect(
     if settable and not own_queries:
         raise ValueError("only a connection for traceq's own queries may be left settable")
     store = Store.of(store)
-    if runs is None:  # every run that is not damaged, found once for all the tables
+    tables = [t for t in TABLES.values() if read is None or t.name in read]
+    if runs is None and tables:  # every run that is not damaged, found once for all the tables
         runs = [row["run_id"] for row in store.catalog_rows()]
     con = duckdb.connect(":memory:")
     con.execute("SET enable_progress_bar = false")
-    for macro in MACROS:  # the model's facts the query files name (a profiler step's name, GPU work's kinds)
-        con.execute(macro)
+    if read is None or not NAMES.isdisjoint(read):  # the model's facts the query files name (a step's name, ...)
+        for macro in MACROS:
+            con.execute(macro)
     # Where a query beyond memory spills: a folder of its own under the system's temporary folder (not
     # DuckDB's default, ``.tmp`` in the working directory), readable by this user only; DuckDB empties it at
     # close, :func:`close` removes it, and a dead process's is removed by the next connection.
@@ -186,8 +186,8 @@ def _connect(
     if memory_limit is not None:
         con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
     sources: dict[str, Any] = {}
-    for table in TABLES.values():
-        files = [str(f) for f in store.table_files(table.name, runs)] if read is None or table.name in read else []
+    for table in tables:  # (a table no statement names is no view: 0.5 ms each)
+        files = [str(f) for f in store.table_files(table.name, runs)]
         if files and locked and not own_queries:
             with reading(store, runs):
                 sources[table.name] = _arrow_dataset(files, store.runs_dir, ranked=table is not RUNS)
@@ -767,6 +767,9 @@ class Session:
     def _make_at_once(self, plan: dict[str, tuple[str, list[str]]], workers: int, done: Callable[[str], None]) -> None:
         """Make the tables of ``plan`` on ``workers`` cursors, each once the blocks it requires are made;
         the first failure ends the plan (queries in flight finish)."""
+        import queue
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait  # (2 ms: not at `sql`'s start)
+
         cursors: queue.SimpleQueue[duckdb.DuckDBPyConnection] = queue.SimpleQueue()
         for _ in range(workers):
             cursor = self.con.cursor()

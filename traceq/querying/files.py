@@ -9,12 +9,10 @@ it uses (:func:`used_queries`) are bound as views before it runs, and only those
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,13 +32,25 @@ MAX_SQL_FILE_BYTES = 1 << 20
 
 
 @cache
+def _queries_dir() -> Path:
+    """The folder of the query files (the package ``traceq.queries``, installed as files: read by path,
+    without ``importlib.resources`` and its zip reader, 2 ms of every command's start)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("traceq.queries")
+    if spec is None or not spec.submodule_search_locations:
+        raise QueryError("traceq.queries: the query files are not installed (reinstall traceq)")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@cache
 def query_text(name: str) -> str:
     """The SQL of the query or building block ``name`` (each file read once: a report checks the stored
     results of every metric against the files they are made from)."""
     if not _NAME.match(name) or len(name) > MAX_NAME_CHARS:
         shown = name if len(name) <= MAX_NAME_CHARS else f"{name[:40]}... ({len(name):,} characters)"
         raise QueryError(f"{shown}: not a query name (letters, digits and _, at most {MAX_NAME_CHARS})")
-    path = resources.files("traceq.queries") / f"{name}.sql"
+    path = _queries_dir() / f"{name}.sql"
     if not path.is_file():
         raise QueryError(f"{name}: no such query (see `traceq queries`)")
     return path.read_text()
@@ -75,7 +85,7 @@ def requires(sql_text: str) -> list[str]:
 @cache
 def query_names() -> frozenset[str]:
     """The name of every query file: the metrics and the building blocks."""
-    root = resources.files("traceq.queries")
+    root = _queries_dir()
     return frozenset(e.name[:-4] for e in root.iterdir() if e.name.endswith(".sql") and _NAME.match(e.name[:-4]))
 
 
@@ -146,7 +156,7 @@ QUERY_LIST_COLUMNS = ("name", "summary")
 def query_summaries() -> list[tuple[str, str]]:
     """Each metric query's name and summary line, by name (building blocks left out): the rows of
     :func:`list_queries`, read without Polars (``traceq queries``' table)."""
-    entries = sorted(resources.files("traceq.queries").iterdir(), key=lambda p: p.name)
+    entries = sorted(_queries_dir().iterdir(), key=lambda p: p.name)
     return [
         (entry.name[:-4], str(doc(entry.read_text())["summary"]))
         for entry in entries
@@ -163,12 +173,14 @@ def list_queries() -> pl.DataFrame:
 
 def source_dir() -> Path:
     """Where the query files are on disk (for users who want to read or copy them)."""
-    return Path(str(resources.files("traceq.queries")))
+    return _queries_dir()
 
 
 def _digest(files: list[tuple[str, bytes]]) -> str:
     """A hash of query files (name, text), in name order, and of the macros they are expanded with
     (:mod:`traceq.querying.macros`)."""
+    import hashlib  # (2 ms to import: only where a fingerprint is made, not at every command's start)
+
     digest = hashlib.sha256()
     for name, text in sorted(files):
         digest.update(name.encode() + b"\0" + text + b"\0")
@@ -178,13 +190,13 @@ def _digest(files: list[tuple[str, bytes]]) -> str:
 
 @cache
 def _macros() -> bytes:
-    return (resources.files("traceq.querying") / "macros.py").read_bytes()
+    return Path(__file__).with_name("macros.py").read_bytes()
 
 
 @cache
 def fingerprint() -> str:
     """A hash of every query file's text and of the macros (what a stored estimate's queries may read)."""
-    root = resources.files("traceq.queries")
+    root = _queries_dir()
     return _digest([(e.name, e.read_bytes()) for e in root.iterdir() if e.name.endswith(".sql")])
 
 
