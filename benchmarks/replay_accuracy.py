@@ -56,6 +56,7 @@ PAIRS = [
     ("nsys_conformer_fp32_b4", "nsys_conformer_fp16_b4"),
     ("nsys_ops_conformer_fp32_b4", "nsys_ops_conformer_fp16_b4"),  # train_step ranges and op ranges
     ("nsys_plain_enc_fp32", "nsys_plain_enc_fp16"),  # train_step ranges and op ranges without shapes
+    ("nsys_user_conformer_fp32_b4", "nsys_user_conformer_fp16_b4"),  # as nsys_ops, and a user's `backward` range
     # (leaseM's captures of this pair with train_step ranges alone are not estimated: no op ranges)
     ("bert_b4_fp32", "bert_b4_fp16"),
     ("resnet18_var_nobench_fp16", "resnet18_var_fp16"),
@@ -320,10 +321,12 @@ def main() -> None:
             print(f"| {r.name} | {r.model} | {'yes' if r.same_host else 'no'} | {r.traced:.2f} | {r.measured:.2f} | "
                   f"{need} | not estimated (no op ranges) | - | - |")  # fmt: skip
             continue
-        if is_nsys(r):  # held out among the captures of its kind: the other captures' median
+        if is_nsys(r):  # held out among the captures of its kind: the other captures' median, and their range
             model = model_for(NSYS_FLAVOUR, shaped_of(r))
             others = [x for o, x in zip(nsys_fit, needs, strict=True) if o is not r and shaped_of(o) == shaped_of(r)]
             al = statistics.median(others or [model.alpha])
+            if others:  # (the band's ends, as the code's: the range of what the captures needed)
+                model = replace(model, alpha_low=min(others), alpha_high=max(others))
             r.replayer.model = replace(model, alpha=al)  # type: ignore[attr-defined]
         else:
             al = held_out_alpha(r, fit)

@@ -27,7 +27,7 @@ Usage (on a CUDA machine with PyTorch):
   python3 measure_clean.py protocol --runs A,B,... --rounds 3 --out DIR [--machine LABEL] [--budget S]
   python3 measure_clean.py time RUN [--steps N]          # one timing, printed as a JSON line
   python3 measure_clean.py profile RUN --out DIR         # one trace (gzipped chrome JSON) in DIR
-  python3 measure_clean.py capture RUN [--ops]            # steps in NVTX ranges, for an outside nsys
+  python3 measure_clean.py capture RUN [--ops [--no-shapes]] [--user-ranges]  # NVTX ranges, for an outside nsys
 """
 
 from __future__ import annotations
@@ -119,11 +119,13 @@ def profile_run(name: str, out: str, prof_steps: int) -> dict:
     return rec
 
 
-def capture_run(name: str, steps: int, ops: bool, shapes: bool = True) -> dict:
+def capture_run(name: str, steps: int, ops: bool, shapes: bool = True, user_ranges: bool = False) -> dict:
     """Run ``name`` for an outside ``nsys profile``: five warm-up steps, then ``steps`` steps, each inside
     an NVTX range ``train_step N`` as users name theirs; with ``ops``, PyTorch's NVTX op ranges too
     (``emit_nvtx(record_shapes=True)``, as the shared captures were made; ``shapes=False``: without their
-    shapes, as the planted captures were). Never starts torch.profiler."""
+    shapes, as the planted captures were); with ``user_ranges``, a user's NVTX range ``backward`` around
+    each backward pass too (users mark their phases so; the training loop's thread waits in it while
+    autograd's thread runs the backward). Never starts torch.profiler."""
     if m := CONFORMER.fullmatch(name):
         tool = conformer_tool()
         torch = tool.torch
@@ -144,6 +146,17 @@ def capture_run(name: str, steps: int, ops: bool, shapes: bool = True) -> dict:
     for _ in range(5):
         step()
     torch.cuda.synchronize()
+    if user_ranges:
+        backward = torch.Tensor.backward
+
+        def marked(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            torch.cuda.nvtx.range_push("backward")
+            try:
+                return backward(self, *args, **kwargs)
+            finally:
+                torch.cuda.nvtx.range_pop()
+
+        torch.Tensor.backward = marked
     nvtx = torch.autograd.profiler.emit_nvtx(record_shapes=shapes) if ops else contextlib.nullcontext()
     t0 = time.perf_counter()
     with nvtx:
@@ -153,6 +166,7 @@ def capture_run(name: str, steps: int, ops: bool, shapes: bool = True) -> dict:
             torch.cuda.nvtx.range_pop()
     torch.cuda.synchronize()
     kind = f" and PyTorch's op ranges {'with' if shapes else 'without'} shapes" if ops else " only"
+    kind += ", a user's range `backward` around each backward pass" if user_ranges else ""
     return {"run": name, "nvtx": "train_step ranges" + kind,
             "steps": steps, "captured_ms_per_step": round((time.perf_counter() - t0) / steps * 1e3, 3)}  # fmt: skip
 
@@ -256,6 +270,7 @@ def main() -> None:
     c.add_argument("--steps", type=int, default=8)
     c.add_argument("--ops", action="store_true", help="PyTorch's NVTX op ranges too (emit_nvtx with shapes)")
     c.add_argument("--no-shapes", action="store_true", help="with --ops: the op ranges without their shapes")
+    c.add_argument("--user-ranges", action="store_true", help="a user's NVTX range `backward` around each backward")
     a = ap.parse_args()
     if a.cmd == "protocol":
         if a.rounds < 3:
@@ -264,7 +279,7 @@ def main() -> None:
     elif a.cmd == "time":
         print(json.dumps(time_run(a.run, a.steps)), flush=True)
     elif a.cmd == "capture":
-        print(json.dumps(capture_run(a.run, a.steps, a.ops, not a.no_shapes)), flush=True)
+        print(json.dumps(capture_run(a.run, a.steps, a.ops, not a.no_shapes, a.user_ranges)), flush=True)
     else:
         os.makedirs(a.out, exist_ok=True)
         print(json.dumps(profile_run(a.run, a.out, a.prof_steps)), flush=True)

@@ -3,7 +3,8 @@
 # styles of STYLES (default "steps ops"), each capture in a fresh process: `steps`, NVTX step ranges only
 # (`train_step N`, as users name theirs: the CUDA calls are the host's only other rows); `ops`, PyTorch's
 # NVTX op ranges and shapes too (emit_nvtx, as the shared captures were); `plain`, the op ranges without
-# shapes (as the planted captures were). Rounds 1-3, then the captures, then rounds 4-6 (the captures
+# shapes (as the planted captures were); `user`, as `ops` with a user's range `backward` around each
+# backward pass. Rounds 1-3, then the captures, then rounds 4-6 (the captures
 # halfway); each capture cut to three of its eight step ranges (4-6) after the warm-up.
 # Usage: NSYS=/path/to/nsys DEBS=folder-of-libdw1-libelf1 CONFORMER_TOOL=gen_gpu_traces.py \
 #        scripts/nsys_styles_on_gpu.sh WORK_DIR MACHINE_LABEL [RUN,RUN,...]
@@ -22,6 +23,7 @@ fi
 for style in ${STYLES:-steps ops}; do
   for run in ${runs//,/ }; do
     flag=""; [ "$style" = ops ] && flag=--ops; [ "$style" = plain ] && flag="--ops --no-shapes"
+    [ "$style" = user ] && flag="--ops --user-ranges"
     name="nsys_${style}_${run}"
     echo "capture $name $(date -u +%T)" >> "$work/protocol.log"
     timeout 200 "$NSYS" profile -t cuda,nvtx --sample=none --cpuctxsw=none -o "/tmp/$name" --force-overwrite true \

@@ -61,7 +61,7 @@ def replayers(store: Store, measured: dict[str, dict]) -> dict[str, Replayer]:
 
 
 def test_the_leases_hold_the_runs_the_benchmark_names() -> None:
-    assert [p.name for p in LEASES] == [f"lease{x}" for x in "BCDEFGHIJKLMN"]
+    assert [p.name for p in LEASES] == [f"lease{x}" for x in "BCDEFGHIJKLMNO"]
 
 
 def test_each_time_is_the_median_of_the_rounds_recorded_and_warm_ups_are_not_rounds(measured) -> None:
@@ -72,7 +72,8 @@ def test_each_time_is_the_median_of_the_rounds_recorded_and_warm_ups_are_not_rou
         for name, v in measured.items():
             if not name.startswith(folder.name + "/"):
                 continue
-            run = re.sub(r"^nsys_((ops|steps|plain)_)?", "", name.split("/")[1])  # the generator's run of a capture
+            # the generator's run of a capture
+            run = re.sub(r"^nsys_((ops|steps|plain|user)_)?", "", name.split("/")[1])
             rounds = [r["step_ms"] for r in records if r["run"] == run and not r.get("warmup")]
             assert len(rounds) >= 3 and v["step_ms_rounds"] == rounds, name
             assert v["step_ms"] == pytest.approx(statistics.median(rounds), abs=5e-4) and v["same_host"], name

@@ -17,7 +17,9 @@ from traceq.analysis.replay.estimates import Estimate
 from traceq.analysis.replay.graph import Graph, build_graph
 from traceq.analysis.replay.overhead import (
     BAND_FLOOR,
+    NSYS_CAPTURES,
     NSYS_FLAVOUR,
+    NSYS_PLAIN_CAPTURES,
     SEARCH_FLAVOUR,
     SEARCH_HIGH,
     SEARCH_INFLATION,
@@ -147,7 +149,8 @@ class Replayer:
                 f"(pure Python time less {self.model.beta:g})"
             )
         if tl.flavour == NSYS_FLAVOUR:
-            kind, n = ("op ranges with input shapes", "six") if tl.shaped else ("op ranges without shapes", "five")
+            kind, n = ("op ranges with input shapes", NSYS_CAPTURES) if tl.shaped else (
+                "op ranges without shapes", NSYS_PLAIN_CAPTURES)  # fmt: skip
             notes.append(
                 f"Nsight Systems capture: the estimate removes the host cost of its NVTX {kind} and traced CUDA calls "
                 f"with the alpha that {n} such captures measured without nsys needed (their median; they needed "
