@@ -123,3 +123,23 @@ def test_a_model_built_on_disk_writes_the_key_columns_as_read_with_negative_dura
     assert result.warnings == whole.warnings and any(
         f"{len(negative)} events had negative" in w for w in result.warnings
     )
+
+
+@pytest.mark.parametrize("on_disk_build", [False, True], ids=["in memory", "on disk"])
+def test_the_events_per_kind_are_the_events_kinds_with_ranges_made_steps(
+    on_disk_build: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the catalog says of a run's events per kind is counted from the events as stored: the user's
+    ``train_step`` ranges of an Nsight Systems capture, read as NVTX op ranges, are steps there (the
+    counts as read said ``op`` for them: 3 more ops, no step)."""
+    capture = SAMPLES / "planted" / "leaseO" / "nsys_user_conformer_fp32_b4_3steps.sqlite.gz"
+    if on_disk_build:
+        monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
+        monkeypatch.setattr(on_disk, "BUCKET_ROWS", 5000)
+    result = read_trace(capture, spill_dir=tmp_path / "spill")
+    assert result.model_on_disk == on_disk_build
+    events = result.tables.collect().events
+    assert result.overview.by_kind == dict(events.group_by("kind").len().iter_rows())
+    steps = events.filter(pl.col("kind") == "step")
+    assert sorted(steps["name"].to_list()) == [f"train_step {i}" for i in (4, 5, 6)]
+    assert result.overview.n_events == events.height

@@ -87,20 +87,29 @@ def as_step_kind(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     among the named events only (the model keeps names on step candidates alone)."""
     if steps.is_empty() or "name" not in events.columns:
         return events
+    rows = _made_steps(events.select("kind", "name", "ts_ns", "dur_ns").with_row_index("_row"), steps)
+    if rows.is_empty():
+        return events
+    kind = events.get_column("kind").cast(pl.String).clone().scatter(rows.get_column("_row"), "step")
+    return events.with_columns(kind.cast(events.schema["kind"]))
+
+
+def kinds_made_steps(events: pl.DataFrame, steps: pl.DataFrame) -> dict[str, int]:
+    """How many of ``events`` (``kind``, ``name``, ``ts_ns``, ``dur_ns``; other rows' names null) of each
+    kind :func:`as_step_kind` makes steps: what the counts of the events as read become (the catalog's
+    events per kind)."""
+    if steps.is_empty():
+        return {}
+    return dict(_made_steps(events, steps).group_by("kind").len().iter_rows())
+
+
+def _made_steps(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``events`` that are the ranges ``steps`` chose (no profiler steps): matched on name,
+    start and length."""
     key = pl.concat_str([pl.col("name"), pl.col("ts_ns").cast(pl.String), pl.col("dur_ns").cast(pl.String)],
                         separator="\x1f")  # fmt: skip
     chosen = steps.select(key.alias("k")).get_column("k")
-    rows = (
-        events.select("kind", "name", "ts_ns", "dur_ns")
-        .with_row_index("_row")
-        .filter(pl.col("name").is_not_null() & (pl.col("kind") != "step"))
-        .filter(key.is_in(chosen.implode()))
-        .get_column("_row")
-    )
-    if rows.is_empty():
-        return events
-    kind = events.get_column("kind").cast(pl.String).clone().scatter(rows, "step")
-    return events.with_columns(kind.cast(events.schema["kind"]))
+    return events.filter(pl.col("name").is_not_null() & (pl.col("kind") != "step")).filter(key.is_in(chosen.implode()))
 
 
 def _user_steps(ranges: pl.DataFrame) -> pl.DataFrame:

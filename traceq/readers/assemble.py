@@ -23,7 +23,7 @@ from traceq._utils.words import count
 from traceq.errors import InputError
 from traceq.model import on_disk
 from traceq.model.build import KEY_COLUMNS, attach, conform_threads, derive
-from traceq.model.steps import is_step_candidate
+from traceq.model.steps import is_step_candidate, kinds_made_steps
 from traceq.readers.chunks import Chunks
 from traceq.readers.overview import Overview
 from traceq.readers.source import Progress, report_stage
@@ -86,7 +86,7 @@ def assemble(
     events = _events_by_chunk(chunks, events_of, _KEPT_WRITTEN if disk is None else ["kind", *_CARRIED], model)
     return Assembled(
         tables=RunTables(events=events, steps=steps, threads=conform_threads(threads)),
-        overview=keys.overview,
+        overview=keys.overview.with_steps(kinds_made_steps(keys.candidates, steps)),  # as the events are
         kernel_names=keys.kernel_names,
         warnings=warnings,
         on_disk=disk is not None,
@@ -104,6 +104,9 @@ _KEPT = (*KEY_COLUMNS, "device", "stream")
 _KEPT_WRITTEN = [c for c in _KEPT if c != "name"]
 _CARRIED = ("device", "stream")
 
+#: The columns of the events that may be steps, kept to count those the model makes steps.
+_CANDIDATE = ("kind", "name", "ts_ns", "dur_ns")
+
 #: Durations as the model and the events take them: a negative one counts as 0 (a warning says how many).
 _DURATION = pl.col("dur_ns").clip(lower_bound=0)
 
@@ -119,6 +122,8 @@ class _ModelKeys:
     kernel_names: pl.Series
     negative: int
     overview: Overview
+    #: the events that may be steps and are not profiler steps (``kind``, ``name``, ``ts_ns``, ``dur_ns``)
+    candidates: pl.DataFrame
 
     @classmethod
     def of(
@@ -130,7 +135,7 @@ class _ModelKeys:
         disk: on_disk.ModelOnDisk | None,
         steps_from: str | None = None,
     ) -> _ModelKeys:
-        parts, rows, names, negative, overview = [], [], [], 0, Overview()
+        parts, rows, names, negative, overview, candidates = [], [], [], 0, Overview(), []
         is_kernel = pl.col("kind") == "kernel"
         is_step = is_step_candidate(pl.col("kind"), pl.col("name"), steps_from)
 
@@ -145,6 +150,7 @@ class _ModelKeys:
             step_name = pl.when(is_step).then(pl.col("name")).alias("name")
             kept = kept.with_columns(_DURATION, step_name)
             overview += Overview.of(kept)
+            candidates.append(kept.filter(is_step & (pl.col("kind") != "step")).select(_CANDIDATE))
             if disk is None:  # categorical: a step name holds its own bytes, not the chunk's block of names
                 parts.append(kept.with_columns(pl.col("name").cast(pl.Categorical)))
             else:
@@ -153,7 +159,7 @@ class _ModelKeys:
         if not sum(rows):
             raise InputError(path, "a trace with no timed events")
         frame = pl.concat(parts).with_columns(pl.col("name").cast(pl.String)) if disk is None else None
-        return cls(frame, rows, pl.concat(names).unique(), negative, overview)
+        return cls(frame, rows, pl.concat(names).unique(), negative, overview, pl.concat(candidates))
 
 
 def _sampled_starts(chunks: Chunks, events_of: ChunkEvents) -> pl.Series:

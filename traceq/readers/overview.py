@@ -4,7 +4,7 @@ chunk so that no read has to keep every event for it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -48,6 +48,14 @@ class Overview:
             by_kind=kinds,
             devices=self.devices | other.devices,
         )
+
+    def with_steps(self, made: dict[str, int]) -> Overview:
+        """The overview with ``made`` events of each kind counted as steps (ranges the model made steps)."""
+        if not made:
+            return self
+        kinds = {k: n - made.get(k, 0) for k, n in self.by_kind.items()}
+        kinds["step"] = kinds.get("step", 0) + sum(made.values())
+        return replace(self, by_kind={k: n for k, n in kinds.items() if n})
 
     @property
     def span_ns(self) -> int:
