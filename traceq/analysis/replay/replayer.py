@@ -153,8 +153,8 @@ class Replayer:
                 "op ranges without shapes", NSYS_PLAIN_CAPTURES)  # fmt: skip
             notes.append(
                 f"Nsight Systems capture: the estimate removes the host cost of its NVTX {kind} and traced CUDA calls "
-                f"with the alpha that {n} such captures measured without nsys needed (their median; they needed "
-                f"{self.model.alpha_low:g} to {self.model.alpha_high:g}, which the band spans)"
+                f"with the alpha that {n} such captures measured without nsys needed (their median; the band spans "
+                f"{self.model.alpha_low:g} to {self.model.alpha_high:g}, the range of their needs rounded out)"
             )
         if self._searched():
             notes.append(
