@@ -8,8 +8,8 @@ metrics and, from 2 M events per rank, the stored step estimated without the pro
 in a fresh process, in alternating rounds; prints rows per second of both (rows: the table rows the reads
 return), the ratio, each ingest stage's share, and the peak memory (VmHWM) of each.
 
-The export: a real one (``nsys_ingest.py``'s default) replicated ``--copies`` times (its kernel and runtime
-rows shifted in time and correlation id, as ``nsys_ingest.py`` builds its synthetic export).
+The export: a real one (``nsys_ingest.py``'s default) replicated ``--copies`` times (its kernel, runtime and
+NVTX rows shifted in time, correlation ids too, as ``nsys_ingest.py`` builds its synthetic export).
 
 ``--before SRC`` times another traceq's ingest (a folder holding its ``traceq`` package, the query files as
 ``traceq/queries``) in the same rounds, after this one's, with its temporary writes (bytes written besides

@@ -1,8 +1,8 @@
 """Benchmark: nsys SQLite ingest speed, on a real export and on a synthetic one with millions of kernels.
 
-The synthetic export is a copy of a real one whose kernel and launch (runtime API) rows are replicated
-N times, shifted in time and correlation id, so every kernel still has its launch. Prints rows/s of
-``traceq ingest`` end to end (read, link, nest, write Parquet) next to a plain ``sqlite3`` fetch of the
+The synthetic export is a copy of a real one whose kernel, launch (runtime API) and NVTX rows are
+replicated N times, shifted in time and correlation id, so every kernel still has its launch and its op.
+Prints rows/s of ``traceq ingest`` end to end (read, link, nest, write Parquet) next to a plain ``sqlite3`` fetch of the
 kernel table alone (the usual way peers read exports), on the same file in the same run.
 
 Each measurement runs in a fresh process, which reports its time and peak memory (VmHWM).
@@ -38,14 +38,17 @@ def plain_copy(src: Path, dst: Path) -> Path:
 
 
 def replicate(db: Path, copies: int) -> int:
-    """Append ``copies`` shifted copies of the kernel and runtime rows; return the kernel count."""
+    """Append ``copies`` shifted copies of the kernel, runtime and NVTX rows (the NVTX ranges too, as a
+    longer capture has them for every step: without them a copy has fewer op ranges than kernels, and is
+    not estimated without the profiler); return the kernel count."""
     con = sqlite3.connect(db)
-    (lo, hi), (corr,) = (
-        con.execute("select min(start), max(end) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone(),
-        con.execute("select max(correlationId) from CUPTI_ACTIVITY_KIND_RUNTIME").fetchone(),
-    )
-    span = hi - lo
-    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"):
+    tables = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
+    spans = [con.execute(f"select min(start), max(coalesce(end, start)) from {t}").fetchone() for t in tables]
+    (corr,) = con.execute("select max(correlationId) from CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+    # each copy after the whole capture before it (the host's rows span more than the kernels': copies shifted
+    # by the kernels' span alone overlapped on the host threads, their NVTX ranges crossing each other's)
+    span = max(hi for _, hi in spans) - min(lo for lo, _ in spans) + 1
+    for table in tables:
         cols = [r[1] for r in con.execute(f"pragma table_info({table})")]
         shifted = [f"{c} + :dt" if c in ("start", "end") else f"{c} + :dc" if c == "correlationId" else c for c in cols]
         sql = f"insert into {table} ({', '.join(cols)}) select {', '.join(shifted)} from {table} where start <= :hi"
