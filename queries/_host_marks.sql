@@ -17,6 +17,7 @@
 --   pid       BIGINT   host process
 --   tid       BIGINT   host thread
 --   event_id  BIGINT   the host event
+--   parent_id BIGINT   the event it is nested in (events.parent_id; NULL: none)
 --   ts_ns     BIGINT   start, ns
 --   end_ns    BIGINT   end, ns
 --   cause     VARCHAR  algorithm_search, input_pipeline, host_sync, allocator, cast_overhead or launch_overhead
@@ -30,7 +31,7 @@ held_calls AS (  -- the op that made a synchronising or allocating call holds th
   WHERE e.kind = 'runtime' AND n.cause IN ('host_sync', 'allocator') AND e.parent_id IS NOT NULL
 ),
 marked AS (
-  SELECT e.run_id, e.rank, e.pid, e.tid, e.event_id, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
+  SELECT e.run_id, e.rank, e.pid, e.tid, e.event_id, e.parent_id, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
          CASE WHEN s.event_id IS NOT NULL THEN 'algorithm_search'
               WHEN p.event_id IS NOT NULL THEN 'input_pipeline'
               WHEN h.event_id IS NOT NULL AND n.cause <> 'input_pipeline' THEN h.cause
@@ -45,7 +46,7 @@ marked AS (
   LEFT JOIN _device_copies d ON d.run_id = e.run_id AND d.rank = e.rank AND d.event_id = e.event_id
   WHERE e.dur_ns > 0 AND e.pid IS NOT NULL AND e.tid IS NOT NULL
 )
-SELECT run_id, rank, pid, tid, event_id, ts_ns, end_ns, cause,
+SELECT run_id, rank, pid, tid, event_id, parent_id, ts_ns, end_ns, cause,
        CASE cause WHEN 'algorithm_search' THEN 6 WHEN 'input_pipeline' THEN 5 WHEN 'host_sync' THEN 4
                   WHEN 'allocator' THEN 4 WHEN 'cast_overhead' THEN 3 ELSE 2 END AS priority
 FROM marked

@@ -257,8 +257,8 @@ def test_idle_slices_are_the_pieces_merged_where_one_continues_another(single: _
     shift = int(single.doc["traceq"]["runs"][0]["shift_ns"]["0"])
     assert len(idle) == len(starts)
     assert sorted(_ns(e["ts"]) for e in idle) == sorted(max(s - shift, 0) for s in starts)
-    if single.path.stem.startswith("kineto"):  # their gaps are cut into many pieces that continue each other
-        assert len(idle) < len(pieces) / 2
+    if single.path.stem.startswith("kineto"):  # some pieces continue each other (nested cast ops, held time)
+        assert len(idle) < len(pieces)
     for e in idle:
         assert not {"ms", "cause", "step"} & set(e["args"]) and None not in e["args"].values()
         assert ("call" in e["args"]) != ("thread" in e["args"]) or not e["args"].get("thread")
