@@ -3,7 +3,7 @@
 -- Definition: each gap of gpu_gaps is explained by what the host thread that launched the GPU work
 -- after it (for the gap at a window's end, the work before it) was doing meanwhile. That thread's time
 -- is cut into segments by its marked calls (_host_marks; where marks nest the higher priority wins; a
--- call whose edges could only cut a piece in two of one cause and one call charged cuts nothing, `cutting`);
+-- call whose edges could only cut a piece in two of one cause and one call charged cuts nothing, `uncutting`);
 -- a gap takes the cause of each segment it overlaps, for the overlap. A gap that began while the host
 -- was held (host_sync, allocator, algorithm_search, input_pipeline) takes that cause for all of its
 -- length: the GPU ran out of work because of it, and the refill after it is its cost too. Where the
@@ -31,15 +31,20 @@
 --   tid          BIGINT   that thread
 --   held_at      BIGINT   for a gap explained whole: an instant inside the call that held the host, ns
 --   cause        VARCHAR  launch_overhead, host_sync, input_pipeline, algorithm_search, allocator, cast_overhead, python_overhead, host_unattributed or unexplained
-WITH gaps AS MATERIALIZED (  -- each gap with the thread that explains it (window end: the thread that launched the work before)
+WITH ends AS (  -- the thread that launched the work before each gap at a window's end (a few rows, looked up
+               -- apart so that the events' hash tables are built over them, not over the events)
+  SELECT g.run_id, g.rank, g.kind, g.prev_event_id, pl.pid, pl.tid
+  FROM gpu_gaps g
+  JOIN events pw ON pw.run_id = g.run_id AND pw.rank = g.rank AND pw.event_id = g.prev_event_id
+  JOIN events pl ON pl.run_id = pw.run_id AND pl.rank = pw.rank AND pl.event_id = pw.launch_id
+  WHERE g.kind = 'window_end'
+),
+gaps AS MATERIALIZED (  -- each gap with the thread that explains it (window end: the thread that launched the work before)
   SELECT g.run_id, g.rank, g.step, g.device, g.kind, g.gap_start_ns, g.gap_end_ns, g.gap_ns,
-         coalesce(g.launch_pid, pl.pid) AS pid, coalesce(g.launch_tid, pl.tid) AS tid, g.launch_ts_ns,
+         coalesce(g.launch_pid, e.pid) AS pid, coalesce(g.launch_tid, e.tid) AS tid, g.launch_ts_ns,
          row_number() OVER () AS gap_id
   FROM gpu_gaps g
-  LEFT JOIN events pw ON pw.run_id = g.run_id AND pw.rank = g.rank  -- (other gaps: a NULL key, no match; a
-   AND pw.event_id = CASE WHEN g.kind = 'window_end' THEN g.prev_event_id END  -- condition on gpu_gaps alone
-                                                   -- in this ON made DuckDB 1 compare every gap with every event)
-  LEFT JOIN events pl ON pl.run_id = pw.run_id AND pl.rank = pw.rank AND pl.event_id = pw.launch_id
+  LEFT JOIN ends e ON e.run_id = g.run_id AND e.rank = g.rank AND e.kind = g.kind AND e.prev_event_id = g.prev_event_id
 ),
 probed AS (  -- the stretches of its thread each gap reads: the gap, and for queued work its launch's instant
   SELECT run_id, rank, pid, tid, least(gap_start_ns, gap_end_ns - 1) AS lo, gap_end_ns - 1 AS hi FROM gaps
@@ -56,51 +61,55 @@ span AS MATERIALIZED (  -- each thread's probed span: from its first stretch's s
   FROM probed
   GROUP BY run_id, rank, pid, tid
 ),
-held_islands AS (  -- each thread's time in calls that hold the host, calls that overlap or touch joined
-  SELECT run_id, rank, pid, tid, min(ts_ns) AS ts_ns, max(end_ns) AS end_ns
-  FROM (SELECT *, sum(opens) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY ts_ns, end_ns DESC
-                                   ROWS UNBOUNDED PRECEDING) AS island
-        FROM (SELECT run_id, rank, pid, tid, ts_ns, end_ns,
-                     CASE WHEN ts_ns <= max(end_ns) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY ts_ns, end_ns DESC
-                                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                          THEN 0 ELSE 1 END AS opens
-              FROM _host_marks
-              WHERE list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], cause)))
-  GROUP BY run_id, rank, pid, tid, island
-),
-cutting AS (  -- the marks whose edges can cut a piece. A launch_overhead call inside a launch_overhead or
-              -- cast_overhead op of its thread that it is nested in changes neither the cause (the op's is as
-              -- high or higher) nor the call a piece is charged to (the top-level op or cast op around both),
-              -- so its edges would only cut a piece in two of one cause and call; they are left out, except
-              -- where the call meets held time, in which every edge still begins the segment a drain's lead is
-              -- measured from. At 21 copies of a capture with op ranges: 3.8 M marks -> 1.9 M, 5.06 M pieces -> 1.57 M.
-  SELECT m.*
+spanned AS MATERIALIZED (  -- the marks within a thread's span, with the thread's number
+  SELECT s.thread, m.event_id, m.parent_id, m.ts_ns, m.end_ns, m.cause
   FROM _host_marks m
-  LEFT JOIN _host_marks p
-    ON p.run_id = m.run_id AND p.rank = m.rank AND p.event_id = m.parent_id AND p.pid = m.pid AND p.tid = m.tid
-   AND p.ts_ns <= m.ts_ns AND p.end_ns >= m.end_ns AND p.cause IN ('launch_overhead', 'cast_overhead')
-  ASOF LEFT JOIN held_islands h
-    ON h.run_id = m.run_id AND h.rank = m.rank AND h.pid = m.pid AND h.tid = m.tid AND m.end_ns >= h.ts_ns
-  WHERE m.cause <> 'launch_overhead' OR p.event_id IS NULL OR h.end_ns >= m.ts_ns
+  JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
+  WHERE m.end_ns >= s.lo AND m.ts_ns <= s.hi
 ),
-marks AS (  -- the marks that can change a piece: those within a thread's span, and the nearest one on each side
-            -- of it (the segment the span starts in begins at the last edge at or before it; the one it
-            -- ends in needs an edge after it). Over these marks every probed instant has the same open
-            -- marks and the same segment bounds as over all of them. Steps may cover a small part of a
-            -- capture: the marks outside them are left out before any sort (a hash join and two
+held_islands AS (  -- each such thread's time in calls that hold the host, calls that overlap or touch joined
+  SELECT thread, min(ts_ns) AS ts_ns, max(end_ns) AS end_ns
+  FROM (SELECT *, sum(opens) OVER (PARTITION BY thread ORDER BY ts_ns, end_ns DESC ROWS UNBOUNDED PRECEDING) AS island
+        FROM (SELECT s.thread, m.ts_ns, m.end_ns,
+                     CASE WHEN m.ts_ns <= max(m.end_ns) OVER (PARTITION BY s.thread ORDER BY m.ts_ns, m.end_ns DESC
+                                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                          THEN 0 ELSE 1 END AS opens
+              FROM _host_marks m
+              JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
+              WHERE list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], m.cause)))
+  GROUP BY thread, island
+),
+uncutting AS (  -- the marks whose edges cannot cut a piece. A launch_overhead call inside a launch_overhead or
+                -- cast_overhead op of its thread that it is nested in changes neither the cause (the op's is
+                -- as high or higher) nor the call a piece is charged to (the top-level op or cast op around
+                -- both), so its edges would only cut a piece in two of one cause and call; they are left out,
+                -- except where the call meets held time, in which every edge still begins the segment a
+                -- drain's lead is measured from. At 21 copies of a capture with op ranges, of the 1.85 M marks
+                -- in spans: 0.93 M; 5.06 M pieces -> 1.57 M.
+  SELECT m.thread, m.event_id
+  FROM spanned m
+  JOIN spanned p ON p.thread = m.thread AND p.event_id = m.parent_id AND p.ts_ns <= m.ts_ns AND p.end_ns >= m.end_ns
+  ASOF LEFT JOIN held_islands h ON h.thread = m.thread AND m.end_ns >= h.ts_ns
+  WHERE m.cause = 'launch_overhead' AND p.cause IN ('launch_overhead', 'cast_overhead')
+    AND (h.end_ns IS NULL OR h.end_ns < m.ts_ns)
+),
+marks AS (  -- the marks that can change a piece: those within a thread's span (but those that cannot cut one),
+            -- and the nearest one on each side of it (the segment the span starts in begins at the last edge at
+            -- or before it; the one it ends in needs an edge after it). Over these marks every probed instant
+            -- has the same open marks and the same segment bounds as over all of them. Steps may cover a small
+            -- part of a capture: the marks outside them are left out before any sort (a hash join and two
             -- aggregates); within the span, gaps lie among most calls of a launching thread, so the
             -- marks are not narrowed further to those meeting a gap (three as-of joins that cost more than
             -- sorting the few marks they leave out)
-  SELECT s.thread, m.event_id, m.ts_ns, m.end_ns, m.cause
-  FROM cutting m
-  JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
-  WHERE m.end_ns >= s.lo AND m.ts_ns <= s.hi
+  SELECT m.thread, m.event_id, m.ts_ns, m.end_ns, m.cause
+  FROM spanned m
+  ANTI JOIN uncutting u ON u.thread = m.thread AND u.event_id = m.event_id
   UNION ALL
   SELECT thread, unnest(mark)
   FROM (SELECT s.thread,
                arg_max({'event_id': m.event_id, 'ts_ns': m.ts_ns, 'end_ns': m.end_ns, 'cause': m.cause}, m.end_ns)
                  AS mark
-        FROM cutting m
+        FROM _host_marks m
         JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
         WHERE m.end_ns < s.lo
         GROUP BY ALL
@@ -108,7 +117,7 @@ marks AS (  -- the marks that can change a piece: those within a thread's span, 
         SELECT s.thread,
                arg_min({'event_id': m.event_id, 'ts_ns': m.ts_ns, 'end_ns': m.end_ns, 'cause': m.cause}, m.ts_ns)
                  AS mark
-        FROM cutting m
+        FROM _host_marks m
         JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
         WHERE m.ts_ns > s.hi
         GROUP BY ALL)

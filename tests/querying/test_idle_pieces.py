@@ -81,7 +81,7 @@ def test_results_are_those_of_cutting_at_every_call(
     ingested: Ingested, trace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The stretches, the calls charged and the causes' totals are the same as those of the query whose every
-    marked call cuts the gaps (its `cutting` marks replaced by all of _host_marks)."""
+    marked call cuts the gaps (none of its marks left out as `uncutting`)."""
     store = ingested.store(trace)
     names = ["_idle_stretches", "idle_sites", "idle_causes"]
 
@@ -93,8 +93,8 @@ def test_results_are_those_of_cutting_at_every_call(
 
     cut = results()
     text = engine.query_text("_idle_pieces")
-    assert text.count("FROM cutting m") == 3
-    every_call = text.replace("FROM cutting m", "FROM _host_marks m")
+    assert text.count("ANTI JOIN uncutting u") == 1
+    every_call = text.replace("ANTI JOIN uncutting u", "ANTI JOIN (FROM uncutting WHERE false) u")
     monkeypatch.setattr(engine, "query_text", lambda name: every_call if name == "_idle_pieces" else text_of(name))
     full = results()
     for name in names:
