@@ -3,7 +3,7 @@
 -- Definition: each gap of gpu_gaps is explained by what the host thread that launched the GPU work
 -- after it (for the gap at a window's end, the work before it) was doing meanwhile. That thread's time
 -- is cut into segments by its marked calls (_host_marks; where marks nest the higher priority wins; a
--- call whose edges could only cut a piece in two of one cause and one call charged cuts nothing, `uncutting`);
+-- call whose edges could only cut a piece in two of one cause and one call charged cuts nothing, `cutting`);
 -- a gap takes the cause of each segment it overlaps, for the overlap. A gap that began while the host
 -- was held (host_sync, allocator, algorithm_search, input_pipeline) takes that cause for all of its
 -- length: the GPU ran out of work because of it, and the refill after it is its cost too. Where the
@@ -79,31 +79,30 @@ held_islands AS (  -- each such thread's time in calls that hold the host, calls
               WHERE list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], m.cause)))
   GROUP BY thread, island
 ),
-uncutting AS (  -- the marks whose edges cannot cut a piece. A launch_overhead call inside a launch_overhead or
-                -- cast_overhead op of its thread that it is nested in changes neither the cause (the op's is
-                -- as high or higher) nor the call a piece is charged to (the top-level op or cast op around
-                -- both), so its edges would only cut a piece in two of one cause and call; they are left out,
-                -- except where the call meets held time, in which every edge still begins the segment a
-                -- drain's lead is measured from. At 21 copies of a capture with op ranges, of the 1.85 M marks
-                -- in spans: 0.93 M; 5.06 M pieces -> 1.57 M.
-  SELECT m.thread, m.event_id
+cutting AS (  -- the marks within the spans that can cut a piece. A launch_overhead call inside a launch_overhead or
+              -- cast_overhead op of its thread that it is nested in changes neither the cause (the op's is as
+              -- high or higher) nor the call a piece is charged to (the top-level op or cast op around both),
+              -- so its edges would only cut a piece in two of one cause and call; it is left out, except where
+              -- it meets held time, in which every edge still begins the segment a drain's lead is measured
+              -- from. At 21 copies of a capture with op ranges: 3.73 M marks in the spans -> 1.85 M, 5.06 M
+              -- pieces -> 1.57 M.
+  SELECT m.thread, m.event_id, m.ts_ns, m.end_ns, m.cause
   FROM spanned m
-  JOIN spanned p ON p.thread = m.thread AND p.event_id = m.parent_id AND p.ts_ns <= m.ts_ns AND p.end_ns >= m.end_ns
-  ASOF LEFT JOIN held_islands h ON h.thread = m.thread AND m.end_ns >= h.ts_ns
-  WHERE m.cause = 'launch_overhead' AND p.cause IN ('launch_overhead', 'cast_overhead')
-    AND (h.end_ns IS NULL OR h.end_ns < m.ts_ns)
+  LEFT JOIN spanned p
+    ON p.thread = m.thread AND p.event_id = m.parent_id AND p.ts_ns <= m.ts_ns AND p.end_ns >= m.end_ns
+   AND p.cause IN ('launch_overhead', 'cast_overhead')
+  ASOF LEFT JOIN held_islands h ON h.thread = m.thread AND m.end_ns >= h.ts_ns  -- the last held time begun before its end
+  WHERE m.cause <> 'launch_overhead' OR p.event_id IS NULL OR h.end_ns >= m.ts_ns
 ),
-marks AS (  -- the marks that can change a piece: those within a thread's span (but those that cannot cut one),
-            -- and the nearest one on each side of it (the segment the span starts in begins at the last edge at
-            -- or before it; the one it ends in needs an edge after it). Over these marks every probed instant
-            -- has the same open marks and the same segment bounds as over all of them. Steps may cover a small
-            -- part of a capture: the marks outside them are left out before any sort (a hash join and two
+marks AS (  -- the marks that can change a piece: those within a thread's span that can cut one, and the nearest
+            -- one on each side of it (the segment the span starts in begins at the last edge at or before it;
+            -- the one it ends in needs an edge after it). Over these marks every probed instant has the same
+            -- open marks and the same segment bounds as over all of them. Steps may cover a small part of a
+            -- capture: the marks outside them are left out before any sort (a hash join and two
             -- aggregates); within the span, gaps lie among most calls of a launching thread, so the
             -- marks are not narrowed further to those meeting a gap (three as-of joins that cost more than
             -- sorting the few marks they leave out)
-  SELECT m.thread, m.event_id, m.ts_ns, m.end_ns, m.cause
-  FROM spanned m
-  ANTI JOIN uncutting u ON u.thread = m.thread AND u.event_id = m.event_id
+  FROM cutting
   UNION ALL
   SELECT thread, unnest(mark)
   FROM (SELECT s.thread,
@@ -122,22 +121,25 @@ marks AS (  -- the marks that can change a piece: those within a thread's span (
         WHERE m.ts_ns > s.hi
         GROUP BY ALL)
 ),
-edges AS (  -- each mark opens and closes its cause on its thread
-  SELECT thread, ts_ns AS t, 1 AS d, cause FROM marks
+marks_bits AS (
+  SELECT thread, ts_ns, end_ns,
+         1::HUGEINT << (21 * CASE cause WHEN 'algorithm_search' THEN 0 WHEN 'input_pipeline' THEN 1
+                                        WHEN 'host_sync' THEN 2 WHEN 'allocator' THEN 3
+                                        WHEN 'cast_overhead' THEN 4 WHEN 'launch_overhead' THEN 5 END) AS bit
+  FROM marks
+),
+edges AS (  -- each mark opens and closes its cause on its thread: plus or minus 1 in its cause's 21 bits of a
+            -- 126-bit count (see running; a number instead of the cause's name in the sort of these millions)
+  SELECT thread, ts_ns AS t, bit AS w FROM marks_bits
   UNION ALL
-  SELECT thread, end_ns AS t, -1 AS d, cause FROM marks
+  SELECT thread, end_ns AS t, -bit AS w FROM marks_bits
 ),
 running AS (  -- marks of each cause open after each edge, in time order, and the edge's number on its thread. One
               -- running sum carries the six counts, 21 bits each, in one sort of the edges by time alone: the
               -- edges of one instant come in any order, as only the last of them is read (segments), whose
               -- sum and number count every edge up to that instant, and whose counts are all between 0 and
               -- 2^21 - 1 (a mark closes at or after it opens).
-  SELECT thread, t,
-         sum(d * (1::HUGEINT << (21 * CASE cause WHEN 'algorithm_search' THEN 0 WHEN 'input_pipeline' THEN 1
-                                                  WHEN 'host_sync' THEN 2 WHEN 'allocator' THEN 3
-                                                  WHEN 'cast_overhead' THEN 4 WHEN 'launch_overhead' THEN 5 END)))
-           OVER thread_time AS open_marks,
-         lead(t) OVER thread_time AS next_t,
+  SELECT thread, t, sum(w) OVER thread_time AS open_marks, lead(t) OVER thread_time AS next_t,
          row_number() OVER thread_time AS k
   FROM edges
   WINDOW thread_time AS (PARTITION BY thread ORDER BY t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
