@@ -24,16 +24,69 @@
 --   cause        VARCHAR  the cause (see idle_causes)
 --   site_id      BIGINT   the host event the piece is charged to (NULL: none)
 --   frame        VARCHAR  innermost frame of the user's Python code around it (NULL: not recorded or none)
-WITH held AS (  -- pieces of the causes that hold the host, charged to the call holding it then
-  SELECT p.*, m.event_id AS site_id
-  FROM _idle_pieces p
-  LEFT JOIN _host_marks m
+WITH held_pieces AS (  -- pieces of the causes that hold the host, each with the instant its call is found at
+  SELECT *, coalesce(held_at, piece_start) AS x
+  FROM _idle_pieces
+  WHERE list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], cause)
+),
+held_marks AS (
+  SELECT run_id, rank, pid, tid, cause, event_id, ts_ns, end_ns
+  FROM _host_marks
+  WHERE list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], cause)
+),
+-- host_sync and allocator: the innermost call holding the instant (the latest to begin; of those beginning at
+-- one instant, the first by id). The calls of a cause that began last at or before it are found by an as-of
+-- join; where they are one call that still runs, it is that call (nothing began between), and where none
+-- began, there is none. The others (the call found ended: an outer one may hold the instant; or several
+-- began at that instant) are looked up among all calls of the cause, as a range join would for every piece
+-- (20 k synchronising calls of one thread at 21 copies of a capture: a range join of every piece with all of
+-- them took 2.7 s of CPU time)
+starts AS (
+  SELECT run_id, rank, pid, tid, cause, ts_ns, count(*) AS n, min(event_id) AS event_id, max(end_ns) AS end_ns
+  FROM held_marks
+  WHERE cause IN ('host_sync', 'allocator')
+  GROUP BY ALL
+),
+latest AS (
+  SELECT p.*, s.event_id AS site_id, s.ts_ns IS NULL OR (s.n = 1 AND s.end_ns > p.x) AS found
+  FROM (FROM held_pieces WHERE cause IN ('host_sync', 'allocator')) p
+  ASOF LEFT JOIN starts s
+    ON s.run_id = p.run_id AND s.rank = p.rank AND s.pid = p.pid AND s.tid = p.tid AND s.cause = p.cause
+   AND p.x >= s.ts_ns
+),
+innermost AS (
+  SELECT * EXCLUDE (found) FROM latest WHERE found
+  UNION ALL
+  SELECT p.* EXCLUDE (site_id, found), m.event_id AS site_id
+  FROM (FROM latest WHERE NOT found) p
+  LEFT JOIN held_marks m
     ON m.run_id = p.run_id AND m.rank = p.rank AND m.pid = p.pid AND m.tid = p.tid AND m.cause = p.cause
-   AND m.ts_ns <= coalesce(p.held_at, p.piece_start) AND m.end_ns > coalesce(p.held_at, p.piece_start)
-  WHERE list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], p.cause)
-  QUALIFY row_number() OVER (
-    PARTITION BY p.run_id, p.rank, p.gap_id, p.piece_start
-    ORDER BY CASE WHEN p.cause IN ('host_sync', 'allocator') THEN -m.ts_ns ELSE m.ts_ns END, m.event_id) = 1
+   AND m.ts_ns <= p.x AND m.end_ns > p.x
+  QUALIFY row_number() OVER (PARTITION BY p.run_id, p.rank, p.gap_id, p.piece_start ORDER BY m.ts_ns DESC, m.event_id) = 1
+),
+-- algorithm_search and input_pipeline: the outermost call holding the instant (the first to begin; of those
+-- beginning at one instant, the first by id). In that order, it is the first call to end after the instant,
+-- where that call began at or before it: so of the calls in that order only those that end later than every
+-- call before them are looked at, and the as-of join finds the first of them to end after the instant
+outer_ends AS (
+  SELECT *
+  FROM (SELECT *, max(end_ns) OVER (PARTITION BY run_id, rank, pid, tid, cause ORDER BY ts_ns, event_id
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ended_before
+        FROM held_marks
+        WHERE cause IN ('algorithm_search', 'input_pipeline'))
+  WHERE ended_before IS NULL OR end_ns > ended_before
+),
+outermost AS (
+  SELECT p.*, CASE WHEN o.ts_ns <= p.x THEN o.event_id END AS site_id
+  FROM (FROM held_pieces WHERE cause IN ('algorithm_search', 'input_pipeline')) p
+  ASOF LEFT JOIN outer_ends o
+    ON o.run_id = p.run_id AND o.rank = p.rank AND o.pid = p.pid AND o.tid = p.tid AND o.cause = p.cause
+   AND p.x < o.end_ns
+),
+held AS (  -- pieces of the causes that hold the host, charged to the call holding it then
+  SELECT * EXCLUDE (x) FROM innermost
+  UNION ALL
+  SELECT * EXCLUDE (x) FROM outermost
 ),
 user_frames AS (  -- Python frames of the user's own code
   SELECT run_id, rank, pid, tid, name, ts_ns, ts_ns + dur_ns AS end_ns
