@@ -21,15 +21,26 @@
 --   kernels         BIGINT   GPU work launched inside the call
 --   typical_kernels DOUBLE   lower quartile of the GPU work launched inside this op's calls
 --   syncs           BIGINT   synchronising runtime calls inside the call
-WITH calls AS (
-  SELECT run_id, rank, event_id, parent_id, name, step, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns, dur_ns,
-         input_shapes,
-         quantile_cont(dur_ns, 0.25) OVER (PARTITION BY run_id, rank, name) AS typical_ns
+WITH typical AS (  -- each op's lower quartile of call durations
+  SELECT run_id, rank, name, quantile_cont(dur_ns, 0.25) AS typical_ns
   FROM events
   WHERE kind = 'op'
+  GROUP BY run_id, rank, name
 ),
-slow AS (  -- the ops that have a call far slower than their median call
-  SELECT DISTINCT run_id, rank, name FROM calls WHERE dur_ns >= greatest(1000000, 20 * typical_ns)
+slow AS (  -- the ops that have a call far slower than their typical call
+  SELECT DISTINCT t.run_id, t.rank, t.name, t.typical_ns
+  FROM events e
+  JOIN typical t ON t.run_id = e.run_id AND t.rank = e.rank AND t.name IS NOT DISTINCT FROM e.name
+  WHERE e.kind = 'op' AND e.dur_ns >= greatest(1000000, 20 * t.typical_ns)
+),
+calls AS (  -- the calls of those ops (their quartile an aggregate joined back, not a window over every op call
+            -- carrying its columns: at 21 copies of a capture with shapes, 1.9 M calls and their shapes
+            -- sorted, spilling 0.4 GB under the ingest's memory limit)
+  SELECT e.run_id, e.rank, e.event_id, e.name, e.step, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
+         e.dur_ns, e.input_shapes, s.typical_ns
+  FROM events e
+  JOIN slow s ON s.run_id = e.run_id AND s.rank = e.rank AND s.name IS NOT DISTINCT FROM e.name
+  WHERE e.kind = 'op'
 ),
 span AS MATERIALIZED (  -- each thread's probed span: from its first call of those ops (from its first host call
                         -- where one has no end) to the last instant looked up for one. The counts inside a
@@ -40,7 +51,7 @@ span AS MATERIALIZED (  -- each thread's probed span: from its first call of tho
                         -- process and thread); made once, so that every reader sees the same numbers.
   SELECT run_id, rank, pid, tid, CASE WHEN bool_or(end_ns IS NULL) THEN NULL ELSE min(ts_ns) END AS lo,
          max(greatest(ts_ns, end_ns)) AS hi, row_number() OVER () AS thread
-  FROM calls JOIN slow USING (run_id, rank, name)
+  FROM calls
   GROUP BY run_id, rank, pid, tid
 ),
 host_calls AS (
@@ -71,7 +82,6 @@ inside AS (  -- per call of those ops: launches and waits within it on its threa
          (coalesce(e.launches, 0) - coalesce(b.launches, 0))::BIGINT AS kernels,
          (coalesce(e.waits, 0) - coalesce(b.waits, 0))::BIGINT AS syncs
   FROM calls c
-  JOIN slow USING (run_id, rank, name)
   LEFT JOIN span s ON s.run_id = c.run_id AND s.rank = c.rank AND s.pid = c.pid AND s.tid = c.tid
   ASOF LEFT JOIN counted e ON e.thread = s.thread AND c.end_ns > e.ts_ns
   ASOF LEFT JOIN counted b ON b.thread = s.thread AND c.ts_ns > b.ts_ns
