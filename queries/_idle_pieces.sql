@@ -61,22 +61,27 @@ span AS MATERIALIZED (  -- each thread's probed span: from its first stretch's s
   FROM probed
   GROUP BY run_id, rank, pid, tid
 ),
-spanned AS MATERIALIZED (  -- the marks within a thread's span, with the thread's number
-  SELECT s.thread, m.event_id, m.parent_id, m.ts_ns, m.end_ns, m.cause
+thread_marks AS (  -- the marks of the threads whose time a gap reads, with the thread's number and their cause's
+                  -- (0 algorithm_search ... 5 launch_overhead: a byte instead of a string in these millions)
+  SELECT s.thread, s.lo, s.hi, m.event_id, m.parent_id, m.ts_ns, m.end_ns,
+         CASE m.cause WHEN 'algorithm_search' THEN 0 WHEN 'input_pipeline' THEN 1 WHEN 'host_sync' THEN 2
+                      WHEN 'allocator' THEN 3 WHEN 'cast_overhead' THEN 4 WHEN 'launch_overhead' THEN 5 END::UTINYINT
+           AS c
   FROM _host_marks m
   JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
-  WHERE m.end_ns >= s.lo AND m.ts_ns <= s.hi
+),
+spanned AS MATERIALIZED (  -- those within the thread's span
+  SELECT thread, event_id, parent_id, ts_ns, end_ns, c FROM thread_marks WHERE end_ns >= lo AND ts_ns <= hi
 ),
 held_islands AS (  -- each such thread's time in calls that hold the host, calls that overlap or touch joined
   SELECT thread, min(ts_ns) AS ts_ns, max(end_ns) AS end_ns
   FROM (SELECT *, sum(opens) OVER (PARTITION BY thread ORDER BY ts_ns, end_ns DESC ROWS UNBOUNDED PRECEDING) AS island
-        FROM (SELECT s.thread, m.ts_ns, m.end_ns,
-                     CASE WHEN m.ts_ns <= max(m.end_ns) OVER (PARTITION BY s.thread ORDER BY m.ts_ns, m.end_ns DESC
-                                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+        FROM (SELECT thread, ts_ns, end_ns,
+                     CASE WHEN ts_ns <= max(end_ns) OVER (PARTITION BY thread ORDER BY ts_ns, end_ns DESC
+                                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
                           THEN 0 ELSE 1 END AS opens
-              FROM _host_marks m
-              JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
-              WHERE list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], m.cause)))
+              FROM thread_marks
+              WHERE c <= 3))  -- algorithm_search, input_pipeline, host_sync, allocator
   GROUP BY thread, island
 ),
 cutting AS (  -- the marks within the spans that can cut a piece. A launch_overhead call inside a launch_overhead or
@@ -86,13 +91,13 @@ cutting AS (  -- the marks within the spans that can cut a piece. A launch_overh
               -- it meets held time, in which every edge still begins the segment a drain's lead is measured
               -- from. At 21 copies of a capture with op ranges: 3.73 M marks in the spans -> 1.85 M, 5.06 M
               -- pieces -> 1.57 M.
-  SELECT m.thread, m.event_id, m.ts_ns, m.end_ns, m.cause
+  SELECT m.thread, m.ts_ns, m.end_ns, m.c
   FROM spanned m
   LEFT JOIN spanned p
     ON p.thread = m.thread AND p.event_id = m.parent_id AND p.ts_ns <= m.ts_ns AND p.end_ns >= m.end_ns
-   AND p.cause IN ('launch_overhead', 'cast_overhead')
+   AND p.c IN (4, 5)  -- cast_overhead, launch_overhead
   ASOF LEFT JOIN held_islands h ON h.thread = m.thread AND m.end_ns >= h.ts_ns  -- the last held time begun before its end
-  WHERE m.cause <> 'launch_overhead' OR p.event_id IS NULL OR h.end_ns >= m.ts_ns
+  WHERE m.c <> 5 OR p.event_id IS NULL OR h.end_ns >= m.ts_ns
 ),
 marks AS (  -- the marks that can change a piece: those within a thread's span that can cut one, and the nearest
             -- one on each side of it (the segment the span starts in begins at the last edge at or before it;
@@ -105,34 +110,21 @@ marks AS (  -- the marks that can change a piece: those within a thread's span t
   FROM cutting
   UNION ALL
   SELECT thread, unnest(mark)
-  FROM (SELECT s.thread,
-               arg_max({'event_id': m.event_id, 'ts_ns': m.ts_ns, 'end_ns': m.end_ns, 'cause': m.cause}, m.end_ns)
-                 AS mark
-        FROM _host_marks m
-        JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
-        WHERE m.end_ns < s.lo
-        GROUP BY ALL
+  FROM (SELECT thread, arg_max({'ts_ns': ts_ns, 'end_ns': end_ns, 'c': c}, end_ns) AS mark
+        FROM thread_marks
+        WHERE end_ns < lo
+        GROUP BY thread
         UNION ALL
-        SELECT s.thread,
-               arg_min({'event_id': m.event_id, 'ts_ns': m.ts_ns, 'end_ns': m.end_ns, 'cause': m.cause}, m.ts_ns)
-                 AS mark
-        FROM _host_marks m
-        JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
-        WHERE m.ts_ns > s.hi
-        GROUP BY ALL)
-),
-marks_bits AS (
-  SELECT thread, ts_ns, end_ns,
-         1::HUGEINT << (21 * CASE cause WHEN 'algorithm_search' THEN 0 WHEN 'input_pipeline' THEN 1
-                                        WHEN 'host_sync' THEN 2 WHEN 'allocator' THEN 3
-                                        WHEN 'cast_overhead' THEN 4 WHEN 'launch_overhead' THEN 5 END) AS bit
-  FROM marks
+        SELECT thread, arg_min({'ts_ns': ts_ns, 'end_ns': end_ns, 'c': c}, ts_ns) AS mark
+        FROM thread_marks
+        WHERE ts_ns > hi
+        GROUP BY thread)
 ),
 edges AS (  -- each mark opens and closes its cause on its thread: plus or minus 1 in its cause's 21 bits of a
-            -- 126-bit count (see running; a number instead of the cause's name in the sort of these millions)
-  SELECT thread, ts_ns AS t, bit AS w FROM marks_bits
+            -- 126-bit count (see running)
+  SELECT thread, ts_ns AS t, 1::HUGEINT << (21 * c) AS w FROM marks
   UNION ALL
-  SELECT thread, end_ns AS t, -bit AS w FROM marks_bits
+  SELECT thread, end_ns AS t, -(1::HUGEINT << (21 * c)) AS w FROM marks
 ),
 running AS (  -- marks of each cause open after each edge, in time order, and the edge's number on its thread. One
               -- running sum carries the six counts, 21 bits each, in one sort of the edges by time alone: the
