@@ -33,8 +33,8 @@
 --   cause        VARCHAR  launch_overhead, host_sync, input_pipeline, algorithm_search, allocator, cast_overhead, python_overhead, host_unattributed or unexplained
 WITH ends AS (  -- the thread that launched the work before each gap at a window's end (a few rows, looked up
                -- apart so that the events' hash tables are built over them, not over the events)
-  SELECT g.run_id, g.rank, g.kind, g.prev_event_id, pl.pid, pl.tid
-  FROM gpu_gaps g
+  SELECT DISTINCT g.run_id, g.rank, g.kind, g.prev_event_id, pl.pid, pl.tid  -- (one row per work: a gap
+  FROM gpu_gaps g                                                               -- joins at most one)
   JOIN events pw ON pw.run_id = g.run_id AND pw.rank = g.rank AND pw.event_id = g.prev_event_id
   JOIN events pl ON pl.run_id = pw.run_id AND pl.rank = pw.rank AND pl.event_id = pw.launch_id
   WHERE g.kind = 'window_end'

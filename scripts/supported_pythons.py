@@ -30,10 +30,12 @@ PYTEST = ("-q", "-n", "auto", "--dist", "loadfile", "-m", "not slow")
 #: queries' plans, sessions under a memory limit, the commands end to end and their golden reports, the
 #: comparisons of later traces and the data-safety tests (signals, spills), where library versions have
 #: differed (DuckDB 1's Arrow reader, anti joins, joins with a one-sided ON, close after an interrupt and
-#: RESET of the memory limit; about a minute and a half on two cores)
+#: RESET of the memory limit, as-of joins on a strict inequality; about a minute and a half on two cores)
 TESTS = (
     "tests/querying/test_metrics.py",
     "tests/querying/test_search_calls.py",
+    "tests/querying/test_idle_pieces.py",
+    "tests/querying/test_idle_charges.py",
     "tests/querying/test_plans.py",
     "tests/querying/test_session_make.py",
     "tests/export/test_sqlite.py::test_metrics_made_under_a_small_memory_limit_are_the_same",
