@@ -4,7 +4,7 @@
 -- (rank and device) within one gap and share their cause, step, call, Python frame and thread are one
 -- stretch (a gap is cut into pieces where the host thread's marked calls begin and end, leaving out only the
 -- calls nested in an op that can change neither, so some pieces still continue the one before: 55,759
--- pieces, 55,041 stretches on a 38.5 MB trace; 183,649 pieces when every call cut). The call is named with
+-- pieces, 54,949 stretches on a 38.5 MB trace; 183,649 pieces when every call cut). The call is named with
 -- the op that made it where it is a runtime call, and the top-level op around it, each where it differs.
 -- Reads: _idle_charges, events(run_id, rank, event_id, kind, name, parent_id, top_op_id).
 -- Columns:
