@@ -21,17 +21,12 @@
 --   kernels         BIGINT   GPU work launched inside the call
 --   typical_kernels DOUBLE   lower quartile of the GPU work launched inside this op's calls
 --   syncs           BIGINT   synchronising runtime calls inside the call
-WITH typical AS (  -- each op's lower quartile of call durations
+WITH slow AS (  -- the ops that have a call far slower than their typical call (the lower quartile of their calls)
   SELECT run_id, rank, name, quantile_cont(dur_ns, 0.25) AS typical_ns
   FROM events
   WHERE kind = 'op'
   GROUP BY run_id, rank, name
-),
-slow AS (  -- the ops that have a call far slower than their typical call
-  SELECT DISTINCT t.run_id, t.rank, t.name, t.typical_ns
-  FROM events e
-  JOIN typical t ON t.run_id = e.run_id AND t.rank = e.rank AND t.name IS NOT DISTINCT FROM e.name
-  WHERE e.kind = 'op' AND e.dur_ns >= greatest(1000000, 20 * t.typical_ns)
+  HAVING max(dur_ns) >= greatest(1000000, 20 * quantile_cont(dur_ns, 0.25))
 ),
 calls AS (  -- the calls of those ops (their quartile an aggregate joined back, not a window over every op call
             -- carrying its columns: at 21 copies of a capture with shapes, 1.9 M calls and their shapes
