@@ -28,7 +28,7 @@ WITH pageable_copies AS (  -- ops that copied pageable host memory to the device
 held_calls AS (  -- the op that made a synchronising or allocating call holds the host for it too
   SELECT DISTINCT e.run_id, e.rank, e.parent_id AS event_id, n.cause
   FROM events e JOIN _call_causes n ON n.kind = e.kind AND n.name = e.name
-  WHERE e.kind = 'runtime' AND n.cause IN ('host_sync', 'allocator') AND e.parent_id IS NOT NULL
+  WHERE e.kind = 'runtime' AND holds_host_inner(n.cause) AND e.parent_id IS NOT NULL
 ),
 marked AS (
   SELECT e.run_id, e.rank, e.pid, e.tid, e.event_id, e.parent_id, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,

@@ -27,12 +27,12 @@
 WITH held_pieces AS (  -- pieces of the causes that hold the host, each with the instant its call is found at
   SELECT *, coalesce(held_at, piece_start) AS x
   FROM _idle_pieces
-  WHERE list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], cause)
+  WHERE holds_host(cause)
 ),
 held_marks AS (
   SELECT run_id, rank, pid, tid, cause, event_id, ts_ns, end_ns
   FROM _host_marks
-  WHERE list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], cause)
+  WHERE holds_host(cause)
 ),
 -- host_sync and allocator: the innermost call holding the instant (the latest to begin; of those beginning at
 -- one instant, the first by id). The calls of a cause that began last at or before it are found by an as-of
@@ -44,12 +44,12 @@ held_marks AS (
 starts AS (
   SELECT run_id, rank, pid, tid, cause, ts_ns, count(*) AS n, min(event_id) AS event_id, max(end_ns) AS end_ns
   FROM held_marks
-  WHERE cause IN ('host_sync', 'allocator')
+  WHERE holds_host_inner(cause)
   GROUP BY ALL
 ),
 latest AS (
   SELECT p.*, s.event_id AS site_id, s.ts_ns IS NULL OR (s.n = 1 AND s.end_ns > p.x) AS found
-  FROM (FROM held_pieces WHERE cause IN ('host_sync', 'allocator')) p
+  FROM (FROM held_pieces WHERE holds_host_inner(cause)) p
   ASOF LEFT JOIN starts s
     ON s.run_id = p.run_id AND s.rank = p.rank AND s.pid = p.pid AND s.tid = p.tid AND s.cause = p.cause
    AND p.x >= s.ts_ns
@@ -73,12 +73,12 @@ outer_ends AS (
   FROM (SELECT *, max(end_ns) OVER (PARTITION BY run_id, rank, pid, tid, cause ORDER BY ts_ns, event_id
                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ended_before
         FROM held_marks
-        WHERE cause IN ('algorithm_search', 'input_pipeline'))
+        WHERE holds_host_outer(cause))
   WHERE ended_before IS NULL OR end_ns > ended_before
 ),
 outermost AS (
   SELECT p.*, CASE WHEN o.ts_ns <= p.x THEN o.event_id END AS site_id
-  FROM (FROM held_pieces WHERE cause IN ('algorithm_search', 'input_pipeline')) p
+  FROM (FROM held_pieces WHERE holds_host_outer(cause)) p
   ASOF LEFT JOIN outer_ends o
     ON o.run_id = p.run_id AND o.rank = p.rank AND o.pid = p.pid AND o.tid = p.tid AND o.cause = p.cause
    AND p.x < o.end_ns
@@ -103,7 +103,7 @@ held_framed AS (
 ),
 loose AS (  -- the other pieces of a thread
   SELECT * FROM _idle_pieces
-  WHERE pid IS NOT NULL AND NOT list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], cause)
+  WHERE pid IS NOT NULL AND NOT holds_host(cause)
 ),
 top_ops AS (
   SELECT run_id, rank, pid, tid, event_id, ts_ns, ts_ns + dur_ns AS end_ns
@@ -134,4 +134,4 @@ UNION ALL
 SELECT run_id, rank, step, device, gap_id, piece_start, piece_end, ns, pid, tid, held_at, cause,
        NULL::BIGINT AS site_id, NULL AS frame
 FROM _idle_pieces
-WHERE pid IS NULL AND NOT list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], cause)
+WHERE pid IS NULL AND NOT holds_host(cause)

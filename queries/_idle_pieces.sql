@@ -187,7 +187,7 @@ drains AS (  -- gaps that began while the host was held, having been at least 50
          d.gap_start_ns AS held_at, d.gap_start_ns - d.start_seg_start AS lead_ns
   FROM spans d
   WHERE d.kind = 'host_launch' AND d.gap_start_ns - d.start_seg_start >= 50000
-    AND list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], d.start_cause)
+    AND holds_host(d.start_cause)
 ),
 after_drain AS (  -- host-launch gaps after such a drain (before the next), with the gap time before each
   SELECT g.gap_id, g.gap_ns, d.drain_cause, d.held_at, d.lead_ns,
@@ -205,20 +205,15 @@ whole AS (  -- gaps explained whole
   SELECT run_id, rank, step, device, gap_id, gap_ns AS ns, gap_start_ns AS seg_start, gap_end_ns AS seg_end,
          pid, tid,
          CASE WHEN kind IN ('dependency', 'unknown') THEN launch_ts_ns
-              WHEN r.gap_id IS NOT NULL AND NOT list_contains(
-                     ['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], start_cause) THEN r.held_at
+              WHEN r.gap_id IS NOT NULL AND NOT holds_host(start_cause) THEN r.held_at
               ELSE gap_start_ns END AS held_at,
-         CASE WHEN kind IN ('dependency', 'unknown') AND list_contains(
-                     ['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], launch_cause) THEN launch_cause
+         CASE WHEN kind IN ('dependency', 'unknown') AND holds_host(launch_cause) THEN launch_cause
               WHEN kind IN ('dependency', 'unknown') OR pid IS NULL THEN 'unexplained'
-              WHEN list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], start_cause)
-                THEN start_cause
+              WHEN holds_host(start_cause) THEN start_cause
               ELSE r.drain_cause END AS cause
   FROM spans s
   LEFT JOIN recovering r USING (gap_id)
-  WHERE kind IN ('dependency', 'unknown') OR pid IS NULL
-     OR list_contains(['host_sync', 'allocator', 'algorithm_search', 'input_pipeline'], start_cause)
-     OR r.gap_id IS NOT NULL
+  WHERE kind IN ('dependency', 'unknown') OR pid IS NULL OR holds_host(start_cause) OR r.gap_id IS NOT NULL
 ),
 sliced AS (  -- the other gaps: each overlapped segment's cause, for the overlap
   SELECT g.run_id, g.rank, g.step, g.device, g.gap_id,

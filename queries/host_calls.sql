@@ -18,14 +18,14 @@
 WITH named AS (
   SELECT e.run_id, e.rank, e.step, c.cause, e.name, e.dur_ns, e.kind, e.event_id, e.parent_id
   FROM events e JOIN _call_causes c ON c.kind = e.kind AND c.name = e.name
-  WHERE c.cause IN ('host_sync', 'allocator', 'input_pipeline')
+  WHERE holds_host_inner(c.cause) OR c.cause = 'input_pipeline'
 ),
 data_tops AS (  -- data-loading ranges not inside another one (on a thread they do not overlap each other)
   SELECT d.* FROM named d
   WHERE d.cause = 'input_pipeline' AND d.kind <> 'python'
 )
 SELECT run_id, rank, step, cause, name, count(*) AS calls, sum(dur_ns)::BIGINT AS dur_ns, NULL::BIGINT AS bytes
-FROM named WHERE cause IN ('host_sync', 'allocator') AND kind = 'runtime'
+FROM named WHERE holds_host_inner(cause) AND kind = 'runtime'
 GROUP BY ALL
 UNION ALL
 SELECT run_id, rank, step, cause, name, count(*) AS calls, sum(dur_ns)::BIGINT AS dur_ns, NULL::BIGINT AS bytes
