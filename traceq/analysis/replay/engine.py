@@ -27,7 +27,7 @@ import polars as pl
 
 from traceq._utils.column_buffers import column_bytes, float_series
 from traceq._utils.native import REPLAY, load
-from traceq.analysis.replay.graph import Graph
+from traceq.analysis.replay.graph import Graph, derived
 from traceq.analysis.replay.scenario import Scenario
 
 _NEG = float("-inf")
@@ -69,18 +69,12 @@ def replay(graph: Graph, scenario: Scenario | None = None, native: bool = True) 
     nodes, items, barriers = graph.nodes, graph.items, graph.barriers
     W = (sc.W if sc.W is not None else nodes["W0"]).cast(pl.Float64)
     thread = nodes["thread"]
-    first_T = nodes["T"].gather(pl.Series(graph.first_node[:-1])).cast(pl.Float64)
-    # a thread that waits before its first node starts when that wait says (its own clock from far back)
-    floating = set(barriers.filter(pl.col("node").is_in(graph.first_node[:-1]))["thread"].to_list())
-    if floating:
-        early = float(nodes["T"].min()) - 1e12
-        first_T = pl.Series([early if t in floating else v for t, v in enumerate(first_T.to_list())])
     # C: a node's time from its thread's first node plus the CPU time of the slices before it (each thread's
     # nodes are one block: summed block by block, the same sums as a window over the thread, at a third of its cost)
     bounds = sorted(set(graph.first_node))  # (a thread without nodes has none of its own)
     blocks = [W.slice(a, b - a).cum_sum() for a, b in pairwise(bounds)]
     running = pl.concat(blocks, rechunk=True) if blocks else W
-    C = running - W + first_T.gather(thread)
+    C = running - W + derived(graph, "thread_start", lambda: _thread_start(graph))
     on = sc.barrier_on if sc.barrier_on is not None else [True] * barriers.height
     active = barriers.with_row_index("b").filter(pl.Series(on, dtype=pl.Boolean)) if barriers.height else barriers
     # enabled barriers in node order: their positions, and the first position of each thread's
@@ -148,18 +142,40 @@ def replay(graph: Graph, scenario: Scenario | None = None, native: bool = True) 
             base,
         )
 
-    # every node's time: C plus its thread's offset at its epoch
-    # epochs() of every node, in node order: a running count of the waits' nodes (one wait at most per node)
-    ep_all = pl.zeros(nodes.height, pl.Int64, eager=True)
+    # every node's time: C plus its thread's offset at its epoch (with every wait enabled, the same epochs
+    # for every scenario)
+    def node_epochs() -> tuple[pl.Series, pl.Series]:
+        return _node_epochs(nodes.height, thread, b_node, base)
+
+    waited, pos = node_epochs() if sc.barrier_on is not None else derived(graph, "node_epochs", node_epochs)
+    offs = float_series(off) if len(off) else pl.Series([0.0], dtype=pl.Float64)
+    node_t = pl.select(C + pl.when(waited).then(offs.gather(pos)).otherwise(0.0)).to_series()
+    windows = _windows(graph, node_t, start, end, dropped)
+    return Replay(sc, node_t, start, end, windows)
+
+
+def _thread_start(graph: Graph) -> pl.Series:
+    """Each node's thread's start: its first node's recorded time, or far back for a thread that waits
+    before its first node (it starts when that wait says)."""
+    nodes = graph.nodes
+    first_T = nodes["T"].gather(pl.Series(graph.first_node[:-1])).cast(pl.Float64)
+    floating = set(graph.barriers.filter(pl.col("node").is_in(graph.first_node[:-1]))["thread"].to_list())
+    if floating:
+        early = float(nodes["T"].min()) - 1e12
+        first_T = pl.Series([early if t in floating else v for t, v in enumerate(first_T.to_list())])
+    return first_T.gather(nodes["thread"])
+
+
+def _node_epochs(n_nodes: int, thread: pl.Series, b_node: pl.Series, base: list[int]) -> tuple[pl.Series, pl.Series]:
+    """For every node, in node order: whether an enabled wait of its thread came at or before it, and the
+    position of the last such wait (0 where none): a running count of the waits' nodes, one wait at most
+    per node (``b_node``, in node order), against the thread's first position (``base``)."""
+    ep_all = pl.zeros(n_nodes, pl.Int64, eager=True)
     if b_node.len():
         ep_all = ep_all.scatter(b_node, 1).cum_sum()
     pos_all = ep_all - 1
     own_first = pl.Series(base[:-1], dtype=pl.Int64).gather(thread)
-    offs = float_series(off) if len(off) else pl.Series([0.0], dtype=pl.Float64)
-    node_off = pl.when(pos_all >= own_first).then(offs.gather(pos_all.clip(lower_bound=0))).otherwise(0.0)
-    node_t = pl.select(C + node_off).to_series()
-    windows = _windows(graph, node_t, start, end, dropped)
-    return Replay(sc, node_t, start, end, windows)
+    return pos_all >= own_first, pos_all.clip(lower_bound=0)
 
 
 def _typed(kinds: dict[str, type[pl.DataType]], columns: dict[str, pl.Series]) -> dict[str, pl.Series]:

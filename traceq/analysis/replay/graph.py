@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
@@ -67,6 +68,8 @@ class Graph:
     ``items``: one row per GPU event: ``lane``, ``S``/``E``/``d``, ``launch_node``, ``lat``, ``gap``,
     ``fixed`` (recorded start of unlaunched work), ``dep``/``dep_gap`` (event wait), ``step``.
     ``order``: the loop order of items (``i >= 0``) and barriers (``-b - 1``) by recorded time (Int64).
+    ``derived``: columns derived from these that every replay or scenario of the graph reads, each made once
+    (by :func:`derived`).
     """
 
     timeline: Timeline
@@ -78,6 +81,14 @@ class Graph:
     step_nodes: pl.DataFrame
     lat_typ: float
     gap_typ: float
+    derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+
+def derived(graph: Graph, key: Any, make: Callable[[], Any]) -> Any:
+    """What ``make()`` derives from ``graph`` under ``key``, made on first use and kept with the graph."""
+    if key not in graph.derived:
+        graph.derived[key] = make()
+    return graph.derived[key]
 
 
 def build_graph(tl: Timeline) -> Graph:

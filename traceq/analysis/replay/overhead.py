@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from traceq.analysis.replay.estimates import NOT_ESTIMATED
-from traceq.analysis.replay.graph import Graph, same_thread
+from traceq.analysis.replay.graph import Graph, derived, same_thread
 from traceq.analysis.replay.scenario import Scenario
 from traceq.schema import KINETO, NSYS, OP_TREE_KINDS
 
@@ -197,14 +197,24 @@ def typical_lengths(graph: Graph, types: pl.Series, model: OverheadModel) -> dic
     return dict(typical.filter(pl.col("n") >= model.min_slices).select("type", "t").iter_rows())
 
 
+def typical_slice_lengths(graph: Graph, model: OverheadModel) -> pl.Series:
+    """Each slice's typical length, its transition type's (:func:`typical_lengths`; 0 for a type with too
+    few slices), ns. Every alpha scales the same lengths: they are made once per graph and quantile."""
+
+    def make() -> pl.Series:
+        types = slice_types(graph)
+        typical = typical_lengths(graph, types, model)
+        return types.replace_strict(typical, default=0.0, return_dtype=pl.Float64)
+
+    return derived(graph, ("typical_slice_lengths", model.quantile, model.min_slices), make)
+
+
 def profiler_cost(graph: Graph, model: OverheadModel | None = None, W: pl.Series | None = None) -> pl.Series:
     """The profiler's cost in each slice under ``model``, ns (never more than the slice's CPU time ``W``,
     by default the recorded ``W0``)."""
     model = model or OverheadModel()
-    types = slice_types(graph)
-    typical = typical_lengths(graph, types, model)
     W = graph.nodes["W0"] if W is None else W
-    per_type = types.replace_strict(typical, default=0.0, return_dtype=pl.Float64) * model.alpha
+    per_type = typical_slice_lengths(graph, model) * model.alpha
     cost = pl.select(pl.min_horizontal(per_type, W)).to_series()
     if graph.timeline.stacks and model.beta:
         n = graph.nodes
