@@ -99,13 +99,12 @@ def build_graph(tl: Timeline) -> Graph:
     for t, n in first.iter_rows():
         first_node[t] = n
     first_node[-1] = nodes.height
-    start_node = nodes.filter(pl.col("start")).select("row", pl.col("node").alias("start_node"))
-    end_node = nodes.filter(~pl.col("start")).select("row", pl.col("node").alias("end_node"))
-    items, lat_typ, gap_typ = _items(tl, start_node, nodes)
-    barriers = _barriers(tl, nodes, start_node, end_node, items)
+    start_of_row, end_of_row = (_node_of_row(nodes, start) for start in (True, False))
+    items, lat_typ, gap_typ = _items(tl, start_of_row, nodes)
+    barriers = _barriers(tl, nodes, end_of_row, items)
     nodes = _cpu_time(nodes, barriers)
     order = _order(items, barriers, nodes)
-    step_nodes = _step_nodes(tl.steps, start_node, end_node)
+    step_nodes = _step_nodes(tl.steps, start_of_row, end_of_row)
     return Graph(tl, nodes, first_node, barriers, items, order, step_nodes, lat_typ, gap_typ)
 
 
@@ -166,28 +165,27 @@ def _in_node_order(starts: pl.DataFrame, ends: pl.DataFrame) -> pl.DataFrame:
     return nodes.gather(order.to_series())
 
 
-def _step_nodes(steps: pl.DataFrame, start_node: pl.DataFrame, end_node: pl.DataFrame) -> pl.DataFrame:
+def _node_of_row(nodes: pl.DataFrame, start: bool) -> pl.Series:
+    """The start node (``start``) or the end node of each host row, by row: every host row has one of each,
+    and a row's number is its position in the timeline's host frame (looked up by position, not joined)."""
+    mask = nodes["start"] if start else ~nodes["start"]
+    rows = nodes["row"].filter(mask)
+    return pl.zeros(rows.len(), pl.Int64, eager=True).scatter(rows, nodes["node"].filter(mask))
+
+
+def _step_nodes(steps: pl.DataFrame, start_of_row: pl.Series, end_of_row: pl.Series) -> pl.DataFrame:
     """Each step's ``start_node`` and ``end_node``: its host range's start and end, or for a step between two
     host ranges (``after_row``, ``until_row``: see the timeline) their ends; null for a step fixed in time."""
-    after = end_node.rename({"row": "after_row", "end_node": "after_node"})
-    until = end_node.rename({"row": "until_row", "end_node": "until_node"})
-    return (
-        steps.join(start_node, on="row", how="left")
-        .join(end_node, on="row", how="left")
-        .join(after, on="after_row", how="left")
-        .join(until, on="until_row", how="left")
-        .with_columns(
-            start_node=pl.coalesce("start_node", "after_node"), end_node=pl.coalesce("end_node", "until_node")
-        )
-        .drop("after_node", "until_node")
-        .sort("ts")
-    )
+    starts, ends = pl.lit(start_of_row), pl.lit(end_of_row)
+    return steps.with_columns(
+        start_node=pl.coalesce(starts.gather(pl.col("row")), ends.gather(pl.col("after_row"))),
+        end_node=pl.coalesce(ends.gather(pl.col("row")), ends.gather(pl.col("until_row"))),
+    ).sort("ts")
 
 
-def _items(tl: Timeline, start_node: pl.DataFrame, nodes: pl.DataFrame) -> tuple[pl.DataFrame, float, float]:
+def _items(tl: Timeline, start_of_row: pl.Series, nodes: pl.DataFrame) -> tuple[pl.DataFrame, float, float]:
     """GPU events with their launch node, latency, gap after their stream predecessor and event waits."""
-    # every host row has one start node, and a node's id is its position: both looked up by position
-    start_of_row = start_node.sort("row")["start_node"]
+    # a launch's start node by its row, and the node's time by the node (a node's id is its position)
     # the numbers only: the text columns are the timeline's own, whose rows are in item order already
     text = ["event_id", "kind", "name", "kernel_class"]
     g = (
@@ -276,9 +274,7 @@ def _event_waits(g: pl.DataFrame, lat_cap: float, gap_cap: float) -> pl.DataFram
     )
 
 
-def _barriers(
-    tl: Timeline, nodes: pl.DataFrame, start_node: pl.DataFrame, end_node: pl.DataFrame, items: pl.DataFrame
-) -> pl.DataFrame:
+def _barriers(tl: Timeline, nodes: pl.DataFrame, end_of_row: pl.Series, items: pl.DataFrame) -> pl.DataFrame:
     cols = {
         "node": pl.Int64,
         "thread": pl.Int64,
@@ -293,14 +289,14 @@ def _barriers(
         "w0": pl.Float64,
         "w1": pl.Float64,
     }
-    parts = [_gpu_waits(tl, start_node, end_node, items), _thread_waits(tl, nodes)]
+    parts = [_gpu_waits(tl, end_of_row, items), _thread_waits(tl, nodes)]
     parts = [p.select([pl.col(c).cast(t) for c, t in cols.items()]) for p in parts if p.height]
     if not parts:
         return pl.DataFrame(schema=cols)
     return pl.concat(parts).sort("node").unique("node", keep="first", maintain_order=True)
 
 
-def _gpu_waits(tl: Timeline, start_node: pl.DataFrame, end_node: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
+def _gpu_waits(tl: Timeline, end_of_row: pl.Series, items: pl.DataFrame) -> pl.DataFrame:
     """Runtime calls that waited for GPU work, each with the GPU event it waited for (module doc)."""
     # the runtime calls without their names (millions in a long capture): what the names say, as flags
     name = pl.col("name")
@@ -394,8 +390,7 @@ def _gpu_waits(tl: Timeline, start_node: pl.DataFrame, end_node: pl.DataFrame, i
         .otherwise(pl.min_horizontal(pl.col("end") - pl.col("t_target"), pl.lit(post_typ))),
         wait_ns=pl.when(pl.col("waited")).then(pl.col("dur") - pl.col("own")).otherwise(0.0),
     )
-    w = w.join(end_node.rename({"row": "call_row", "end_node": "node"}), on="call_row")
-    return w.with_columns(
+    return w.with_columns(node=pl.lit(end_of_row).gather(pl.col("call_row"))).with_columns(
         slice=pl.col("node") - 1,
         last_slice=pl.col("node") - 1,
         w0=pl.lit(None, pl.Float64),
