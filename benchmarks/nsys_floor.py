@@ -168,7 +168,8 @@ def main() -> None:
           f"{statistics.median(r['peak_mb'] for r in ingests):>8,.0f} MiB   {t / f:.1f}x the floor")  # fmt: skip
     for name in ingests[0]["stages"]:
         s = statistics.median(r["stages"].get(name, 0.0) for r in ingests)
-        print(f"  {name:<30}{s:>8.2f} s  ({s / t:.0%})")
+        was = f"   before: {statistics.median(r['stages'].get(name, 0.0) for r in before):.2f} s" if before else ""
+        print(f"  {name:<30}{s:>8.2f} s  ({s / t:.0%}){was}")
     peak = statistics.median(r["peak_mb"] for r in ingests) * 2**20
     store = statistics.median(r["store_bytes"] for r in ingests)
     temporary = _temporary(ingests)

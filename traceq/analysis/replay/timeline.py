@@ -126,7 +126,7 @@ def timeline_from_frames(
 
     queue_full = pl.col("kind") == QUEUE_FULL
     waits = rebased(host.filter(queue_full)).select("ts", "end").sort("ts")
-    host = rebased(host.filter(~queue_full)).sort("event_id").with_columns(pl.col("kind").cast(KIND))
+    host = rebased(host.filter(~queue_full)).with_columns(pl.col("kind").cast(KIND)).sort("event_id")  # (sorts bytes)
     gpu = rebased(gpu).sort("ts", "event_id")
     steps = rebased(steps).select("step", "event_id", "ts", "end").sort("ts")
     windows = windows.select("step", win_start=pl.col("win_start") - t0, win_end=pl.col("win_end") - t0).sort(
