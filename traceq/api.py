@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from traceq.analysis.replay.explain import explained_comparison, explained_report, store_estimate
+from traceq.analysis.replay.explain import ESTIMATE_STEP, explained_comparison, explained_report
 from traceq.analysis.results import Comparison, RunReport
 from traceq.ingestion.ingest import ingest as ingest_files
 from traceq.ingestion.ingest import pick_refs, runs_to_report
@@ -28,7 +28,7 @@ def ingest(paths: Any, store: Store | str | Path | None = None, *args: Any, **kw
     (:mod:`traceq.analysis.replay.stored`): its reports read it instead of replaying the run; then such a
     run's report too (:func:`~traceq.render.documents.store_report_documents`)."""
     store = Store.of(store)
-    ingested = ingest_files(paths, store, *args, whole_run_step=store_estimate, **kwargs)
+    ingested = ingest_files(paths, store, *args, whole_run_step=ESTIMATE_STEP, **kwargs)
     store_report_documents(store, ingested, explained_report)
     return ingested
 

@@ -17,6 +17,7 @@ from traceq.analysis.replay.replayer import Replayer
 from traceq.analysis.replay.stored import NUMBERS, STEPS, stored_estimate
 from traceq.ingestion import metrics
 from traceq.ingestion.ingest import ingest as ingest_files
+from traceq.ingestion.whole_run import WholeRunStep
 from traceq.querying.engine import Session
 from traceq.render import json_form, render
 from traceq.store import Store
@@ -171,7 +172,8 @@ def test_a_whole_run_step_that_fails_costs_the_run_nothing(store_dir: Path) -> N
         (folder / NUMBERS).write_text("{}")
         raise ValueError("a replay that could not finish")
 
-    result = ingest_files([RUNS["kineto"]], store=store_dir, jobs=1, whole_run_step=failing)
+    step = WholeRunStep(failing, lambda flavour, counts: 1)
+    result = ingest_files([RUNS["kineto"]], store=store_dir, jobs=1, whole_run_step=step)
     assert result["status"][0] == "ingested"
     metrics_dir = next((store_dir / "runs").glob("*/rank=*/metrics"))
     assert (metrics_dir / "_idle_pieces.parquet").is_file() and not (metrics_dir / NUMBERS).exists()

@@ -178,6 +178,7 @@ def test_a_run_built_on_disk_stores_the_same_events_and_metrics(
     monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
     monkeypatch.setattr(on_disk, "BUCKET_ROWS", 4000)
     monkeypatch.setattr(metrics, "bounded_memory_limit", lambda: "64MB")
+    monkeypatch.setattr(metrics, "STEP_MEMORY_SHARE", 0.0)  # (not the replay's share: see the test below)
     run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
     assert memory_limits == ["64MB"]  # the metrics of a model built on disk keep to the limit
     events = traceq.sql("select * exclude (run_id) from events order by event_id", store=store_dir)
@@ -223,6 +224,7 @@ def test_metrics_that_cannot_keep_to_the_limit_are_computed_without_it(
     in_memory = traceq.ingest([path], store=tmp_path / "memory", jobs=1)["run_id"][0]
     monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
     monkeypatch.setattr(metrics, "bounded_memory_limit", lambda: "1MB")
+    monkeypatch.setattr(metrics, "STEP_MEMORY_SHARE", 0.0)  # (the replay's share would lift it)
     run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
     assert memory_limits == [None, "1MB"]
     _assert_stored_metrics_are_the_queries(Store(store_dir), run_id, Store(tmp_path / "memory"), in_memory)
@@ -270,6 +272,38 @@ def test_stored_results_are_read_from_their_files_and_the_report_reads_gaps_coun
     expected = live.group_by("kind").agg(pl.len().alias("gaps"), pl.col("gap_ns").sum()).sort("kind")
     assert by_kind.equals(expected.cast(by_kind.schema))
     assert report.gap_histogram["gaps"].sum() == live.height
+
+
+def test_the_metrics_before_a_stored_replay_may_take_half_its_memory(
+    store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_limits: list[str | None]
+) -> None:
+    """Where the step estimated without the profiler will be stored with a run built on disk, its replay
+    sets the ingest's peak (1 KB per event): the metrics before it keep to half of that instead of the
+    limit that would make them spill (1 MB here); where the replay will not run (it would not fit the
+    memory available), to that limit."""
+    from traceq.analysis.replay import explain
+    from traceq.analysis.replay.stored import NUMBERS
+
+    monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
+    monkeypatch.setattr(metrics, "bounded_memory_limit", lambda: "1MB")
+    traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)
+    events = traceq.runs(store_dir)["n_events"][0]
+    assert events > 10_000 and memory_limits == [f"{events * 500 // 10**6}MB"]
+    assert list((store_dir / "runs").glob(f"*/rank=*/metrics/{NUMBERS}"))  # the replay was stored
+    monkeypatch.setattr(explain, "available_memory", lambda: events * 1000)  # 4x what it may take: no replay
+    traceq.ingest([RUNS["kineto"]], store=tmp_path / "other", jobs=1)
+    assert memory_limits[1:] == ["1MB"] and not list((tmp_path / "other").glob(f"runs/*/rank=*/metrics/{NUMBERS}"))
+
+
+@pytest.mark.parametrize(
+    ("bounded", "step", "limit"),
+    [(False, 10**10, None), (True, None, "640MB"), (True, 10**9, "640MB"), (True, 3 * 10**9, "1500MB")],
+)
+def test_the_metrics_limit_is_the_larger_of_the_bounded_one_and_half_the_steps(
+    bounded: bool, step: int | None, limit: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(metrics, "available_memory", lambda: 24 * 10**9)
+    assert metrics.metrics_memory_limit(bounded, step) == limit
 
 
 @pytest.mark.parametrize(("available", "limit"), [(10**9, "256MB"), (4 * 10**9, "500MB"), (24 * 10**9, "640MB")])

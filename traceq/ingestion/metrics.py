@@ -8,12 +8,12 @@ tables while they are still in memory, so there is one definition of each metric
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
 
 from traceq.errors import QueryError
+from traceq.ingestion.whole_run import WholeRunStep
 from traceq.querying.engine import Session, available_memory
 from traceq.querying.files import metric_fingerprint
 from traceq.querying.stored import DIAGNOSIS, FINGERPRINT, FOLDER, SUMMARY, stamp_text
@@ -61,17 +61,29 @@ def bounded_memory_limit() -> str:
     return f"{min(max(available_memory() // 8, BOUNDED_MEMORY_MIN), BOUNDED_MEMORY_MAX) // 10**6}MB"
 
 
+#: The share of the memory a whole-run step will take (:attr:`WholeRunStep.memory`) that the metrics made
+#: before it may take where that is more than :func:`bounded_memory_limit`: the step sets the ingest's peak,
+#: so the metrics need not spill to keep under a lower one. At 21 copies of an Nsight Systems capture (the
+#: replay's 4.6 GB): the metrics peaked at 2.8 GB against the replay's 3.8 GB, spilled 0.14 GB instead of
+#: 2.3 GB, and took 12.0 s instead of 16.9 s (benchmarks/README.md, "Twenty-ninth round").
+STEP_MEMORY_SHARE = 0.5
+
+
+def metrics_memory_limit(bounded: bool, step_memory: int | None = None) -> str | None:
+    """DuckDB's memory limit for a rank's stored metrics: none for a rank whose model was built in memory;
+    for one built on disk :func:`bounded_memory_limit`, or :data:`STEP_MEMORY_SHARE` of ``step_memory``
+    (bytes: what the whole-run step after them will take) where that is more."""
+    if not bounded:
+        return None
+    limit = bounded_memory_limit()
+    if step_memory is not None and step_memory * STEP_MEMORY_SHARE > int(limit.removesuffix("MB")) * 10**6:
+        return f"{int(step_memory * STEP_MEMORY_SHARE) // 10**6}MB"
+    return limit
+
+
 #: Metric queries made at once (where this process's share of the cores, Polars' pool, allows): one at a
 #: time, DuckDB kept one of two cores busy for most of them (benchmarks/README.md, tenth round).
 WORKERS = 2
-
-
-#: A step stored with the metrics of a rank that is a whole run (a one-file run) whose diagnosis is stored,
-#: and with GPU kernels: given the session that made them, the rank's metrics folder, the run's flavour, its
-#: events by kind, and where to name its stage in the ingest's progress (once it knows it has work to do).
-#: The Python API passes the step estimated without the profiler
-#: (:func:`traceq.analysis.replay.explain.store_estimate`); ingest itself knows no analysis.
-WholeRunStep = Callable[[Session, Path, str, dict[str, int], Callable[[str], None]], None]
 
 
 def save(
@@ -84,16 +96,18 @@ def save(
     """Compute and write the stored metrics into one staged rank folder of ``n_events`` events (none
     where :func:`stores_metrics` says so), its fingerprint last. Each result streams from DuckDB into its
     file, so none is held whole. ``bounded``: the rank's model was built on disk, and the metrics keep to
-    :func:`bounded_memory_limit` too. ``progress`` hears each metric once it is stored. ``whole_run``: where
-    this rank is all of its run, a :data:`WholeRunStep` with the run's flavour and events by kind, run
-    after the diagnosis. They are a cache: where one cannot be computed, none is stored (reports compute
-    them from the events), and where the whole-run step fails its files are left out, the metrics kept;
-    the returned warning says why."""
+    a memory limit too (:func:`metrics_memory_limit`). ``progress`` hears each metric once it is stored.
+    ``whole_run``: where this rank is all of its run, a :class:`WholeRunStep` with the run's flavour and
+    events by kind, run after the diagnosis. They are a cache: where one cannot be computed, none is
+    stored (reports compute them from the events), and where the whole-run step fails its files are left
+    out, the metrics kept; the returned warning says why."""
     names = stored_names(n_events)
     if not names:
         return None
     left_out = None
-    limit = bounded_memory_limit() if bounded else None
+    if whole_run is not None and not (whole_run[2].get("kernel") and set(DIAGNOSIS) <= set(names)):
+        whole_run = None  # (no step: no kernels to replay, or no diagnosis stored)
+    limit = metrics_memory_limit(bounded, whole_run[0].memory(*whole_run[1:]) if whole_run is not None else None)
     (folder / FOLDER).mkdir()
     stored: list[str] = []
     report_stage(progress, f"storing the report metrics: 0 of {len(names)} stored")
@@ -106,7 +120,7 @@ def save(
                 report_stage(progress, f"storing the report metrics: {len(stored)} of {len(names)} stored ({name})")
 
             session.make(names, workers=min(WORKERS, pl.thread_pool_size()), made=write)
-            if whole_run is not None and whole_run[2].get("kernel") and set(DIAGNOSIS) <= set(names):
+            if whole_run is not None:
                 left_out = _whole_run_step(session, folder / FOLDER, *whole_run, progress)
     except QueryError as e:
         shutil.rmtree(folder / FOLDER)
@@ -128,7 +142,7 @@ def _whole_run_step(
     show the error if it is theirs too)."""
     before = set(folder.iterdir())
     try:
-        step(session, folder, flavour, counts, lambda text: report_stage(progress, text))
+        step.run(session, folder, flavour, counts, lambda text: report_stage(progress, text))
     except Exception as e:  # an optional cache must not cost the user the run
         for path in set(folder.iterdir()) - before:
             path.unlink()

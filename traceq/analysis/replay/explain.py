@@ -28,6 +28,7 @@ from traceq.analysis.replay.stored import stored_estimate, write_estimate
 from traceq.analysis.replay.verdict import compare_replayers
 from traceq.analysis.report import run_report
 from traceq.analysis.results import Comparison, RunReport, Split
+from traceq.ingestion.whole_run import WholeRunStep
 from traceq.querying.engine import Session, available_memory
 from traceq.store import Store
 
@@ -141,16 +142,23 @@ def replay_fits_ingest(counts: dict[str, int]) -> bool:
     return sum(counts.values()) * REPLAY_BYTES_PER_EVENT <= available_memory() * REPLAY_MEMORY_SHARE
 
 
+def estimate_memory(flavour: str, counts: dict[str, int]) -> int | None:
+    """The memory :func:`store_estimate` will take for a run of ``flavour`` with ``counts`` events by kind,
+    bytes (:data:`REPLAY_BYTES_PER_EVENT` each), or None where it will not replay the run: the replay
+    would not fit the ingest's memory (:func:`replay_fits_ingest`), or the model cannot estimate it."""
+    if not replay_fits_ingest(counts) or counts_not_modelled(flavour, counts):
+        return None
+    return sum(counts.values()) * REPLAY_BYTES_PER_EVENT
+
+
 def store_estimate(
     session: Session, folder: Path, flavour: str, counts: dict[str, int], stage: Callable[[str], None]
 ) -> None:
     """Replay the one run of ``session`` (a rank being ingested, whose diagnosis the session made; its
     ``flavour`` and events by kind, ``counts``, given) and store its estimate without the profiler and
-    idle scale in its metrics ``folder`` (:mod:`traceq.analysis.replay.stored`): the
-    :data:`~traceq.ingestion.metrics.WholeRunStep` that :func:`traceq.ingest` and ``traceq ingest`` pass.
-    Nothing is stored where the replay would not fit the ingest's memory (:func:`replay_fits_ingest`);
-    otherwise ``stage`` hears that it is being stored."""
-    if not replay_fits_ingest(counts) or counts_not_modelled(flavour, counts):
+    idle scale in its metrics ``folder`` (:mod:`traceq.analysis.replay.stored`). Nothing is stored where
+    :func:`estimate_memory` says the replay will not run; otherwise ``stage`` hears that it is being stored."""
+    if estimate_memory(flavour, counts) is None:
         return
     stage("storing the step estimated without the profiler")
     (run_id,) = session.runs or [""]
@@ -159,6 +167,11 @@ def store_estimate(
     session.drop(QUERIES)  # the timeline holds its own copies: free the session's before the graph is built
     replayer = Replayer(timeline)
     write_estimate(folder, replayer.unprofiled(), unprofiled_idle_scale(replayer, session))
+
+
+#: The step estimated without the profiler, stored with a one-file run's metrics: the whole-run step that
+#: :func:`traceq.ingest` and ``traceq ingest`` pass.
+ESTIMATE_STEP = WholeRunStep(store_estimate, estimate_memory)
 
 
 def split_of_estimate(report: RunReport, step_ms: float, scale: dict[str, float] | None) -> Split | None:
