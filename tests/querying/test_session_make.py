@@ -179,3 +179,18 @@ def test_with_the_limit_lifted_a_query_gets_the_default_memory(kineto_store: tup
             assert session.sql(big)["n"][0] == 100_000
         ((limit,),) = session.con.execute("SELECT current_setting('memory_limit')").fetchall()
         assert limit == "1.9 MiB"
+
+
+def test_keep_only_frees_every_other_table_made_and_a_query_makes_a_freed_one_again(
+    kineto_store: tuple[Store, str],
+) -> None:
+    store, run_id = kineto_store
+    with Session(store, [run_id], use_stored=False) as session:
+        session.make(["idle_causes", "gpu_busy"])
+        tables = "SELECT table_name FROM duckdb_tables() WHERE NOT internal"
+        made = {name for (name,) in session.con.execute(tables).fetchall()}
+        assert _blocks(("idle_causes", "gpu_busy")) <= made
+        causes = session.query("idle_causes")
+        session.keep_only(["_idle_pieces", "gpu_busy"])
+        assert {name for (name,) in session.con.execute(tables).fetchall()} == {"_idle_pieces", "gpu_busy"}
+        assert session.query("idle_causes").equals(causes)  # made again from its blocks

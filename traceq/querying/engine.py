@@ -764,6 +764,10 @@ class Session:
                 self._made.discard(name)
                 self._frames.pop(name, None)
 
+    def keep_only(self, names: Iterable[str]) -> None:
+        """Free every table (or view) made in this session but those of ``names``."""
+        self.drop(self._made - set(names))
+
     def _make_at_once(self, plan: dict[str, tuple[str, list[str]]], workers: int, done: Callable[[str], None]) -> None:
         """Make the tables of ``plan`` on ``workers`` cursors, each once the blocks it requires are made;
         the first failure ends the plan (queries in flight finish)."""

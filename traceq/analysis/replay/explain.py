@@ -30,6 +30,7 @@ from traceq.analysis.report import run_report
 from traceq.analysis.results import Comparison, RunReport, Split
 from traceq.ingestion.whole_run import WholeRunStep
 from traceq.querying.engine import Session, available_memory
+from traceq.querying.files import dependency_order
 from traceq.store import Store
 
 
@@ -162,9 +163,12 @@ def store_estimate(
         return
     stage("storing the step estimated without the profiler")
     (run_id,) = session.runs or [""]
+    # of the session's tables only the timeline's blocks and the idle pieces (read again by the idle scale)
+    # are kept while the timeline is fetched, the idle pieces alone once it holds its own copies
+    session.keep_only({name for name, _ in dependency_order(f"-- Requires: {', '.join(QUERIES)}")} | {IDLE_PIECES})
     with session.memory_limit_lifted():  # the replay has its memory (above): its queries need not spill
         timeline = timeline_of(session, run_id, flavour, counts)
-    session.drop(QUERIES)  # the timeline holds its own copies: free the session's before the graph is built
+    session.keep_only([IDLE_PIECES])
     replayer = Replayer(timeline)
     write_estimate(folder, replayer.unprofiled(), unprofiled_idle_scale(replayer, session))
 
