@@ -74,6 +74,7 @@ class Replayer:
         self.graph: Graph = build_graph(timeline)
         self.model = model or model_for(timeline.flavour, timeline.shaped)
         self._cache: dict[str, Replay] = {}
+        self._estimates: dict[float, Estimate] = {}
 
     @classmethod
     def load(
@@ -112,7 +113,12 @@ class Replayer:
 
     def unprofiled(self, host_scale: float = 1.0) -> Estimate:
         """The step time without the profiler's host cost, with its band; ``host_scale`` multiplies the
-        host CPU time left (a host-speed normalisation against another trace)."""
+        host CPU time left (a host-speed normalisation against another trace). Made once per scale."""
+        if host_scale not in self._estimates:
+            self._estimates[host_scale] = self._unprofiled(host_scale)
+        return self._estimates[host_scale]
+
+    def _unprofiled(self, host_scale: float) -> Estimate:
         base = self.traced()
         mid = self.unprofiled_replay(self.model, host_scale)
         steps = mid.windows["ms"]
@@ -206,7 +212,7 @@ class Replayer:
         if self.timeline.flavour != NSYS_FLAVOUR or step_ms <= 0:
             return 1.0, 1.0
         more, less = (replace(self.model, alpha=a) for a in (self.model.alpha_high, self.model.alpha_low))
-        low, high = (self.unprofiled_replay(m, host_scale).step_ms / step_ms for m in (more, less))
+        low, high = (self._step_ms(m, host_scale) / step_ms for m in (more, less))
         return min(low, 1.0), max(high, 1.0)
 
     def _search_width(self, step_ms: float, host_scale: float) -> float:
@@ -214,7 +220,12 @@ class Replayer:
         if not self._searched() or step_ms <= 0:
             return 0.0
         ends = (replace(self.model, search=f) for f in (SEARCH_LOW, SEARCH_HIGH))
-        return max(abs(math.log(self.unprofiled_replay(m, host_scale).step_ms / step_ms)) for m in ends)
+        return max(abs(math.log(self._step_ms(m, host_scale) / step_ms)) for m in ends)
+
+    def _step_ms(self, model: OverheadModel, host_scale: float) -> float:
+        """The step time of the replay without the profiler under ``model``, the replay not kept (a band's
+        end: only its step time is read, and each replay holds times for every node and GPU event)."""
+        return self.run(overhead_scenario(self.graph, model, host_scale=host_scale)).step_ms
 
     def what_if(self, causes: list[str] | None = None) -> pl.DataFrame:
         """Per cause: the unprofiled step time with that cause removed or changed (``FIXES``), and the saving
