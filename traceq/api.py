@@ -10,15 +10,19 @@ from typing import Any
 
 import polars as pl
 
-from traceq.analysis.replay.explain import ESTIMATE_STEP, explained_comparison, explained_report
+from traceq.analysis.replay.explain import estimate_memory, explained_comparison, explained_report, store_estimate
 from traceq.analysis.results import Comparison, RunReport
 from traceq.ingestion.ingest import ingest as ingest_files
 from traceq.ingestion.ingest import pick_refs, runs_to_report
+from traceq.ingestion.metrics import WholeRunStep
 from traceq.ingestion.run_refs import latest_run
 from traceq.render.documents import store_report_documents
 from traceq.store import Store, check_store
 from traceq.store import remove_run as _remove_run
 from traceq.store import rename_run as _rename_run
+
+#: The step stored with a one-file run's metrics: its step estimated without the profiler.
+ESTIMATE_STEP = WholeRunStep(store_estimate, estimate_memory)
 
 
 @wraps(ingest_files, assigned=("__module__", "__name__", "__qualname__", "__annotations__"))

@@ -188,8 +188,9 @@ def ingest(
     Example: traceq ingest sample_traces/paddlefmt_conformer_fp16_b64_2steps.json.gz --name paddle_amp
     Example: traceq ingest sample_traces/ddp/fp32 --name ddp --jobs 2
     """  # fmt: skip
-    from traceq.analysis.replay.explain import ESTIMATE_STEP, explained_report
+    from traceq.analysis.replay.explain import estimate_memory, explained_report, store_estimate
     from traceq.ingestion.ingest import ingest as ingest_files
+    from traceq.ingestion.metrics import WholeRunStep
     from traceq.render import render
     from traceq.render.documents import store_report_documents
     from traceq.render.ingested import ingest_lines
@@ -205,10 +206,11 @@ def ingest(
         _error(str(e))
 
     target = _store(store, existing=False)
+    step = WholeRunStep(store_estimate, estimate_memory)  # (as traceq.ingest's)
     with _progress(quiet) as progress:
         result = ingest_files(
             paths, store=target, name=name, progress=progress, on_error=on_error, jobs=jobs,
-            executor=executor, steps_from=_pattern(steps_from), whole_run_step=ESTIMATE_STEP,
+            executor=executor, steps_from=_pattern(steps_from), whole_run_step=step,
         )  # fmt: skip
     store_report_documents(target, result, explained_report)
     if fmt is FrameFormat.table:

@@ -17,7 +17,7 @@ from traceq.analysis.replay.replayer import Replayer
 from traceq.analysis.replay.stored import NUMBERS, STEPS, stored_estimate
 from traceq.ingestion import metrics
 from traceq.ingestion.ingest import ingest as ingest_files
-from traceq.ingestion.whole_run import WholeRunStep
+from traceq.ingestion.metrics import WholeRunStep
 from traceq.querying.engine import Session
 from traceq.render import json_form, render
 from traceq.store import Store

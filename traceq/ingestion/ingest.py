@@ -21,10 +21,10 @@ from traceq._utils.jobs import default_jobs
 from traceq._version import __version__
 from traceq.errors import InputError, StoreError, TraceqError, as_text
 from traceq.ingestion.executors import Executor, run_tasks
+from traceq.ingestion.metrics import WholeRunStep
 from traceq.ingestion.ranks import assign_ranks, natural_key
 from traceq.ingestion.run_refs import comparable, looks_like_a_file, picked_refs, stored_id
 from traceq.ingestion.task import FileTask, ingest_file
-from traceq.ingestion.whole_run import WholeRunStep
 from traceq.readers import sniff_format
 from traceq.readers.source import Identity, file_sha256, head_bytes, identity
 from traceq.store import NameTaken, RunWriter, Store, name_problem
@@ -156,7 +156,7 @@ def ingest(
     reported as ``duplicate`` and not read again. A file that cannot be read raises
     :class:`InputError`, or, when ``on_error`` is given, is passed to it: its run is not stored, other
     runs are unaffected. ``whole_run_step``: what else a one-file run that stores its diagnosis stores
-    with it (:class:`~traceq.ingestion.whole_run.WholeRunStep`; :func:`traceq.ingest` passes the step
+    with it (:class:`~traceq.ingestion.metrics.WholeRunStep`; :func:`traceq.ingest` passes the step
     estimated without the profiler).
 
     Returns

@@ -8,12 +8,13 @@ tables while they are still in memory, so there is one definition of each metric
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from traceq.errors import QueryError
-from traceq.ingestion.whole_run import WholeRunStep
 from traceq.querying.engine import Session, available_memory
 from traceq.querying.files import metric_fingerprint
 from traceq.querying.stored import DIAGNOSIS, FINGERPRINT, FOLDER, SUMMARY, stamp_text
@@ -85,6 +86,22 @@ def metrics_memory_limit(bounded: bool, step_memory: int | None = None) -> str |
 #: Metric queries made at once (where this process's share of the cores, Polars' pool, allows): one at a
 #: time, DuckDB kept one of two cores busy for most of them (benchmarks/README.md, tenth round).
 WORKERS = 2
+
+
+@dataclass(frozen=True)
+class WholeRunStep:
+    """A step stored with the metrics of a rank that is a whole run (a one-file run) whose diagnosis is
+    stored, and with GPU kernels. The Python API passes the step estimated without the profiler
+    (:func:`traceq.analysis.replay.explain.store_estimate` and
+    :func:`~traceq.analysis.replay.explain.estimate_memory`); ingest itself knows no analysis. Both are
+    module-level functions: the step travels to the ingest's workers by name."""
+
+    #: given the session that made the metrics, the rank's metrics folder, the run's flavour, its events by
+    #: kind, and where to name its stage in the ingest's progress (once it knows it has work to do)
+    run: Callable[[Session, Path, str, dict[str, int], Callable[[str], None]], None]
+    #: given the run's flavour and events by kind: the memory the step will take, bytes (None: it will not
+    #: run), a share of which the metrics before it may take (:func:`metrics_memory_limit`)
+    memory: Callable[[str, dict[str, int]], int | None]
 
 
 def save(

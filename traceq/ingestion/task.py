@@ -22,7 +22,7 @@ from traceq._utils.memory import release_free_memory
 from traceq._utils.words import count
 from traceq.errors import StoreError, TraceqError, as_text
 from traceq.ingestion import metrics
-from traceq.ingestion.whole_run import WholeRunStep
+from traceq.ingestion.metrics import WholeRunStep
 from traceq.model.steps import step_rule
 from traceq.readers import ReadResult, read_trace
 from traceq.readers.source import hashing_reads, identity, report_stage
@@ -43,7 +43,7 @@ class FileTask:
     identity: tuple[int, ...] | None = None
     hashed_on: str | None = None
     #: where the file is the whole run (not one rank of several): what else to store with its metrics
-    #: (:class:`traceq.ingestion.whole_run.WholeRunStep`, of module-level functions: it travels by name)
+    #: (:class:`traceq.ingestion.metrics.WholeRunStep`, of module-level functions: it travels by name)
     whole_run_step: WholeRunStep | None = None
 
 

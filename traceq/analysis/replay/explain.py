@@ -28,7 +28,6 @@ from traceq.analysis.replay.stored import stored_estimate, write_estimate
 from traceq.analysis.replay.verdict import compare_replayers
 from traceq.analysis.report import run_report
 from traceq.analysis.results import Comparison, RunReport, Split
-from traceq.ingestion.whole_run import WholeRunStep
 from traceq.querying.engine import Session, available_memory
 from traceq.querying.files import dependency_order
 from traceq.store import Store
@@ -157,8 +156,10 @@ def store_estimate(
 ) -> None:
     """Replay the one run of ``session`` (a rank being ingested, whose diagnosis the session made; its
     ``flavour`` and events by kind, ``counts``, given) and store its estimate without the profiler and
-    idle scale in its metrics ``folder`` (:mod:`traceq.analysis.replay.stored`). Nothing is stored where
-    :func:`estimate_memory` says the replay will not run; otherwise ``stage`` hears that it is being stored."""
+    idle scale in its metrics ``folder`` (:mod:`traceq.analysis.replay.stored`): with :func:`estimate_memory`,
+    the :class:`~traceq.ingestion.metrics.WholeRunStep` that :func:`traceq.ingest` and ``traceq ingest`` pass.
+    Nothing is stored where :func:`estimate_memory` says the replay will not run; otherwise ``stage`` hears
+    that it is being stored."""
     if estimate_memory(flavour, counts) is None:
         return
     stage("storing the step estimated without the profiler")
@@ -171,11 +172,6 @@ def store_estimate(
     session.keep_only([IDLE_PIECES])
     replayer = Replayer(timeline)
     write_estimate(folder, replayer.unprofiled(), unprofiled_idle_scale(replayer, session))
-
-
-#: The step estimated without the profiler, stored with a one-file run's metrics: the whole-run step that
-#: :func:`traceq.ingest` and ``traceq ingest`` pass.
-ESTIMATE_STEP = WholeRunStep(store_estimate, estimate_memory)
 
 
 def split_of_estimate(report: RunReport, step_ms: float, scale: dict[str, float] | None) -> Split | None:
