@@ -165,14 +165,17 @@ def test_an_estimate_whose_replay_would_not_fit_is_left_to_the_report(
 
 
 def test_a_whole_run_step_that_fails_costs_the_run_nothing(store_dir: Path) -> None:
-    """Whatever a whole-run step raises, the run is ingested with its metrics, what the step wrote is
-    removed, and the ingest's warning names the error."""
+    """Whatever a whole-run step raises (running, or saying what memory it will take), the run is ingested
+    with its metrics, what the step wrote is removed, and the ingest's warning names the error."""
 
     def failing(session: Session, folder: Path, flavour: str, counts: dict[str, int], stage: object) -> None:
         (folder / NUMBERS).write_text("{}")
         raise ValueError("a replay that could not finish")
 
-    step = WholeRunStep(failing, lambda flavour, counts: 1)
+    def unknown(flavour: str, counts: dict[str, int]) -> int:
+        raise RuntimeError("no memory figure")
+
+    step = WholeRunStep(failing, unknown)  # (what it will take unknown too: the metrics keep their limit)
     result = ingest_files([RUNS["kineto"]], store=store_dir, jobs=1, whole_run_step=step)
     assert result["status"][0] == "ingested"
     metrics_dir = next((store_dir / "runs").glob("*/rank=*/metrics"))

@@ -125,7 +125,7 @@ def save(
     left_out = None
     if whole_run is not None and not (whole_run[2].get("kernel") and set(DIAGNOSIS) <= set(names)):
         whole_run = None  # (no step: no kernels to replay, or no diagnosis stored)
-    limit = metrics_memory_limit(bounded, whole_run[0].memory(*whole_run[1:]) if whole_run is not None else None)
+    limit = metrics_memory_limit(bounded, _step_memory(whole_run))
     (folder / FOLDER).mkdir()
     stored: list[str] = []
     report_stage(progress, f"storing the report metrics: 0 of {len(names)} stored")
@@ -145,6 +145,18 @@ def save(
         return f"report metrics not stored ({e}); reports compute them from the events"
     (folder / FOLDER / FINGERPRINT).write_text(stamp_text({n: metric_fingerprint(n) for n in stored}))
     return left_out
+
+
+def _step_memory(whole_run: tuple[WholeRunStep, str, dict[str, int]] | None) -> int | None:
+    """What the whole-run step will take (:attr:`WholeRunStep.memory`), or None where there is none or it
+    cannot say (whatever it raises: the step is optional, and the metrics then keep to the bounded limit)."""
+    if whole_run is None:
+        return None
+    step, flavour, counts = whole_run
+    try:
+        return step.memory(flavour, counts)
+    except Exception:  # an optional cache must not cost the user the run
+        return None
 
 
 def _whole_run_step(
