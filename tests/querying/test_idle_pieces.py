@@ -57,6 +57,11 @@ def test_each_piece_lies_in_host_time_of_its_own_cause(ingested: Ingested, trace
     most two thirds as many as the intervals between every two edges of marked calls that they cover."""
     store = ingested.store(trace)
     marks = traceq.sql("-- Requires: _host_marks\nselect pid, tid, ts_ns, end_ns, cause from _host_marks", store)
+    ranked = traceq.sql(
+        "-- Requires: _host_marks\nselect distinct cause, priority from _host_marks order by 2 desc", store
+    )
+    assert ranked["priority"].n_unique() == ranked.height  # one rank for each cause, in this order:
+    assert ranked["cause"].to_list() == [c for c in WINNING if c in set(ranked["cause"])]
     pieces = traceq.sql(
         "-- Requires: _idle_pieces\nselect pid, tid, piece_start, piece_end, cause from _idle_pieces "
         "where held_at is null and pid is not null and cause <> 'unexplained'",

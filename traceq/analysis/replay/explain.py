@@ -136,19 +136,15 @@ REPLAY_BYTES_PER_EVENT = 1_000
 REPLAY_MEMORY_SHARE = 0.25
 
 
-def replay_fits_ingest(counts: dict[str, int]) -> bool:
-    """Whether the replay of a run of ``counts`` events by kind fits the share of the memory available now
-    that an ingest gives it (:data:`REPLAY_MEMORY_SHARE`)."""
-    return sum(counts.values()) * REPLAY_BYTES_PER_EVENT <= available_memory() * REPLAY_MEMORY_SHARE
-
-
 def estimate_memory(flavour: str, counts: dict[str, int]) -> int | None:
     """The memory :func:`store_estimate` will take for a run of ``flavour`` with ``counts`` events by kind,
-    bytes (:data:`REPLAY_BYTES_PER_EVENT` each), or None where it will not replay the run: the replay
-    would not fit the ingest's memory (:func:`replay_fits_ingest`), or the model cannot estimate it."""
-    if not replay_fits_ingest(counts) or counts_not_modelled(flavour, counts):
+    bytes (:data:`REPLAY_BYTES_PER_EVENT` each), or None where it will not replay the run: that is more
+    than the share of the memory available now that an ingest gives it (:data:`REPLAY_MEMORY_SHARE`), or
+    the model cannot estimate the run."""
+    need = sum(counts.values()) * REPLAY_BYTES_PER_EVENT
+    if need > available_memory() * REPLAY_MEMORY_SHARE or counts_not_modelled(flavour, counts):
         return None
-    return sum(counts.values()) * REPLAY_BYTES_PER_EVENT
+    return need
 
 
 def store_estimate(
