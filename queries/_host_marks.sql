@@ -8,7 +8,7 @@
 -- otherwise the cause of the event's name (see _call_causes: data-loading ranges, sync and allocation
 -- calls, cast ops, any other op or runtime call), except that a cast-family op that moved a tensor
 -- between host and device (_device_copies) is an op like any other. Where marks nest, the cause with the
--- higher `priority` wins for the time they share (a sync inside a search is search).
+-- higher `priority` wins for the time they share (a sync inside a search is search; _idle_pieces reads it).
 -- Reads: events(kind, name, pid, tid, ts_ns, dur_ns, event_id, parent_id), _call_causes, _search_calls,
 -- _pageable_copies, _device_copies.
 -- Columns:
@@ -21,7 +21,7 @@
 --   ts_ns     BIGINT   start, ns
 --   end_ns    BIGINT   end, ns
 --   cause     VARCHAR  algorithm_search, input_pipeline, host_sync, allocator, cast_overhead or launch_overhead
---   priority  INTEGER  which cause wins where marks overlap (higher wins)
+--   priority  INTEGER  which cause wins where marks overlap, higher winning: 6 algorithm_search, 5 input_pipeline, 4 host_sync, 3 allocator, 2 cast_overhead, 1 launch_overhead
 WITH pageable_copies AS (  -- ops that copied pageable host memory to the device (a blocking copy)
   SELECT DISTINCT run_id, rank, op_id AS event_id FROM _pageable_copies WHERE op_id IS NOT NULL
 ),
@@ -48,6 +48,6 @@ marked AS (
 )
 SELECT run_id, rank, pid, tid, event_id, parent_id, ts_ns, end_ns, cause,
        CASE cause WHEN 'algorithm_search' THEN 6 WHEN 'input_pipeline' THEN 5 WHEN 'host_sync' THEN 4
-                  WHEN 'allocator' THEN 4 WHEN 'cast_overhead' THEN 3 ELSE 2 END AS priority
+                  WHEN 'allocator' THEN 3 WHEN 'cast_overhead' THEN 2 ELSE 1 END AS priority
 FROM marked
 WHERE cause IS NOT NULL

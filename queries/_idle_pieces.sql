@@ -62,11 +62,9 @@ span AS MATERIALIZED (  -- each thread's probed span: from its first stretch's s
   GROUP BY run_id, rank, pid, tid
 ),
 thread_marks AS (  -- the marks of the threads whose time a gap reads, with the thread's number and their cause's
-                  -- (0 algorithm_search ... 5 launch_overhead: a byte instead of a string in these millions)
-  SELECT s.thread, s.lo, s.hi, m.event_id, m.parent_id, m.ts_ns, m.end_ns,
-         CASE m.cause WHEN 'algorithm_search' THEN 0 WHEN 'input_pipeline' THEN 1 WHEN 'host_sync' THEN 2
-                      WHEN 'allocator' THEN 3 WHEN 'cast_overhead' THEN 4 WHEN 'launch_overhead' THEN 5 END::UTINYINT
-           AS c
+                  -- place in _host_marks' priority, the highest first (0 algorithm_search, 1 input_pipeline,
+                  -- 2 host_sync, 3 allocator, 4 cast_overhead, 5 launch_overhead: a byte instead of a string)
+  SELECT s.thread, s.lo, s.hi, m.event_id, m.parent_id, m.ts_ns, m.end_ns, (6 - m.priority)::UTINYINT AS c
   FROM _host_marks m
   JOIN span s ON s.run_id = m.run_id AND s.rank = m.rank AND s.pid = m.pid AND s.tid = m.tid
 ),
