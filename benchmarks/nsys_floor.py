@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from nsys_ingest import DEFAULT, peak_mb, plain_copy, replicate
+from nsys_ingest import DEFAULT, peak_mb, plain_copy, replicate, written_bytes
 from nsys_ingest import in_fresh_process as _fresh
 
 
@@ -91,15 +91,6 @@ def ingest(db: Path, store: Path) -> dict[str, object]:
     store_bytes = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
     return {"seconds": end - start, "stages": spent, "peak_mb": peak_mb(), "written": written_bytes(),
             "store_bytes": store_bytes}  # fmt: skip
-
-
-def written_bytes() -> int:
-    """Bytes this process has handed to ``write`` calls (``wchar`` of ``/proc/self/io``; 0 where there is none)."""
-    try:
-        lines = Path("/proc/self/io").read_text().splitlines()
-    except OSError:
-        return 0
-    return next((int(line.split()[1]) for line in lines if line.startswith("wchar:")), 0)
 
 
 class _Progress:

@@ -85,6 +85,15 @@ def sqlite3_fetch(db: Path) -> dict[str, float]:
     return {"seconds": time.perf_counter() - t, "peak_mb": peak_mb()}
 
 
+def written_bytes() -> int:
+    """Bytes this process has handed to ``write`` calls (``wchar`` of ``/proc/self/io``; 0 where there is none)."""
+    try:
+        lines = Path("/proc/self/io").read_text().splitlines()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in lines if line.startswith("wchar:")), 0)
+
+
 def peak_mb() -> float:
     """This process's peak resident memory (VmHWM), in MiB."""
     for line in Path("/proc/self/status").read_text().splitlines():

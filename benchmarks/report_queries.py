@@ -1,7 +1,8 @@
 """Profile: each query a report makes on a stored run, with its time, the process's peak memory and the
-bytes it wrote (DuckDB's spills) while it ran, in the order the report makes them (one process; the stored
-metrics are read where the run has them, as the report reads them). ``--memory-limit 640MB`` keeps DuckDB
-to a limit as the ingest's stored metrics do (``traceq.ingestion.metrics.bounded_memory_limit``).
+bytes it handed to writes while it ran (DuckDB's spills; ``wchar``, as the ingest benchmarks count them),
+in the order the report makes them (one process; the stored metrics are read where the run has them, as
+the report reads them). ``--memory-limit 640MB`` keeps DuckDB to a limit as the ingest's stored metrics do
+(``traceq.ingestion.metrics.metrics_memory_limit``).
 
 Usage: python benchmarks/report_queries.py RUN --store STORE [--no-stored] [--memory-limit SIZE]
 """
@@ -9,6 +10,7 @@ Usage: python benchmarks/report_queries.py RUN --store STORE [--no-stored] [--me
 from __future__ import annotations
 
 import argparse
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,6 +18,9 @@ from pathlib import Path
 from traceq.analysis.report import run_report
 from traceq.querying.engine import Session
 from traceq.store import Store
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nsys_ingest import written_bytes
 
 
 class PeakRss:
@@ -33,12 +38,6 @@ class PeakRss:
 
     def reset(self) -> None:
         self.peak = rss()
-
-
-def written_bytes() -> int:
-    """Bytes this process has written to storage (``/proc/self/io``): DuckDB's spill files."""
-    with open("/proc/self/io") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("write_bytes"))
 
 
 def rss() -> int:

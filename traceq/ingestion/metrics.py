@@ -65,8 +65,8 @@ def bounded_memory_limit() -> str:
 #: The share of the memory a whole-run step will take (:attr:`WholeRunStep.memory`) that the metrics made
 #: before it may take where that is more than :func:`bounded_memory_limit`: the step sets the ingest's peak,
 #: so the metrics need not spill to keep under a lower one. At 21 copies of an Nsight Systems capture (the
-#: replay's 4.6 GB, so 2.3 GB): the report's queries took 13.1 s instead of 16.9 s and wrote 0.5 GB instead
-#: of 2.2 GB, the process at 2.5 GB, under the ingest's peak of 3.5 GB (benchmarks/README.md, "Twenty-ninth
+#: replay's 4.6 GB, so 2.3 GB): the report's queries took 12.6 s instead of 16.3 s and wrote 0.5 GB instead
+#: of 3.7 GB, the process at 2.5 GB, under the ingest's peak of 3.3 GB (benchmarks/README.md, "Twenty-ninth
 #: round").
 STEP_MEMORY_SHARE = 0.5
 
