@@ -49,10 +49,11 @@ def stored_names(n_events: int) -> tuple[str, ...]:
 
 #: DuckDB's memory limit for the metrics of a rank whose model was built on disk (beyond it, it spills under
 #: the system's temporary folder instead of growing with the events) is an eighth of the memory available
-#: when they start, within these bounds, bytes: the upper bound keeps the ingest's peak under about 1 GB,
-#: the lower one lets a machine short of memory still finish, more slowly (benchmarks/README.md, eighth
-#: and ninth rounds). A query that cannot keep to the limit runs again on fewer DuckDB threads, then
-#: without it (see :meth:`traceq.querying.engine.Session.over_ranks`).
+#: when they start, within these bounds, bytes: the upper bound keeps the ingest's peak under about 1 GB
+#: (where no replay sets it higher: :func:`metrics_memory_limit`), the lower one lets a machine short of
+#: memory still finish, more slowly (benchmarks/README.md, eighth and ninth rounds). A query that cannot
+#: keep to the limit runs again on fewer DuckDB threads, then without it (see
+#: :meth:`traceq.querying.engine.Session.over_ranks`).
 BOUNDED_MEMORY_MIN, BOUNDED_MEMORY_MAX = 256 * 10**6, 640 * 10**6
 
 

@@ -131,8 +131,9 @@ def unprofiled_idle_scale(replayer: Replayer, session: Session, host_scale: floa
 #: 580-660 inside an ingest; benchmarks/README.md, "Nineteenth round").
 REPLAY_BYTES_PER_EVENT = 1_000
 #: The share of the memory available that an ingest lets the replay of its stored estimate take. The rest
-#: of an ingest keeps to about 1 GB at any size; a run whose replay would need more is left for its reports
-#: to replay (the same estimate, computed then).
+#: of an ingest keeps to about 1 GB at any size, but for the metrics made before such a replay, which may
+#: take half of what it will (:func:`traceq.ingestion.metrics.metrics_memory_limit`); a run whose replay
+#: would need more is left for its reports to replay (the same estimate, computed then).
 REPLAY_MEMORY_SHARE = 0.25
 
 
