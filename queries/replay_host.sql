@@ -8,10 +8,8 @@
 -- A user's range chosen as a step (`train_step 7`) is replayed as the annotation it was recorded as (a step
 -- that is no profiler step by the model's rule, the macro is_profiler_step): like an op its start and end
 -- cost the profiler a transition each, but nothing runs in it, so a thread whose step is open still waits
--- (the training loop's thread while the backward runs on another). So is every other user's range of an
--- Nsight Systems capture (an NVTX range PyTorch's emit_nvtx did not make: no `op_id` in its args), such as
--- `backward` around a backward pass, which the nsys reader stores as an op.
--- Reads: events(run_id, rank, event_id, kind, name, pid, tid, ts_ns, dur_ns, step, depth, parent_id, input_shapes, args), steps(run_id, rank, name, event_id), runs(run_id, flavour), _host_marks.
+-- (the training loop's thread while the backward runs on another).
+-- Reads: events(run_id, rank, event_id, kind, name, pid, tid, ts_ns, dur_ns, step, depth, parent_id, input_shapes), steps(run_id, rank, name, event_id), _host_marks.
 -- Columns:
 --   run_id     VARCHAR  run id
 --   rank       BIGINT   rank
@@ -29,19 +27,13 @@
 --   shaped     BOOLEAN  whether the profiler recorded the event's input shapes (NVTX op ranges with shapes)
 WITH user_steps AS (  -- steps that are no profiler steps, by the model's rule
   SELECT DISTINCT run_id, rank, event_id FROM steps WHERE NOT is_profiler_step(name)
-), user_ranges AS (  -- the users' NVTX ranges of Nsight Systems captures (PyTorch's op ranges carry an op_id)
-  SELECT run_id, rank, event_id FROM events
-  WHERE kind = 'op' AND run_id IN (SELECT run_id FROM runs WHERE flavour = 'nsys')
-    AND json_extract_string(args, '$.op_id') IS NULL
 )
 SELECT e.run_id, e.rank, e.event_id,
-       CASE WHEN (e.kind = 'step' AND u.event_id IS NOT NULL) OR r.event_id IS NOT NULL THEN 'annotation'
-            ELSE e.kind END AS kind,
+       CASE WHEN e.kind = 'step' AND u.event_id IS NOT NULL THEN 'annotation' ELSE e.kind END AS kind,
        e.name, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
        e.step, e.depth, e.parent_id, m.cause, e.input_shapes IS NOT NULL AS shaped
 FROM events e
 LEFT JOIN user_steps u ON u.run_id = e.run_id AND u.rank = e.rank AND u.event_id = e.event_id
-LEFT JOIN user_ranges r ON r.run_id = e.run_id AND r.rank = e.rank AND r.event_id = e.event_id
 LEFT JOIN _host_marks m ON m.run_id = e.run_id AND m.rank = e.rank AND m.event_id = e.event_id
 WHERE (e.kind IN ('op', 'op_inner', 'python', 'annotation', 'runtime', 'step')
        AND e.pid IS NOT NULL AND e.tid IS NOT NULL AND e.dur_ns >= 0)

@@ -54,8 +54,9 @@ else:  # listing and resolving runs reads the catalog's JSON copies (:mod:`trace
 
 #: The store format written in its marker file, and the only one read: a change to what the readers store
 #: (kinds, columns' meaning) is a new format. 2: the host's waits on a full launch queue are kind
-#: ``queue_full`` (1 stored them as ``other``).
-FORMAT_VERSION = 2
+#: ``queue_full`` (1 stored them as ``other``). 3: an Nsight Systems capture's NVTX ranges that PyTorch's
+#: ``emit_nvtx`` did not make (a user's, a library's) are kind ``annotation`` (2 stored them as ``op``).
+FORMAT_VERSION = 3
 #: The marker file's text: the format of the runs written with it.
 MARKER_TEXT = json.dumps({"format": FORMAT_VERSION}) + "\n"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import functools
 import gzip
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -103,12 +104,27 @@ def test_launches_join_on_correlation_and_process(export: tuple[Path, pl.DataFra
     assert events.filter(pl.col("kind") == "runtime").height == calls
 
 
-def test_nvtx_ranges_become_ops(export: tuple[Path, pl.DataFrame]) -> None:
+def test_nvtx_ranges_become_ops_where_pytorch_made_them_annotations_otherwise(
+    export: tuple[Path, pl.DataFrame],
+) -> None:
+    """Every closed NVTX range is an event: a step where named like one, an op where its text carries
+    emit_nvtx's ``op_id`` (counted here on the export's texts), an annotation otherwise."""
     db, events = export
-    want = 0
+    texts: list[str] = []
     if "NVTX_EVENTS" in _tables(db):
-        want = _sql(db, 'select count(*) from NVTX_EVENTS where eventType in (59, 60) and "end" is not null')[0][0]
-    assert events.filter(pl.col("kind").is_in(["op", "step"])).height == want
+        strings = "StringIds" in _tables(db)
+        texts = [t or "" for (t,) in _sql(
+            db,
+            ("select coalesce(e.text, s.value) from NVTX_EVENTS e left join StringIds s on s.id = e.textId"
+             if strings else "select e.text from NVTX_EVENTS e") + ' where eventType in (59, 60) and "end" is not null',
+        )]  # fmt: skip
+    ranges = events.filter(pl.col("kind").is_in(["op", "step", "annotation"]))
+    assert ranges.height == len(texts)
+    steps = ranges.filter(pl.col("kind") == "step").height
+    with_op_id = sum(bool(re.search(r", op_id = \d+", t)) and "\n" not in t for t in texts)
+    assert ranges.filter(pl.col("kind") == "op").height == with_op_id - steps
+    if db.name.split("__")[0].removesuffix(".sqlite") in PYTORCH_NVTX:
+        assert with_op_id > 0.9 * len(texts)
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,11 @@ traced, so a missing table means "not traced". Columns are feature-tested with `
 
 Mapping: kernels, memcpy, memset -> GPU work (pid = launching process, tid = stream); CUDA runtime and
 driver calls (``eventClass`` 0/1; ``_vNNNN`` name suffixes dropped) -> ``runtime``; synchronisation
-records -> ``sync``; NVTX push/pop and start/end ranges -> ``op`` (``step`` when named like a profiler
-step; PyTorch ``emit_nvtx`` names such as ``aten::mm, op_id = 12, sizes = [[2, 3]]`` are reduced to the
-op name, the rest kept in ``args`` and the sizes in ``input_shapes``); NVTX marks -> ``marker``.
+records -> ``sync``; NVTX push/pop and start/end ranges -> ``step`` when named like a profiler step,
+``op`` when PyTorch's ``emit_nvtx`` made them (their text carries an ``op_id``: ``aten::mm, op_id = 12,
+sizes = [[2, 3]]`` is reduced to the op name, the rest kept in ``args`` and the sizes in ``input_shapes``),
+``annotation`` otherwise (a user's range such as ``backward``, a library's such as NCCL's); NVTX marks ->
+``marker``.
 Correlation ids repeat across processes, so GPU work is joined to its launch on (correlation, process).
 """
 
@@ -579,7 +581,9 @@ def _nvtx_events(raw: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
             .then(pl.lit("marker"))
             .when(name.str.contains(STEP_NAME))
             .then(pl.lit("step"))
-            .otherwise(pl.lit("op"))
+            .when(pl.col("_op_id").is_not_null())
+            .then(pl.lit("op"))
+            .otherwise(pl.lit("annotation"))
             .alias("kind"),
             pl.format("NVTX domain {}", pl.col("domainId").fill_null(0)).alias("category"),
             name.alias("name"),

@@ -2,9 +2,9 @@
 Nsight Systems with PyTorch's op ranges and shapes on one H100 and timed without it on that host
 (``sample_traces/planted/leaseO``).
 
-The nsys reader stores every NVTX range that is no step as an op; the replay takes a user's range (no
-``op_id`` in its text, which PyTorch's ranges carry) as an annotation, so the training loop's wait for the
-backward, inside that range, is seen. The ranges are counted in the export itself with sqlite3, the
+The nsys reader stores a user's range (no ``op_id`` in its text, which PyTorch's ranges carry) as an
+annotation, not an op, so the replay sees the training loop's wait for the backward inside that range, and
+the op tables do not list it. The ranges are counted in the export itself with sqlite3, the
 measured steps computed from the lease's rounds."""
 
 from __future__ import annotations
@@ -90,14 +90,21 @@ def measured() -> dict[str, float]:
     return {m: statistics.median(r) for m, r in rounds.items()}
 
 
-def test_each_step_holds_one_users_range_the_only_one_without_an_op_id(store: Store, tmp_path: Path) -> None:
+def test_each_step_holds_one_users_range_stored_as_an_annotation(store: Store, tmp_path: Path) -> None:
     for mode in MODES:
         texts = _texts(_unzipped(mode, tmp_path / f"{mode}.sqlite"))
         assert texts.count("backward") == 3 == sum(t.startswith("train_step ") for t in texts)
+        with_op_id = sum(", op_id = " in t for t in texts)
         run_id = store.resolve(_name(mode))
         with Session(store, [run_id]) as s:
-            users = s.sql("SELECT name FROM events WHERE kind = 'op' AND json_extract_string(args, '$.op_id') IS NULL")
-        assert users["name"].to_list() == ["backward"] * 3
+            kinds = s.sql("SELECT kind, name, json_extract_string(args, '$.op_id') IS NULL AS no_id FROM events "
+                          "WHERE category LIKE 'NVTX domain %' AND kind IN ('op', 'annotation')")  # fmt: skip
+            listed = s.query("op_summary")["name"].to_list()
+        users = kinds.filter(pl.col("kind") == "annotation")
+        assert users["name"].to_list() == ["backward"] * 3 and users["no_id"].all()
+        assert kinds.filter(pl.col("kind") == "op").height == with_op_id and not kinds["no_id"].filter(
+            kinds["kind"] == "op").any()  # fmt: skip
+        assert "backward" not in listed and "aten::mm" in listed
 
 
 def test_the_users_range_is_an_annotation_and_the_wait_inside_it_is_found(store: Store) -> None:
