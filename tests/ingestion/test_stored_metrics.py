@@ -177,7 +177,7 @@ def test_a_run_built_on_disk_stores_the_same_events_and_metrics(
         in_memory = traceq.ingest([path], store=tmp_path / "memory", jobs=1)["run_id"][0]
     monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
     monkeypatch.setattr(on_disk, "BUCKET_ROWS", 4000)
-    monkeypatch.setattr(metrics, "bounded_memory_limit", lambda: "64MB")
+    monkeypatch.setattr(metrics, "bounded_memory_limit", lambda: 64 * 10**6)
     monkeypatch.setattr(metrics, "STEP_MEMORY_SHARE", 0.0)  # (not the replay's share: see the test below)
     run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
     assert memory_limits == ["64MB"]  # the metrics of a model built on disk keep to the limit
@@ -223,7 +223,7 @@ def test_metrics_that_cannot_keep_to_the_limit_are_computed_without_it(
     path = RUNS["kineto"]
     in_memory = traceq.ingest([path], store=tmp_path / "memory", jobs=1)["run_id"][0]
     monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
-    monkeypatch.setattr(metrics, "bounded_memory_limit", lambda: "1MB")
+    monkeypatch.setattr(metrics, "bounded_memory_limit", lambda: 10**6)
     monkeypatch.setattr(metrics, "STEP_MEMORY_SHARE", 0.0)  # (the replay's share would lift it)
     run_id = traceq.ingest([path], store=store_dir, jobs=1)["run_id"][0]
     assert memory_limits == [None, "1MB"]
@@ -285,7 +285,7 @@ def test_the_metrics_before_a_stored_replay_may_take_half_its_memory(
     from traceq.analysis.replay.stored import NUMBERS
 
     monkeypatch.setattr(on_disk, "MIN_EVENTS", 0)
-    monkeypatch.setattr(metrics, "bounded_memory_limit", lambda: "1MB")
+    monkeypatch.setattr(metrics, "bounded_memory_limit", lambda: 10**6)
     traceq.ingest([RUNS["kineto"]], store=store_dir, jobs=1)
     events = traceq.runs(store_dir)["n_events"][0]
     assert events > 10_000 and memory_limits == [f"{events * 500 // 10**6}MB"]
@@ -306,9 +306,11 @@ def test_the_metrics_limit_is_the_larger_of_the_bounded_one_and_half_the_steps(
     assert metrics.metrics_memory_limit(bounded, step) == limit
 
 
-@pytest.mark.parametrize(("available", "limit"), [(10**9, "256MB"), (4 * 10**9, "500MB"), (24 * 10**9, "640MB")])
+@pytest.mark.parametrize(
+    ("available", "limit"), [(10**9, 256 * 10**6), (4 * 10**9, 500 * 10**6), (24 * 10**9, 640 * 10**6)]
+)
 def test_the_limit_of_metrics_built_on_disk_is_sized_from_the_available_memory(
-    available: int, limit: str, monkeypatch: pytest.MonkeyPatch
+    available: int, limit: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An eighth of what is available, within the bounds that keep the ingest under about 1 GB."""
     monkeypatch.setattr(metrics, "available_memory", lambda: available)

@@ -57,10 +57,10 @@ def stored_names(n_events: int) -> tuple[str, ...]:
 BOUNDED_MEMORY_MIN, BOUNDED_MEMORY_MAX = 256 * 10**6, 640 * 10**6
 
 
-def bounded_memory_limit() -> str:
-    """DuckDB's memory limit for the stored metrics of a rank built on disk, sized from the memory
+def bounded_memory_limit() -> int:
+    """DuckDB's memory limit for the stored metrics of a rank built on disk, bytes, sized from the memory
     available now (see :data:`BOUNDED_MEMORY_MIN`)."""
-    return f"{min(max(available_memory() // 8, BOUNDED_MEMORY_MIN), BOUNDED_MEMORY_MAX) // 10**6}MB"
+    return min(max(available_memory() // 8, BOUNDED_MEMORY_MIN), BOUNDED_MEMORY_MAX)
 
 
 #: The share of the memory a whole-run step will take (:attr:`WholeRunStep.memory`) that the metrics made
@@ -73,15 +73,14 @@ STEP_MEMORY_SHARE = 0.5
 
 
 def metrics_memory_limit(bounded: bool, step_memory: int | None = None) -> str | None:
-    """DuckDB's memory limit for a rank's stored metrics: none for a rank whose model was built in memory;
-    for one built on disk :func:`bounded_memory_limit`, or :data:`STEP_MEMORY_SHARE` of ``step_memory``
-    (bytes: what the whole-run step after them will take) where that is more."""
+    """DuckDB's memory limit for a rank's stored metrics, as DuckDB reads it (``640MB``): none for a rank
+    whose model was built in memory; for one built on disk :func:`bounded_memory_limit`, or
+    :data:`STEP_MEMORY_SHARE` of ``step_memory`` (bytes: what the whole-run step after them will take) where
+    that is more."""
     if not bounded:
         return None
-    limit = bounded_memory_limit()
-    if step_memory is not None and step_memory * STEP_MEMORY_SHARE > int(limit.removesuffix("MB")) * 10**6:
-        return f"{int(step_memory * STEP_MEMORY_SHARE) // 10**6}MB"
-    return limit
+    limit = max(bounded_memory_limit(), int((step_memory or 0) * STEP_MEMORY_SHARE))
+    return f"{limit // 10**6}MB"
 
 
 #: Metric queries made at once (where this process's share of the cores, Polars' pool, allows): one at a

@@ -22,8 +22,8 @@ from traceq.analysis.compare import change_next_step, compare, comparison_sessio
 from traceq.analysis.findings import Finding
 from traceq.analysis.replay.estimates import NO_CHANGE_PCT, NOT_ESTIMATED, Estimate, Verdict, change_words
 from traceq.analysis.replay.idle_split import IDLE_PIECES, estimated_split, estimated_waterfall, idle_scale_by_cause
-from traceq.analysis.replay.overhead import counts_not_modelled, not_modelled
-from traceq.analysis.replay.replayer import QUERIES, Replayer, timeline_of
+from traceq.analysis.replay.overhead import counts_not_modelled
+from traceq.analysis.replay.replayer import QUERIES, Replayer, events_by_kind, timeline_of
 from traceq.analysis.replay.stored import stored_estimate, write_estimate
 from traceq.analysis.replay.verdict import compare_replayers
 from traceq.analysis.report import run_report
@@ -250,7 +250,7 @@ def with_replay(
     blocks the replay reuses; by default one is opened."""
     reports = [result] if isinstance(result, RunReport) else [result.base, result.new]
     why_not = _cannot_replay(reports)
-    if why_not is None and unprofiled is not False and (unmodelled := _not_modelled(reports)):
+    if why_not is None and unprofiled is not False and (unmodelled := _not_modelled(reports, store, session)):
         if what_if:  # asked for: say why there is none
             unmodelled += " The what-ifs replay the same model, so none is made either."
         return dataclasses.replace(result, notes=[unmodelled, *result.notes])  # said whether asked or not
@@ -307,11 +307,18 @@ def _cannot_replay(reports: list[RunReport]) -> str | None:
     return None
 
 
-def _not_modelled(reports: list[RunReport]) -> str | None:
-    """Why the profiler-cost model cannot estimate these reports' runs (:func:`not_modelled`), or None."""
-    for r in reports:
-        kernels = (r.summary.kernels_per_step or 0) * (r.summary.steps or 0)
-        if why := not_modelled(r.run.get("flavour") or "", int(r.ops["calls"].sum()), kernels):
+def _not_modelled(reports: list[RunReport], store: Store | str | Path | None, session: Sessions | None) -> str | None:
+    """Why the profiler-cost model cannot estimate these reports' runs, or None: :func:`counts_not_modelled`
+    of their catalog rows' events by kind (as :func:`estimate_memory` reads them at ingest), read from
+    ``session`` (a comparison's: BASE's and NEW's) or else from ``store``'s catalog."""
+    if session is None:
+        catalog = Store.of(store)
+        rows = [catalog.catalog_row(r.run["run_id"]) or {} for r in reports]
+    else:
+        sessions = session if isinstance(session, tuple) else (session, session)
+        rows = [s.run_row(r.run["run_id"]) for s, r in zip(sessions, reports, strict=False)]
+    for r, row in zip(reports, rows, strict=True):
+        if why := counts_not_modelled(r.run.get("flavour") or "", events_by_kind(row)):
             return why
     return None
 

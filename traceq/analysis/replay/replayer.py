@@ -47,8 +47,12 @@ def load_timeline(session: Session, run_id: str, rank: int | None = None) -> Tim
     """Load ``run_id`` (rank ``rank``; by default its lowest rank) from ``session`` (whose runs must
     include it)."""
     run = session.run_row(run_id)
-    counts = json.loads(run.get("events_by_kind") or "{}")
-    return timeline_of(session, run_id, run.get("flavour") or "", counts, rank)
+    return timeline_of(session, run_id, run.get("flavour") or "", events_by_kind(run), rank)
+
+
+def events_by_kind(run: dict[str, Any]) -> dict[str, int]:
+    """A catalog row's events by kind (its JSON column read)."""
+    return json.loads(run.get("events_by_kind") or "{}")
 
 
 def timeline_of(
