@@ -5,7 +5,9 @@
 -- of that cause holding it (for a gap explained whole, at the instant it began): for host_sync and
 -- allocator the innermost such call, for algorithm_search and input_pipeline the outermost. Other
 -- pieces are charged to the cast op they fall in (cast_overhead) or to the top-level op they fall in
--- (launch_overhead, and time between ops or not attributed, which has no op). `frame` is the innermost
+-- (launch_overhead), and in no op (time between ops or not attributed) to the top-level annotation they fall
+-- in, where one does (a range of the user's or of a library: `Optimizer.step#Adam.step`, an NVTX range that
+-- PyTorch did not make; one that no other annotation of its thread encloses). `frame` is the innermost
 -- Python frame of the user's code around a held call (files outside torch, numpy and site-packages;
 -- only in traces with Python stacks).
 -- Reads: _idle_pieces, _host_marks, events(kind, name, pid, tid, ts_ns, dur_ns, event_id, depth).
@@ -123,13 +125,28 @@ in_top AS (
   FROM (SELECT * FROM in_cast UNION ALL SELECT *, NULL::BIGINT AS cast_id FROM loose WHERE cause <> 'cast_overhead') l
   ASOF LEFT JOIN top_ops o
     ON o.run_id = l.run_id AND o.rank = l.rank AND o.pid = l.pid AND o.tid = l.tid AND l.piece_start >= o.ts_ns
+),
+top_annotations AS (  -- each thread's annotations that no other annotation of the thread encloses (one that
+                      -- begins where all before it have ended: in start order, the longest first)
+  SELECT run_id, rank, pid, tid, event_id, ts_ns, end_ns
+  FROM (SELECT run_id, rank, pid, tid, event_id, ts_ns, ts_ns + dur_ns AS end_ns,
+               max(ts_ns + dur_ns) OVER (PARTITION BY run_id, rank, pid, tid ORDER BY ts_ns, dur_ns DESC, event_id
+                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+        FROM events WHERE kind = 'annotation' AND pid IS NOT NULL AND tid IS NOT NULL)
+  WHERE reach IS NULL OR ts_ns >= reach
+),
+in_annotation AS (  -- pieces in no op: the top-level annotation they fall in
+  SELECT l.*, CASE WHEN l.top_id IS NULL AND l.piece_start < a.end_ns THEN a.event_id END AS annotation_id
+  FROM in_top l
+  ASOF LEFT JOIN top_annotations a
+    ON a.run_id = l.run_id AND a.rank = l.rank AND a.pid = l.pid AND a.tid = l.tid AND l.piece_start >= a.ts_ns
 )
 SELECT run_id, rank, step, device, gap_id, piece_start, piece_end, ns, pid, tid, held_at, cause, site_id, frame
 FROM held_framed
 UNION ALL
 SELECT run_id, rank, step, device, gap_id, piece_start, piece_end, ns, pid, tid, held_at, cause,
-       coalesce(cast_id, top_id) AS site_id, NULL AS frame
-FROM in_top
+       coalesce(cast_id, top_id, annotation_id) AS site_id, NULL AS frame
+FROM in_annotation
 UNION ALL
 SELECT run_id, rank, step, device, gap_id, piece_start, piece_end, ns, pid, tid, held_at, cause,
        NULL::BIGINT AS site_id, NULL AS frame

@@ -5,7 +5,8 @@
 -- instant it began): for host_sync and allocator the innermost such call (cudaStreamSynchronize,
 -- cudaFree), for algorithm_search and input_pipeline the outermost (the searching op, the DataLoader
 -- range). Other pieces are charged to the cast op they fall in (cast_overhead) or to the top-level op
--- they fall in (launch_overhead, and time between ops or not attributed, which has no op). `op` is the
+-- they fall in (launch_overhead), and in no op (time between ops or not attributed) to the top-level
+-- annotation they fall in, where one does (`Optimizer.step#Adam.step`, a user's NVTX range). `op` is the
 -- innermost op around the call (for a runtime call, the op that made it), `top_op` the top-level op
 -- around it, and `frame` the innermost Python frame of the user's code around it (files outside torch,
 -- numpy and site-packages; only in traces with Python stacks, and only for held calls).

@@ -229,7 +229,8 @@ PYTHON_OVERHEAD = Cause(
     "Python between ops",
     "idle",
     "The GPU waited while the launching thread ran Python between framework ops (outside any op).",
-    "idle time while the thread is between the framework ops of its step; the Python frames, where recorded",
+    "idle time while the thread is between the framework ops of its step; the Python frames, where recorded, "
+    "and the top-level ranges it lies in (Optimizer.step#Adam.step)",
     {
         "pytorch": "Remove per-op Python from the step: torch.compile the model, avoid Python loops over "
         "tensors or parameters inside the step, and move bookkeeping out of the hot loop.",
@@ -250,15 +251,19 @@ HOST_UNATTRIBUTED = Cause(
     "The GPU waited while its launching thread was in no call the trace records: before the step's first "
     "framework op or after its last, or on a thread without framework ops. Nothing in the trace says what "
     "the host did then (a data-loading range, a pageable copy or a framework op around it would name a "
-    "cause), so no cause is named.",
-    "idle time while the thread is outside every recorded call and outside the span of its step's framework ops",
+    "cause), so no cause is named; a range of the user's or of a library around it (record_function, an "
+    "NVTX range) says where it was spent, not on what.",
+    "idle time while the thread is outside every recorded call and outside the span of its step's framework "
+    "ops; the top-level ranges it lies in",
     {
-        "pytorch": "Record what the host does there before acting on it: wrap the loop's parts in "
-        "torch.profiler.record_function or NVTX ranges (torch.cuda.nvtx.range), or profile with Python "
-        "stacks (with_stack=True), and report again.",
-        "paddle": "Record what the host does there before acting on it: wrap the loop's parts in "
-        "paddle.profiler.RecordEvent ranges, and report again.",
-        "any": "Record what the host does there (NVTX or profiler ranges around the loop's parts), and report again.",
+        "pytorch": "Record what the host does there before acting on it: wrap the loop's parts (or, where "
+        "the time lies in a range already, that range's parts) in torch.profiler.record_function or NVTX "
+        "ranges (torch.cuda.nvtx.range), or profile with Python stacks (with_stack=True), and report again.",
+        "paddle": "Record what the host does there before acting on it: wrap the loop's parts (or, where the "
+        "time lies in a range already, that range's parts) in paddle.profiler.RecordEvent ranges, and "
+        "report again.",
+        "any": "Record what the host does there (NVTX or profiler ranges around the loop's parts, or around "
+        "the parts of a range the time lies in already), and report again.",
     },
     title="The GPU idles {ms} ms per step ({share}) while the host is in no recorded call: host time not "
     "attributed to a cause",

@@ -19,6 +19,7 @@ from traceq.analysis.causes import (
     CAST_OVERHEAD,
     GPU_COMPUTE,
     HOST_SYNC,
+    HOST_UNATTRIBUTED,
     INPUT_PIPELINE,
     LAUNCH_OVERHEAD,
     PYTHON_OVERHEAD,
@@ -93,7 +94,11 @@ def evidence(session: Session, run_id: str, windows: int) -> dict[str, dict[str,
         "round_trips_per_step": trips.sum() / w if trips.null_count() < trips.len() else None,
         "idle_in_casts_by_op": top_sites(CAST_OVERHEAD.id, ["top_op"]),
     }
-    out[PYTHON_OVERHEAD.id] = {"frames": [s for s in top_sites(PYTHON_OVERHEAD.id, ["frame"]) if s["frame"]]}
+    out[PYTHON_OVERHEAD.id] = {
+        "frames": [s for s in top_sites(PYTHON_OVERHEAD.id, ["frame"]) if s["frame"]],
+        "in_ranges": [s for s in top_sites(PYTHON_OVERHEAD.id, ["site"]) if s["site"]],
+    }
+    out[HOST_UNATTRIBUTED.id] = {"in_ranges": [s for s in top_sites(HOST_UNATTRIBUTED.id, ["site"]) if s["site"]]}
     gaps = session.query("gpu_gap_buckets").filter(mine & pl.col("kind").is_in(["dependency", "unknown"]))
     out[UNEXPLAINED.id] = {"waits_with_work_queued_per_step": gaps["gaps"].sum() / w if gaps.height else 0.0}
     cover = session.query("precision_coverage").filter(mine)
