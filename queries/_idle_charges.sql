@@ -136,8 +136,10 @@ top_annotations AS (  -- each thread's annotations that no other annotation of t
   WHERE reach IS NULL OR ts_ns >= reach
 ),
 in_annotation AS (  -- pieces in no op: the top-level annotation they fall in
-  SELECT l.*, CASE WHEN l.top_id IS NULL AND l.piece_start < a.end_ns THEN a.event_id END AS annotation_id
-  FROM in_top l
+  SELECT *, NULL::BIGINT AS annotation_id FROM in_top WHERE top_id IS NOT NULL OR cast_id IS NOT NULL
+  UNION ALL
+  SELECT l.*, CASE WHEN l.piece_start < a.end_ns THEN a.event_id END AS annotation_id
+  FROM (SELECT * FROM in_top WHERE top_id IS NULL AND cast_id IS NULL) l
   ASOF LEFT JOIN top_annotations a
     ON a.run_id = l.run_id AND a.rank = l.rank AND a.pid = l.pid AND a.tid = l.tid AND l.piece_start >= a.ts_ns
 )
