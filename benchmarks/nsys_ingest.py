@@ -102,12 +102,30 @@ def peak_mb() -> float:
     return float("nan")
 
 
+def missing_compiled(source: Path) -> list[str]:
+    """The compiled extension modules of the ``traceq`` this process imports that ``source`` (a folder
+    holding another ``traceq`` package) lacks, as paths inside the package: timed without them, that
+    traceq runs its Python fallbacks (the nesting walk, the replay's visit), up to a third slower."""
+    import importlib.machinery
+
+    import traceq
+
+    package = Path(traceq.__file__).parent
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]  # this interpreter's (.cpython-311-x86_64-linux-gnu.so)
+    built = [p.relative_to(package) for p in package.rglob(f"*{suffix}")]
+    return [str(p) for p in built if not (source / "traceq" / p).exists()]
+
+
 def in_fresh_process(what: str, *paths: Path, script: str = __file__, source: Path | None = None) -> dict:
     """Run ``--one WHAT PATHS`` of ``script`` (a benchmark of this folder; this one by default) in a new
     process, with the ``traceq`` of ``source`` where given (a folder holding its ``traceq`` package, the
-    query files as ``traceq/queries``); its printed measurement (the last line of its output, JSON)."""
+    query files as ``traceq/queries``); its printed measurement (the last line of its output, JSON). A
+    ``source`` without this traceq's compiled parts is refused (:func:`missing_compiled`)."""
     env = None
     if source is not None:
+        if missing := missing_compiled(source):
+            raise SystemExit(f"{source}: without the compiled parts {', '.join(missing)}: its traceq would time "
+                             "their Python fallbacks (build it, or copy them from this checkout)")  # fmt: skip
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, script, "--one", what, *map(str, paths)], capture_output=True, text=True,
                           env=env)  # fmt: skip
