@@ -19,7 +19,7 @@
 --   cause    VARCHAR  the cause (see idle_causes)
 --   site     VARCHAR  the call the time is charged to (NULL: between calls)
 --   op       VARCHAR  innermost op around that call (NULL: none)
---   top_op   VARCHAR  top-level op around it (NULL: none)
+--   top_op   VARCHAR  top-level op around it (NULL: none; an annotation charged, itself)
 --   frame    VARCHAR  innermost frame of the user's Python code around it (NULL: not recorded or none)
 --   calls    BIGINT   distinct calls charged
 --   idle_ns  BIGINT   idle time charged, ns
@@ -44,7 +44,8 @@ names AS MATERIALIZED (
   SEMI JOIN around a ON a.run_id = e.run_id AND a.rank = e.rank AND a.event_id = e.event_id
 )
 SELECT c.run_id, c.rank, c.step, c.device, c.cause, s.name AS site,
-       CASE WHEN s.kind = 'runtime' THEN p.name ELSE s.name END AS op, t.name AS top_op, c.frame,
+       CASE WHEN s.kind = 'runtime' THEN p.name ELSE s.name END AS op,
+       CASE WHEN s.kind = 'annotation' THEN s.name ELSE t.name END AS top_op, c.frame,
        count(DISTINCT c.site_id) AS calls, sum(c.ns)::BIGINT AS idle_ns
 FROM charged c
 LEFT JOIN sites s ON s.run_id = c.run_id AND s.rank = c.rank AND s.event_id = c.site_id

@@ -80,12 +80,17 @@ def test_nvfusers_compile_is_named_where_its_idle_time_lies(nvfuser: Path, inges
             "SELECT e.start, e.end, e.globalTid FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
             "WHERE coalesce(e.text, s.value) = 'KernelExecutor::compileFusion'"
         ).fetchall()
+        runs = db.execute(
+            "SELECT e.globalTid / 16777216 % 16777216, e.globalTid % 16777216, e.start, e.end FROM NVTX_EVENTS e "
+            "LEFT JOIN StringIds s ON s.id = e.textId WHERE coalesce(e.text, s.value) = 'KernelExecutor::runFusion'"
+        ).fetchall()
     assert texts and not any(", op_id = " in t for t in texts)
     store = Store(ingested.store(NVFUSER))
     (run_id,) = traceq.runs(store)["run_id"]
     with Session(store, [run_id]) as s:
         kinds = s.sql("SELECT DISTINCT kind FROM events WHERE category LIKE 'NVTX domain %'")["kind"].to_list()
-        pieces = s.query("_idle_pieces").filter(pl.col("cause") == HOST_UNATTRIBUTED.id)
+        all_pieces = s.query("_idle_pieces")
+    pieces = all_pieces.filter(pl.col("cause") == HOST_UNATTRIBUTED.id)
     assert kinds == ["annotation"]
     pid, tid = gtid // 0x1000000 % 0x1000000, gtid % 0x1000000
     want = _charged_by_start(pieces, [(pid, tid, start, end)])
@@ -96,3 +101,9 @@ def test_nvfusers_compile_is_named_where_its_idle_time_lies(nvfuser: Path, inges
     top = finding.evidence["in_ranges"][0]
     assert top["site"] == "KernelExecutor::compileFusion"
     assert top["idle_ms_per_step"] == pytest.approx(want / 1e6)
+    # launching from nvFuser's runFusion, in no op: that range is the one the GPU waited on
+    launching = _charged_by_start(all_pieces.filter(pl.col("cause") == "launch_overhead"), runs)
+    assert launching > 1e6
+    waited = next(f for f in report.findings if f.id == "launch_overhead").evidence["ops_the_gpu_waited_on"]
+    (named,) = [r for r in waited if r["top_op"] == "KernelExecutor::runFusion"]
+    assert named["idle_ms_per_step"] == pytest.approx(launching / 1e6)
