@@ -30,11 +30,26 @@ from traceq.querying.engine import Session
 _MS = 1e6
 
 
+def idle_sites_per_gpu(session: Session, run_id: str) -> pl.DataFrame:
+    """``run_id``'s ``idle_sites`` with each row's ``idle_ns`` the mean over the GPUs of its window (a float):
+    a rank with several GPUs sums their idle time there, while its split (:func:`traceq.analysis.split.split`)
+    is their mean, which the findings state beside the sites."""
+    mine = pl.col("run_id") == run_id
+    busy = session.query("gpu_busy").filter(mine)
+    gpus = busy.group_by("rank", "step").agg(pl.col("device").n_unique().alias("_gpus"))
+    sites = session.query("idle_sites").filter(mine)
+    return (
+        sites.join(gpus, on=["rank", "step"], how="left", nulls_equal=True, maintain_order="left")
+        .with_columns(pl.col("idle_ns") / pl.col("_gpus").fill_null(1).clip(1))
+        .drop("_gpus")
+    )
+
+
 def evidence(session: Session, run_id: str, windows: int) -> dict[str, dict[str, Any]]:
     """What the metric queries say about each cause of ``run_id``'s steps, per step (``windows`` of them)."""
     mine = pl.col("run_id") == run_id
     w = max(windows, 1)
-    sites = session.query("idle_sites").filter(mine)
+    sites = idle_sites_per_gpu(session, run_id)
     # a run without steps has one window (step NULL) and its calls are all in it
     stepped = session.query("_windows").filter(mine)["step"].is_not_null().any()
     calls = session.query("host_calls").filter(mine & (pl.col("step").is_not_null() | (not stepped)))

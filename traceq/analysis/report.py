@@ -29,6 +29,7 @@ from traceq.analysis.causes import (
     PYTHON_OVERHEAD,
 )
 from traceq.analysis.evidence import evidence as evidence_of
+from traceq.analysis.evidence import idle_sites_per_gpu
 from traceq.analysis.findings import Finding
 from traceq.analysis.ops_table import by_cpu_time
 from traceq.analysis.results import RunReport
@@ -130,7 +131,7 @@ def run_report(
         # shortest bucket first: a bucket's mean gap lies inside its range, and the ranges do not overlap
         .sort("kind", pl.col("ns_per_step") / pl.col("gaps"))
     )
-    sites = _sites(q("idle_sites"), windows)
+    sites = _sites(idle_sites_per_gpu(session, run_id), windows)
     per_step_ops = _ranks_combined(ops).with_columns(
         (pl.col("calls") / windows).alias("calls_per_step"),
         *(
