@@ -18,6 +18,7 @@ import traceq
 from tests.conftest import SAMPLES, SHARED, Ingested
 from traceq.analysis.causes import HOST_UNATTRIBUTED, PYTHON_OVERHEAD
 from traceq.querying.engine import Session
+from traceq.render.reports import IN_NO_OP, sites_table
 from traceq.store import Store
 
 KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
@@ -107,3 +108,21 @@ def test_nvfusers_compile_is_named_where_its_idle_time_lies(nvfuser: Path, inges
     waited = next(f for f in report.findings if f.id == "launch_overhead").evidence["ops_the_gpu_waited_on"]
     (named,) = [r for r in waited if r["top_op"] == "KernelExecutor::runFusion"]
     assert named["idle_ms_per_step"] == pytest.approx(launching / 1e6)
+
+
+def test_launching_in_no_op_is_labelled_as_in_a_runtime_call(nvfuser: Path, ingested: Ingested) -> None:
+    """The sites table's row for launch overhead charged to no call says it lay in a runtime call that no op
+    encloses: each such piece begins inside one of the export's CUDA runtime calls on its thread."""
+    with sqlite3.connect(f"file:{nvfuser}?mode=ro", uri=True) as db:
+        calls = db.execute(
+            "SELECT globalTid / 16777216 % 16777216, globalTid % 16777216, start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+        ).fetchall()
+    store = Store(ingested.store(NVFUSER))
+    (run_id,) = traceq.runs(store)["run_id"]
+    with Session(store, [run_id]) as s:
+        loose = s.query("_idle_charges").filter((pl.col("cause") == "launch_overhead") & pl.col("site_id").is_null())
+    assert loose.height > 0
+    assert _charged_by_start(loose, calls) == loose["ns"].sum()
+    table = sites_table(traceq.run_report(run_id, store))
+    (row,) = table.filter((pl.col("cause") == "launch_overhead") & (pl.col("call") == IN_NO_OP)).rows(named=True)
+    assert row["ms/step"] == pytest.approx(loose["ns"].sum() / 1e6, abs=5e-4)

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 import polars as pl
 
 from traceq._utils.words import count, fixed, rounded
+from traceq.analysis.causes import LAUNCH_OVERHEAD
 from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding, Waterfall
 from traceq.analysis.replay.estimates import NOT_ESTIMATED
 from traceq.analysis.results import REST, REST_LABEL, Comparison, RunReport
@@ -116,7 +117,7 @@ def _site(v: dict[str, Any]) -> str:
             f"(typically {number(v['typical_kernels_per_call'])})" + (f", shapes {shapes}" if shapes else "")
         )
     where = [x for x in (v.get("site"), v.get("op"), v.get("top_op")) if x]
-    chain = " < ".join(dict.fromkeys(where)) or "outside any call"
+    chain = " < ".join(dict.fromkeys(where)) or "outside any op"  # (a list by top-level op: in none)
     frame = f" at {v['frame']}" if v.get("frame") else ""
     size = f"{number(v.get('idle_ms_per_step'))} ms per step"
     calls = f", {number(v['calls_per_step'])} calls per step" if v.get("calls_per_step") else ""
@@ -203,6 +204,11 @@ def split_table(report: RunReport, estimated: bool = False) -> pl.DataFrame:
     ).sort("ms/step", descending=True)
 
 
+#: The sites table's call where no call is charged: the thread was between calls, or (launch overhead) in a
+#: runtime call that no op or annotation encloses (a kernel launched from Python or a compiler's runtime).
+BETWEEN, IN_NO_OP = "(between calls)", "(a runtime call in no op)"
+
+
 def sites_table(report: RunReport) -> pl.DataFrame:
     """Where each cause's idle time went: the call, the op it was made in, the user's frame."""
     if report.sites.is_empty():
@@ -212,7 +218,10 @@ def sites_table(report: RunReport) -> pl.DataFrame:
         .head(TOP_SITES)
         .select(
             "cause",
-            pl.col("site").fill_null("(between calls)").alias("call"),
+            # no site: Python's time between calls, or launching from a runtime call that no op encloses
+            pl.col("site")
+            .fill_null(pl.when(pl.col("cause") == LAUNCH_OVERHEAD.id).then(pl.lit(IN_NO_OP)).otherwise(pl.lit(BETWEEN)))
+            .alias("call"),
             pl.when(pl.col("top_op") != pl.col("site")).then(pl.col("top_op")).alias("in op"),
             "frame",
             pl.col("calls_per_step").round(2).alias("calls/step"),
