@@ -60,7 +60,7 @@ def test_python_between_the_optimizers_ops_is_charged_to_its_step_range(ingested
     report = traceq.run_report(run_id, store)
     finding = next(f for f in report.findings if f.id == PYTHON_OVERHEAD.id)
     (named,) = [r for r in finding.evidence["in_ranges"] if r["site"] == "Optimizer.step#Adam.step"]
-    assert named["idle_ms_per_step"] == pytest.approx(want / 2 / 1e6)
+    assert named["idle_ms_per_step"] == pytest.approx(want / 2 / 1e6) and named["ranges_per_step"] == 1
 
 
 @pytest.fixture(scope="module")

@@ -109,11 +109,19 @@ def evidence(session: Session, run_id: str, windows: int) -> dict[str, dict[str,
         "round_trips_per_step": trips.sum() / w if trips.null_count() < trips.len() else None,
         "idle_in_casts_by_op": top_sites(CAST_OVERHEAD.id, ["top_op"]),
     }
+
+    def ranges(cause: str) -> list[dict[str, Any]]:  # the ranges (annotations) the cause's time lay in
+        return [
+            {"site": s["site"], "idle_ms_per_step": s["idle_ms_per_step"], "ranges_per_step": s["calls_per_step"]}
+            for s in top_sites(cause, ["site"])
+            if s["site"]
+        ]
+
     out[PYTHON_OVERHEAD.id] = {
         "frames": [s for s in top_sites(PYTHON_OVERHEAD.id, ["frame"]) if s["frame"]],
-        "in_ranges": [s for s in top_sites(PYTHON_OVERHEAD.id, ["site"]) if s["site"]],
+        "in_ranges": ranges(PYTHON_OVERHEAD.id),
     }
-    out[HOST_UNATTRIBUTED.id] = {"in_ranges": [s for s in top_sites(HOST_UNATTRIBUTED.id, ["site"]) if s["site"]]}
+    out[HOST_UNATTRIBUTED.id] = {"in_ranges": ranges(HOST_UNATTRIBUTED.id)}
     gaps = session.query("gpu_gap_buckets").filter(mine & pl.col("kind").is_in(["dependency", "unknown"]))
     out[UNEXPLAINED.id] = {"waits_with_work_queued_per_step": gaps["gaps"].sum() / w if gaps.height else 0.0}
     cover = session.query("precision_coverage").filter(mine)

@@ -121,6 +121,8 @@ def _site(v: dict[str, Any]) -> str:
     frame = f" at {v['frame']}" if v.get("frame") else ""
     size = f"{number(v.get('idle_ms_per_step'))} ms per step"
     calls = f", {number(v['calls_per_step'])} calls per step" if v.get("calls_per_step") else ""
+    if v.get("ranges_per_step"):  # a range the time lay in, not a call made
+        calls = f", {number(v['ranges_per_step'])} ranges per step"
     return f"{chain}{frame} ({size}{calls})"
 
 

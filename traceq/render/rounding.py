@@ -12,6 +12,7 @@ from traceq.analysis.causes import (
     FP32_COMPUTE,
     GPU_COMPUTE,
     HOST_SYNC,
+    HOST_UNATTRIBUTED,
     INPUT_PIPELINE,
     LAUNCH_OVERHEAD,
     PYTHON_OVERHEAD,
@@ -28,6 +29,8 @@ Rule = int | dict[str, int]
 
 #: Where the idle time went (a row of a cause's sites, ops or frames): ms and calls per step.
 SITE: dict[str, int] = {"idle_ms_per_step": 3, "calls_per_step": 3}
+#: A range (annotation) a cause's time lay in: ms and ranges per step.
+RANGE: dict[str, int] = {"idle_ms_per_step": 3, "ranges_per_step": 3}
 #: An op that searched for algorithms.
 SEARCH_OP: dict[str, int] = {"calls_per_step": 2, "ms_per_call": 2, "typical_ms_per_call": 3, "kernels_per_call": 1}
 
@@ -59,7 +62,8 @@ EVIDENCE: dict[str, dict[str, Rule]] = {
         "round_trips_per_step": 1,
         "idle_in_casts_by_op": SITE,
     },
-    PYTHON_OVERHEAD.id: {"frames": SITE},
+    PYTHON_OVERHEAD.id: {"frames": SITE, "in_ranges": RANGE},
+    HOST_UNATTRIBUTED.id: {"in_ranges": RANGE},
     UNEXPLAINED.id: {"waits_with_work_queued_per_step": 1},
     GPU_COMPUTE.id: {
         "fp16_coverage": 4,
