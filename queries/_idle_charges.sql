@@ -5,9 +5,10 @@
 -- of that cause holding it (for a gap explained whole, at the instant it began): for host_sync and
 -- allocator the innermost such call, for algorithm_search and input_pipeline the outermost. Other
 -- pieces are charged to the cast op they fall in (cast_overhead) or to the top-level op they fall in
--- (launch_overhead), and in no op (time between ops or not attributed) to the top-level annotation they fall
--- in, where one does (a range of the user's or of a library: `Optimizer.step#Adam.step`, an NVTX range that
--- PyTorch did not make; one that no other annotation of its thread encloses). `frame` is the innermost
+-- (launch_overhead), and those in no op (time between ops or not attributed, a launch from Python) to the
+-- top-level annotation they fall in, where one does (a range of the user's or of a library:
+-- `Optimizer.step#Adam.step`, an NVTX range that PyTorch did not make; one that no other annotation of its
+-- thread encloses). `frame` is the innermost
 -- Python frame of the user's code around a held call (files outside torch, numpy and site-packages;
 -- only in traces with Python stacks).
 -- Reads: _idle_pieces, _host_marks, events(kind, name, pid, tid, ts_ns, dur_ns, event_id, depth).

@@ -5,8 +5,9 @@
 -- instant it began): for host_sync and allocator the innermost such call (cudaStreamSynchronize,
 -- cudaFree), for algorithm_search and input_pipeline the outermost (the searching op, the DataLoader
 -- range). Other pieces are charged to the cast op they fall in (cast_overhead) or to the top-level op
--- they fall in (launch_overhead), and in no op (time between ops or not attributed) to the top-level
--- annotation they fall in, where one does (`Optimizer.step#Adam.step`, a user's NVTX range). `op` is the
+-- they fall in (launch_overhead), and those in no op (time between ops or not attributed, a launch from
+-- Python) to the top-level annotation they fall in, where one does (`Optimizer.step#Adam.step`, a user's
+-- NVTX range). `op` is the
 -- innermost op around the call (for a runtime call, the op that made it), `top_op` the top-level op
 -- around it, and `frame` the innermost Python frame of the user's code around it (files outside torch,
 -- numpy and site-packages; only in traces with Python stacks, and only for held calls).
@@ -17,7 +18,7 @@
 --   step     INTEGER  window's step
 --   device   INTEGER  GPU index
 --   cause    VARCHAR  the cause (see idle_causes)
---   site     VARCHAR  the call the time is charged to (NULL: between calls)
+--   site     VARCHAR  the call or annotation the time is charged to (NULL: none: between calls, or a launch from a runtime call in no op)
 --   op       VARCHAR  innermost op around that call (NULL: none)
 --   top_op   VARCHAR  top-level op around it (NULL: none; an annotation charged, itself)
 --   frame    VARCHAR  innermost frame of the user's Python code around it (NULL: not recorded or none)

@@ -25,6 +25,7 @@ from traceq.analysis.causes import (
     PYTHON_OVERHEAD,
     UNEXPLAINED,
 )
+from traceq.analysis.results import window_gpus
 from traceq.querying.engine import Session
 
 _MS = 1e6
@@ -32,16 +33,15 @@ _MS = 1e6
 
 def idle_sites_per_gpu(session: Session, run_id: str) -> pl.DataFrame:
     """``run_id``'s ``idle_sites`` with each row's ``idle_ns`` the mean over the GPUs of its window (a float):
-    a rank with several GPUs sums their idle time there, while its split (:func:`traceq.analysis.split.split`)
-    is their mean, which the findings state beside the sites."""
+    a rank with several GPUs sums their idle time there, while its split is their mean (:func:`window_gpus`),
+    which the findings state beside the sites."""
     mine = pl.col("run_id") == run_id
-    busy = session.query("gpu_busy").filter(mine)
-    gpus = busy.group_by("rank", "step").agg(pl.col("device").n_unique().alias("_gpus"))
+    gpus = window_gpus(session.query("gpu_busy").filter(mine))
     sites = session.query("idle_sites").filter(mine)
     return (
         sites.join(gpus, on=["rank", "step"], how="left", nulls_equal=True, maintain_order="left")
-        .with_columns(pl.col("idle_ns") / pl.col("_gpus").fill_null(1).clip(1))
-        .drop("_gpus")
+        .with_columns(pl.col("idle_ns") / pl.col("gpus").fill_null(1).clip(1))
+        .drop("gpus")
     )
 
 

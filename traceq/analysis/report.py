@@ -32,7 +32,7 @@ from traceq.analysis.evidence import evidence as evidence_of
 from traceq.analysis.evidence import idle_sites_per_gpu
 from traceq.analysis.findings import Finding
 from traceq.analysis.ops_table import by_cpu_time
-from traceq.analysis.results import RunReport
+from traceq.analysis.results import RunReport, window_gpus
 from traceq.analysis.run_summary import CastOverhead, OutlierStep, RunSummary
 from traceq.analysis.split import Split, split
 from traceq.analysis.step_lanes import timeline
@@ -123,7 +123,7 @@ def run_report(
         ),
         ops_total=0,  # set below, once the ops are combined over ranks
     )
-    devices = busy.group_by("rank", "step").agg(pl.col("device").n_unique())["device"].max() if busy.height else 1
+    devices = window_gpus(busy)["gpus"].max() if busy.height else 1
     _check_invariants(summary, parts, int(devices or 1))
     gap_histogram = (
         gaps.group_by("kind", "bucket")

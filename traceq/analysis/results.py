@@ -20,6 +20,12 @@ REST = "estimate_rest"
 REST_LABEL = "rest of the estimate, not split by cause"
 
 
+def window_gpus(busy: pl.DataFrame) -> pl.DataFrame:
+    """The GPUs of each window (``rank``, ``step``, ``gpus``) of ``gpu_busy`` rows: a rank that drives several
+    GPUs states its busy and idle time, and where the idle time went, as their mean."""
+    return busy.group_by("rank", "step").agg(pl.col("device").n_unique().alias("gpus"))
+
+
 @dataclass
 class Split:
     """One run's mean step (ms per step, over its windows): ``busy`` and ``idle`` parts add up to ``window_ms``."""

@@ -21,7 +21,7 @@ from traceq.analysis.causes import (
     IDLE_CAUSES,
     MEMORY_COPIES,
 )
-from traceq.analysis.results import Split
+from traceq.analysis.results import Split, window_gpus
 from traceq.querying.engine import Session
 
 _MS = 1e6
@@ -34,11 +34,14 @@ def split(session: Session, run_id: str) -> Split:
     busy = session.query("gpu_busy").filter(mine)
     keys = ["rank", "step"]
     windows = max(busy.select(pl.struct(keys).n_unique()).item(), 1) if busy.height else 1
-    per_window = busy.group_by(keys).agg(
-        (pl.col("window_ns").max() / _MS).alias("window_ms"),
-        (pl.col("busy_ns").sum() / _MS).alias("busy_ms"),
-        (pl.col("exposed_comm_ns").sum() / _MS).alias(COMMUNICATION.id),
-        pl.col("device").n_unique().alias("_devices"),
+    per_window = (
+        busy.group_by(keys)
+        .agg(
+            (pl.col("window_ns").max() / _MS).alias("window_ms"),
+            (pl.col("busy_ns").sum() / _MS).alias("busy_ms"),
+            (pl.col("exposed_comm_ns").sum() / _MS).alias(COMMUNICATION.id),
+        )
+        .join(window_gpus(busy), on=keys, how="left", nulls_equal=True)
     )
 
     def by_part(frame: pl.DataFrame) -> pl.DataFrame:
@@ -103,7 +106,7 @@ def split(session: Session, run_id: str) -> Split:
             table = table.with_columns(pl.lit(0.0).alias(name))
     table = table.with_columns(pl.exclude(keys).fill_null(0.0)).sort(keys)
     # a rank with several GPUs: each GPU's busy and idle time adds up to the window; the split is their mean
-    table = table.with_columns(pl.exclude(*keys, "window_ms", "_devices") / pl.col("_devices").clip(1)).drop("_devices")
+    table = table.with_columns(pl.exclude(*keys, "window_ms", "gpus") / pl.col("gpus").clip(1)).drop("gpus")
     mean = {c: (table[c].sum() / windows) for c in table.columns if c not in keys}
     busy_parts = {c: mean[c] for c in BUSY_PARTS}
     idle_parts = {c: mean[f"{c}_idle" if c in both else c] for c in IDLE_CAUSES}

@@ -217,6 +217,11 @@ def explained_comparison(
 Sessions = Session | tuple[Session, Session]
 
 
+def _pair(session: Sessions) -> tuple[Session, Session]:
+    """BASE's and NEW's sessions (one report's, or one shared by both runs: the same twice)."""
+    return session if isinstance(session, tuple) else (session, session)
+
+
 @overload
 def with_replay(
     result: RunReport,
@@ -264,7 +269,7 @@ def with_replay(
         run_ids = [r.run["run_id"] for r in reports]
         with Session(Store.of(store), run_ids, own_queries=True) as opened:
             return with_replay(result, store, what_if, unprofiled, opened)
-    sessions = session if isinstance(session, tuple) else (session, session)
+    sessions = _pair(session)
     if isinstance(result, RunReport) and not what_if and (stored := stored_estimate(sessions[0], result.run["run_id"])):
         return with_estimate(result, *stored)  # made at ingest: the run is not replayed again
     replayers = [Replayer.load(s, r.run["run_id"]) for s, r in zip(sessions, reports, strict=False)]
@@ -315,8 +320,7 @@ def _not_modelled(reports: list[RunReport], store: Store | str | Path | None, se
         catalog = Store.of(store)
         rows = [catalog.catalog_row(r.run["run_id"]) or {} for r in reports]
     else:
-        sessions = session if isinstance(session, tuple) else (session, session)
-        rows = [s.run_row(r.run["run_id"]) for s, r in zip(sessions, reports, strict=False)]
+        rows = [s.run_row(r.run["run_id"]) for s, r in zip(_pair(session), reports, strict=False)]
     for r, row in zip(reports, rows, strict=True):
         if why := counts_not_modelled(r.run.get("flavour") or "", events_by_kind(row)):
             return why
