@@ -28,14 +28,33 @@ WITH slow AS (  -- the ops that have a call far slower than their typical call (
   GROUP BY run_id, rank, name
   HAVING max(dur_ns) >= greatest(1000000, 20 * quantile_cont(dur_ns, 0.25))
 ),
-calls AS (  -- the calls of those ops (their quartile an aggregate joined back, not a window over every op call
-            -- carrying its columns: at 21 copies of a capture with shapes, 1.9 M calls and their shapes
-            -- sorted, spilling 0.4 GB under the ingest's memory limit)
+op_calls AS (  -- the calls of those ops, each with whether it is long enough to be a search
   SELECT e.run_id, e.rank, e.event_id, e.name, e.step, e.pid, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
-         e.dur_ns, e.input_shapes, s.typical_ns
+         e.dur_ns, e.input_shapes, s.typical_ns, e.dur_ns >= greatest(1000000, 20 * s.typical_ns) AS long_enough
   FROM events e
   JOIN slow s ON s.run_id = e.run_id AND s.rank = e.rank AND s.name IS NOT DISTINCT FROM e.name
   WHERE e.kind = 'op'
+),
+waiting AS (  -- the runtime calls that wait for the device: a stream, device or event synchronise, a cudaMemGetInfo
+  SELECT kind, name FROM _call_causes WHERE kind = 'runtime' AND (cause = 'host_sync' OR name LIKE '%MemGetInfo%')
+),
+waits AS MATERIALIZED (  -- their calls (made apart, so that they are not joined after the op calls below)
+  SELECT r.run_id, r.rank, r.pid, r.tid, r.ts_ns
+  FROM events r SEMI JOIN waiting k ON k.kind = r.kind AND k.name = r.name
+  WHERE r.kind = 'runtime'
+),
+searching AS (  -- the ops with a long call that waited inside: only their calls can be searches, so only theirs
+                -- are counted below (most runs have none, and nothing is sorted or counted)
+  SELECT DISTINCT c.run_id, c.rank, c.name
+  FROM op_calls c
+  JOIN waits w ON w.run_id = c.run_id AND w.rank = c.rank AND w.pid = c.pid AND w.tid = c.tid
+   AND w.ts_ns >= c.ts_ns AND w.ts_ns < c.end_ns
+  WHERE c.long_enough
+),
+calls AS (  -- every call of those ops (their quartile an aggregate joined back, not a window over every op call
+            -- carrying its columns: at 21 copies of a capture with shapes, 1.9 M calls and their shapes
+            -- sorted, spilling 0.4 GB under the ingest's memory limit)
+  FROM op_calls c SEMI JOIN searching f ON f.run_id = c.run_id AND f.rank = c.rank AND f.name IS NOT DISTINCT FROM c.name
 ),
 span AS MATERIALIZED (  -- each thread's probed span: from its first call of those ops (from its first host call
                         -- where one has no end) to the last instant looked up for one. The counts inside a
@@ -53,10 +72,10 @@ host_calls AS (
   SELECT s.thread, r.ts_ns,
          EXISTS (SELECT 1 FROM events g WHERE g.run_id = r.run_id AND g.rank = r.rank AND g.launch_id = r.event_id)
            AS launch,
-         c.cause = 'host_sync' OR r.name LIKE '%MemGetInfo%' AS wait
+         k.name IS NOT NULL AS wait
   FROM events r
   JOIN span s ON s.run_id = r.run_id AND s.rank = r.rank AND s.pid = r.pid AND s.tid = r.tid
-  JOIN _call_causes c ON c.kind = r.kind AND c.name = r.name
+  LEFT JOIN waiting k ON k.kind = r.kind AND k.name = r.name
   WHERE r.kind = 'runtime' AND (s.lo IS NULL OR r.ts_ns >= s.lo) AND r.ts_ns < s.hi
 ),
 host AS (  -- launches and waits on the threads, to be counted inside calls (other calls count for neither:
@@ -88,7 +107,7 @@ judged AS (
 ),
 searches AS (
   SELECT * FROM judged
-  WHERE dur_ns >= greatest(1000000, 20 * typical_ns) AND syncs > 0
+  WHERE long_enough AND syncs > 0
     AND kernels >= 2 * typical_kernels + 3
 ),
 enclosing AS (  -- the searches with another one inside them on their thread: a join, then an anti join on the
