@@ -5,8 +5,8 @@
 -- calls launching work), host_sync (a host-device synchronisation drained the queue), input_pipeline
 -- (data-loading ranges, pageable host-to-device copies), algorithm_search (cuDNN/cuBLAS autotuning calls),
 -- allocator (device memory allocation and release), cast_overhead (inside dtype-cast ops),
--- python_overhead (host time between framework ops), host_unattributed (host time in no recorded call
--- outside the ops: at the step boundary, or on a thread without ops) and unexplained (the
+-- python_overhead (host time between framework ops), host_unattributed (host time in no op or runtime call
+-- outside its step's ops: at the step boundary, or on a thread without ops) and unexplained (the
 -- GPU waited with work queued, or the launch was not captured). The causes of a window add up to its
 -- idle time (gpu_busy.idle_ns).
 -- Reads: _idle_pieces.

@@ -248,13 +248,13 @@ HOST_UNATTRIBUTED = Cause(
     "host_unattributed",
     "host time not attributed",
     "idle",
-    "The GPU waited while its launching thread was in no call the trace records: before the step's first "
-    "framework op or after its last, or on a thread without framework ops. Nothing in the trace says what "
+    "The GPU waited while its launching thread was in no op or runtime call the trace records: before the "
+    "step's first framework op or after its last, or on a thread without framework ops. Nothing in the trace says what "
     "the host did then (a data-loading range, a pageable copy or a framework op around it would name a "
     "cause), so no cause is named; a range of the user's or of a library around it (record_function, an "
     "NVTX range) says where it was spent, not on what.",
-    "idle time while the thread is outside every recorded call and outside the span of its step's framework "
-    "ops; the top-level ranges it lies in",
+    "idle time while the thread is outside every recorded op and runtime call and outside the span of its "
+    "step's framework ops; the top-level ranges it lies in",
     {
         "pytorch": "Record what the host does there before acting on it: wrap the loop's parts (or, where "
         "the time lies in a range already, that range's parts) in torch.profiler.record_function or NVTX "
@@ -265,9 +265,9 @@ HOST_UNATTRIBUTED = Cause(
         "any": "Record what the host does there (NVTX or profiler ranges around the loop's parts, or around "
         "the parts of a range the time lies in already), and report again.",
     },
-    title="The GPU idles {ms} ms per step ({share}) while the host is in no recorded call: host time not "
-    "attributed to a cause",
-    change="GPU idle while the host is in no recorded call (not attributed to a cause)",
+    title="The GPU idles {ms} ms per step ({share}) while the host is outside every op and runtime call: host "
+    "time not attributed to a cause",
+    change="GPU idle while the host is outside every op and runtime call (not attributed to a cause)",
     colour="#2b59ff",
 )
 
