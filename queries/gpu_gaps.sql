@@ -6,7 +6,7 @@
 -- the gap began: the GPU had nothing queued and waited for the CPU to issue work. Otherwise it is
 -- 'dependency' (the work was queued but waited for something else: a sync, an event, another stream);
 -- the gap after the last island is 'window_end' and a next event without a captured launch is 'unknown'.
--- Reads: _windows, _gpu_islands, events(event_id, ts_ns, pid, tid, name).
+-- Reads: _windows, _gpu_islands, events(event_id, kind, ts_ns, pid, tid, name).
 -- Columns:
 --   run_id         VARCHAR  run id
 --   rank           BIGINT   rank
@@ -56,5 +56,6 @@ SELECT g.run_id, g.rank, g.step, g.device, g.gap_start_ns, g.gap_end_ns,
             WHEN g.gap_end_ns - g.gap_start_ns < 10000000 THEN '1-10ms'
             ELSE '>=10ms' END AS bucket
 FROM gaps g
-LEFT JOIN events l ON l.run_id = g.run_id AND l.rank = g.rank AND l.event_id = g.launch_id
+LEFT JOIN events l ON l.run_id = g.run_id AND l.rank = g.rank AND l.event_id = g.launch_id AND l.kind = 'runtime'
+  -- a launch is a runtime call (the model links no other): those rows alone are read
 ORDER BY g.run_id, g.rank, g.step, g.device, g.gap_start_ns

@@ -28,7 +28,8 @@ WITH gaps AS (
 work AS (
   SELECT g.*, l.ts_ns AS launch_ts, l.dur_ns AS launch_dur
   FROM _gpu_work g
-  LEFT JOIN events l ON l.run_id = g.run_id AND l.rank = g.rank AND l.event_id = g.launch_id
+  LEFT JOIN events l ON l.run_id = g.run_id AND l.rank = g.rank AND l.event_id = g.launch_id AND l.kind = 'runtime'
+    -- a launch is a runtime call (the model links no other): those rows alone are read
 ),
 stats AS (
   SELECT run_id, rank, step, device,
