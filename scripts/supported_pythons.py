@@ -7,6 +7,10 @@ samples ingested and compared), ``traceq sql`` of more rows than a table shows, 
 ``--tests`` not marked slow. An interpreter that is not installed is skipped with a line saying so (``--require``: an
 error). CI runs the project's interpreter only; this catches what another one's libraries break.
 
+The interpreters are checked at once, each in its own folder (the installs are one core's work each, and
+each interpreter's tests leave a core idle while its longest test file runs); each one's lines are printed
+together when it is done.
+
 Usage: python scripts/supported_pythons.py [--python python3.10 ...] [--tests tests/cli ...] [--require]
 Prints a line per step with its time; exit code 1 if a step fails.
 """
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,22 +63,24 @@ def tracked_copy(dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
-def step(label: str, argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> bool:
-    """Run ``argv``; print its time and, on failure, the end of its output (the versions step: its line)."""
+def step(label: str, argv: list[str], cwd: Path, env: dict[str, str] | None, lines: list[str]) -> bool:
+    """Run ``argv``; add its line with its time to ``lines`` and, on failure, the end of its output (the
+    versions step: its line)."""
     start = time.perf_counter()
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     took = time.perf_counter() - start
     output = done.stdout + done.stderr
     bad = done.returncode != 0 or "Traceback" in output or "internal error" in output
     shown = f": {done.stdout.strip()}" if label == "versions" and not bad else ""
-    print(f"  {'FAILED' if bad else 'ok':<6} {label} ({took:.1f} s){shown}", flush=True)
+    lines.append(f"  {'FAILED' if bad else 'ok':<6} {label} ({took:.1f} s){shown}")
     if bad:
-        print("\n".join("    " + line for line in output.strip().splitlines()[-25:]), flush=True)
+        lines.extend("    " + line for line in output.strip().splitlines()[-25:])
     return not bad
 
 
-def check(python: str, tests: list[str]) -> bool:
-    """The steps on ``python`` (its path), ``tests`` the tests run; whether all passed."""
+def check(python: str, tests: list[str], lines: list[str]) -> bool:
+    """The steps on ``python`` (its path), ``tests`` the tests run, each step's line added to ``lines``;
+    whether all passed."""
     with tempfile.TemporaryDirectory(prefix="traceq-py-") as tmp:
         root = Path(tmp)
         tracked_copy(root)
@@ -91,7 +98,7 @@ def check(python: str, tests: list[str]) -> bool:
             ("pytest", [str(venv / "python"), "-m", "pytest", *PYTEST, *tests], shared),
         ]
         for label, argv, env in steps:
-            if not step(label, argv, root, env):
+            if not step(label, argv, root, env, lines):
                 return False
     return True
 
@@ -117,16 +124,21 @@ def main() -> None:
     ap.add_argument("--require", action="store_true", help="an interpreter not installed is an error")
     args = ap.parse_args()
     failed = []
-    for name in args.python:
-        python = interpreter(name)
-        if python is None:
-            print(f"{name}: not installed, skipped", flush=True)
-            if args.require:
-                failed.append(name)
-            continue
-        print(f"{name} ({python}):", flush=True)
-        if not check(str(python), args.tests):
+    found = {name: interpreter(name) for name in args.python}
+    for name in (n for n, python in found.items() if python is None):
+        print(f"{name}: not installed, skipped", flush=True)
+        if args.require:
             failed.append(name)
+    checked = {name: python for name, python in found.items() if python is not None}
+    print(f"checking {', '.join(checked) or 'no interpreter'} at once", flush=True)
+    with ThreadPoolExecutor(max(len(checked), 1)) as pool:
+        runs = {name: ([f"{name} ({python}):"], python) for name, python in checked.items()}
+        done = {name: pool.submit(check, python, args.tests, lines) for name, (lines, python) in runs.items()}
+        for name, future in done.items():
+            passed = future.result()
+            print("\n".join(runs[name][0]), flush=True)
+            if not passed:
+                failed.append(name)
     if failed:
         sys.exit(f"failed on {', '.join(failed)}")
 
