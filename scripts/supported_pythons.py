@@ -131,12 +131,12 @@ def main() -> None:
             failed.append(name)
     checked = {name: python for name, python in found.items() if python is not None}
     print(f"checking {', '.join(checked) or 'no interpreter'} at once", flush=True)
+    lines = {name: [f"{name} ({python}):"] for name, python in checked.items()}
     with ThreadPoolExecutor(max(len(checked), 1)) as pool:
-        runs = {name: ([f"{name} ({python}):"], python) for name, python in checked.items()}
-        done = {name: pool.submit(check, python, args.tests, lines) for name, (lines, python) in runs.items()}
+        done = {name: pool.submit(check, python, args.tests, lines[name]) for name, python in checked.items()}
         for name, future in done.items():
             passed = future.result()
-            print("\n".join(runs[name][0]), flush=True)
+            print("\n".join(lines[name]), flush=True)
             if not passed:
                 failed.append(name)
     if failed:

@@ -249,9 +249,9 @@ HOST_UNATTRIBUTED = Cause(
     "host time not attributed",
     "idle",
     "The GPU waited while its launching thread was in no op or runtime call the trace records: before the "
-    "step's first framework op or after its last, or on a thread without framework ops. Nothing in the trace says what "
-    "the host did then (a data-loading range, a pageable copy or a framework op around it would name a "
-    "cause), so no cause is named; a range of the user's or of a library around it (record_function, an "
+    "step's first framework op or after its last, or on a thread without framework ops. Nothing in the "
+    "trace says what the host did then (a data-loading range, a pageable copy or a framework op around it "
+    "would name a cause), so no cause is named; a range of the user's or of a library around it (record_function, an "
     "NVTX range) says where it was spent, not on what.",
     "idle time while the thread is outside every recorded op and runtime call and outside the span of its "
     "step's framework ops; the top-level ranges it lies in",
