@@ -8,7 +8,8 @@
 -- (launch_overhead), and those in no op (time between ops or not attributed, a launch from Python) to the
 -- top-level annotation they fall in, where one does (a range of the user's or of a library:
 -- `Optimizer.step#Adam.step`, an NVTX range that PyTorch did not make; one that no other annotation of its
--- thread encloses). `frame` is the innermost
+-- thread encloses); a launch in none of them to the runtime call it lies in (a kernel launched from Python
+-- or a compiler's runtime: `cudaLaunchKernel`, `cuLaunchKernel`). `frame` is the innermost
 -- Python frame of the user's code around a held call (files outside torch, numpy and site-packages;
 -- only in traces with Python stacks).
 -- Reads: _idle_pieces, _host_marks, events(kind, name, pid, tid, ts_ns, dur_ns, event_id, depth).
@@ -143,6 +144,22 @@ in_annotation AS (  -- pieces in no op: the top-level annotation they fall in
   FROM (SELECT * FROM in_top WHERE top_id IS NULL AND cast_id IS NULL) l
   ASOF LEFT JOIN top_annotations a
     ON a.run_id = l.run_id AND a.rank = l.rank AND a.pid = l.pid AND a.tid = l.tid AND l.piece_start >= a.ts_ns
+),
+unplaced AS (  -- launch pieces in no op, cast op or annotation: each lies in a runtime call that nothing encloses
+  SELECT * FROM in_annotation WHERE cause = 'launch_overhead' AND coalesce(cast_id, top_id, annotation_id) IS NULL
+),
+runtime_calls AS (  -- the runtime calls of their threads
+  SELECT r.run_id, r.rank, r.pid, r.tid, r.event_id, r.ts_ns, r.ts_ns + r.dur_ns AS end_ns
+  FROM events r
+  SEMI JOIN (SELECT DISTINCT run_id, rank, pid, tid FROM unplaced) t
+    ON t.run_id = r.run_id AND t.rank = r.rank AND t.pid = r.pid AND t.tid = r.tid
+  WHERE r.kind = 'runtime'
+),
+in_runtime AS (  -- those pieces with the runtime call they lie in (the last to begin at or before the piece)
+  SELECT l.*, CASE WHEN l.piece_start < r.end_ns THEN r.event_id END AS runtime_id
+  FROM unplaced l
+  ASOF LEFT JOIN runtime_calls r
+    ON r.run_id = l.run_id AND r.rank = l.rank AND r.pid = l.pid AND r.tid = l.tid AND l.piece_start >= r.ts_ns
 )
 SELECT run_id, rank, step, device, gap_id, piece_start, piece_end, ns, pid, tid, held_at, cause, site_id, frame
 FROM held_framed
@@ -150,6 +167,11 @@ UNION ALL
 SELECT run_id, rank, step, device, gap_id, piece_start, piece_end, ns, pid, tid, held_at, cause,
        coalesce(cast_id, top_id, annotation_id) AS site_id, NULL AS frame
 FROM in_annotation
+WHERE cause <> 'launch_overhead' OR coalesce(cast_id, top_id, annotation_id) IS NOT NULL
+UNION ALL
+SELECT run_id, rank, step, device, gap_id, piece_start, piece_end, ns, pid, tid, held_at, cause,
+       runtime_id AS site_id, NULL AS frame
+FROM in_runtime
 UNION ALL
 SELECT run_id, rank, step, device, gap_id, piece_start, piece_end, ns, pid, tid, held_at, cause,
        NULL::BIGINT AS site_id, NULL AS frame

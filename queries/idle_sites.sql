@@ -7,7 +7,8 @@
 -- range). Other pieces are charged to the cast op they fall in (cast_overhead) or to the top-level op
 -- they fall in (launch_overhead), and those in no op (time between ops or not attributed, a launch from
 -- Python) to the top-level annotation they fall in, where one does (`Optimizer.step#Adam.step`, a user's
--- NVTX range). `op` is the
+-- NVTX range), and a launch in none of them to the runtime call it lies in (`cudaLaunchKernel` called
+-- from Python or a compiler's runtime). `op` is the
 -- innermost op around the call (for a runtime call, the op that made it), `top_op` the top-level op
 -- around it, and `frame` the innermost Python frame of the user's code around it (files outside torch,
 -- numpy and site-packages; only in traces with Python stacks, and only for held calls).
@@ -18,9 +19,9 @@
 --   step     INTEGER  window's step
 --   device   INTEGER  GPU index
 --   cause    VARCHAR  the cause (see idle_causes)
---   site     VARCHAR  the call or annotation the time is charged to (NULL: none: between calls, or a launch from a runtime call in no op)
+--   site     VARCHAR  the call or annotation the time is charged to (NULL: none, between calls)
 --   op       VARCHAR  innermost op around that call (NULL: none)
---   top_op   VARCHAR  top-level op around it (NULL: none; an annotation charged, itself)
+--   top_op   VARCHAR  top-level op around it (NULL: none; an annotation, or a runtime call in no op, charged: itself)
 --   frame    VARCHAR  innermost frame of the user's Python code around it (NULL: not recorded or none)
 --   calls    BIGINT   distinct calls charged
 --   idle_ns  BIGINT   idle time charged, ns
@@ -46,7 +47,8 @@ names AS MATERIALIZED (
 )
 SELECT c.run_id, c.rank, c.step, c.device, c.cause, s.name AS site,
        CASE WHEN s.kind = 'runtime' THEN p.name ELSE s.name END AS op,
-       CASE WHEN s.kind = 'annotation' THEN s.name ELSE t.name END AS top_op, c.frame,
+       CASE WHEN s.kind = 'annotation' OR (s.kind = 'runtime' AND s.top_op_id IS NULL) THEN s.name ELSE t.name END
+         AS top_op, c.frame,
        count(DISTINCT c.site_id) AS calls, sum(c.ns)::BIGINT AS idle_ns
 FROM charged c
 LEFT JOIN sites s ON s.run_id = c.run_id AND s.rank = c.rank AND s.event_id = c.site_id

@@ -206,8 +206,9 @@ def split_table(report: RunReport, estimated: bool = False) -> pl.DataFrame:
     ).sort("ms/step", descending=True)
 
 
-#: The sites table's call where no call is charged: the thread was between calls, or (launch overhead) in a
-#: runtime call that no op or annotation encloses (a kernel launched from Python or a compiler's runtime).
+#: The sites table's call where no call is charged: the thread was between calls, or (launch overhead) in no
+#: op or annotation and in no runtime call found for it (``_idle_charges`` charges such a launch to the runtime
+#: call it lies in; one nested in another that ended before it finds none).
 BETWEEN, IN_NO_OP = "(between calls)", "(a runtime call in no op)"
 
 
@@ -220,7 +221,7 @@ def sites_table(report: RunReport) -> pl.DataFrame:
         .head(TOP_SITES)
         .select(
             "cause",
-            # no site: Python's time between calls, or launching from a runtime call that no op encloses
+            # no site: Python's time between calls, or a launch whose runtime call was not found
             pl.col("site")
             .fill_null(pl.when(pl.col("cause") == LAUNCH_OVERHEAD.id).then(pl.lit(IN_NO_OP)).otherwise(pl.lit(BETWEEN)))
             .alias("call"),
