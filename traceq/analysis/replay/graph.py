@@ -46,7 +46,7 @@ TOL_NS = 2_000
 LATENCY_CAP_NS = 100_000
 #: Runtime calls that block the host until the device (or a stream, or an event) is done.
 SYNC_RE = (
-    r"^(cuda|cu|hip)(Stream|Device|Ctx|Event)Synchroni[sz]e|^cudaMemcpy(2D|3D)?(ToSymbol|FromSymbol)?$"
+    r"^(cuda|cu|hip)(Stream|Device|Ctx|Event|Thread)Synchroni[sz]e|^cudaMemcpy(2D|3D)?(ToSymbol|FromSymbol)?$"
     r"|^cuMemcpy[DH]to[DH]$|^hipMemcpy$"
 )
 #: Runtime calls that synchronise the device implicitly (freeing device memory).
