@@ -148,12 +148,12 @@ in_annotation AS (  -- pieces in no op: the top-level annotation they fall in
 unplaced AS (  -- launch pieces in no op, cast op or annotation: each lies in a runtime call that nothing encloses
   SELECT * FROM in_annotation WHERE cause = 'launch_overhead' AND coalesce(cast_id, top_id, annotation_id) IS NULL
 ),
-runtime_calls AS (  -- the runtime calls of their threads
+runtime_calls AS (  -- the runtime calls of their threads made in no op (a piece in no op lies in no other)
   SELECT r.run_id, r.rank, r.pid, r.tid, r.event_id, r.ts_ns, r.ts_ns + r.dur_ns AS end_ns
   FROM events r
   SEMI JOIN (SELECT DISTINCT run_id, rank, pid, tid FROM unplaced) t
     ON t.run_id = r.run_id AND t.rank = r.rank AND t.pid = r.pid AND t.tid = r.tid
-  WHERE r.kind = 'runtime'
+  WHERE r.kind = 'runtime' AND r.parent_id IS NULL
 ),
 in_runtime AS (  -- those pieces with the runtime call they lie in (the last to begin at or before the piece)
   SELECT l.*, CASE WHEN l.piece_start < r.end_ns THEN r.event_id END AS runtime_id
