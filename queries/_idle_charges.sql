@@ -12,7 +12,7 @@
 -- or a compiler's runtime: `cudaLaunchKernel`, `cuLaunchKernel`). `frame` is the innermost
 -- Python frame of the user's code around a held call (files outside torch, numpy and site-packages;
 -- only in traces with Python stacks).
--- Reads: _idle_pieces, _host_marks, events(kind, name, pid, tid, ts_ns, dur_ns, event_id, depth).
+-- Reads: _idle_pieces, _host_marks, events(kind, name, pid, tid, ts_ns, dur_ns, event_id, depth, parent_id).
 -- Columns:
 --   run_id       VARCHAR  run id
 --   rank         BIGINT   rank
@@ -145,7 +145,7 @@ in_annotation AS (  -- pieces in no op: the top-level annotation they fall in
   ASOF LEFT JOIN top_annotations a
     ON a.run_id = l.run_id AND a.rank = l.rank AND a.pid = l.pid AND a.tid = l.tid AND l.piece_start >= a.ts_ns
 ),
-unplaced AS (  -- launch pieces in no op, cast op or annotation: each lies in a runtime call that nothing encloses
+unplaced AS (  -- launch pieces in no op, cast op or annotation: each lies in a runtime call that no op encloses
   SELECT * FROM in_annotation WHERE cause = 'launch_overhead' AND coalesce(cast_id, top_id, annotation_id) IS NULL
 ),
 runtime_calls AS (  -- the runtime calls of their threads made in no op (a piece in no op lies in no other)
