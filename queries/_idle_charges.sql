@@ -8,7 +8,7 @@
 -- (launch_overhead), and those in no op (time between ops or not attributed, a launch from Python) to the
 -- top-level annotation they fall in, where one does (a range of the user's or of a library:
 -- `Optimizer.step#Adam.step`, an NVTX range that PyTorch did not make; one that no other annotation of its
--- thread encloses); a launch in none of them to the runtime call it lies in (a kernel launched from Python
+-- thread encloses); a launch in none of them to the outermost runtime call it lies in (a kernel launched from Python
 -- or a compiler's runtime: `cudaLaunchKernel`, `cuLaunchKernel`). `frame` is the innermost
 -- Python frame of the user's code around a held call (files outside torch, numpy and site-packages;
 -- only in traces with Python stacks).
@@ -148,14 +148,22 @@ in_annotation AS (  -- pieces in no op: the top-level annotation they fall in
 unplaced AS (  -- launch pieces in no op, cast op or annotation: each lies in a runtime call that no op encloses
   SELECT * FROM in_annotation WHERE cause = 'launch_overhead' AND coalesce(cast_id, top_id, annotation_id) IS NULL
 ),
-runtime_calls AS (  -- the runtime calls of their threads made in no op (a piece in no op lies in no other)
-  SELECT r.run_id, r.rank, r.pid, r.tid, r.event_id, r.ts_ns, r.ts_ns + r.dur_ns AS end_ns
-  FROM events r
-  SEMI JOIN (SELECT DISTINCT run_id, rank, pid, tid FROM unplaced) t
-    ON t.run_id = r.run_id AND t.rank = r.rank AND t.pid = r.pid AND t.tid = r.tid
-  WHERE r.kind = 'runtime' AND r.parent_id IS NULL
+runtime_calls AS (  -- the runtime calls of their threads made in no op (a piece in no op lies in no other) that
+                   -- no other such call encloses (a driver call inside a runtime call: the outer one is named),
+                   -- as top_annotations finds its ranges
+  SELECT run_id, rank, pid, tid, event_id, ts_ns, end_ns
+  FROM (SELECT r.run_id, r.rank, r.pid, r.tid, r.event_id, r.ts_ns, r.ts_ns + r.dur_ns AS end_ns,
+               max(r.ts_ns + r.dur_ns) OVER (PARTITION BY r.run_id, r.rank, r.pid, r.tid
+                                             ORDER BY r.ts_ns, r.dur_ns DESC, r.event_id
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+        FROM events r
+        SEMI JOIN (SELECT DISTINCT run_id, rank, pid, tid FROM unplaced) t
+          ON t.run_id = r.run_id AND t.rank = r.rank AND t.pid = r.pid AND t.tid = r.tid
+        WHERE r.kind = 'runtime' AND r.parent_id IS NULL)
+  WHERE reach IS NULL OR ts_ns >= reach
 ),
-in_runtime AS (  -- those pieces with the runtime call they lie in (the last to begin at or before the piece)
+in_runtime AS (  -- those pieces with the runtime call they lie in (these calls do not overlap: the last to begin at
+                 -- or before the piece)
   SELECT l.*, CASE WHEN l.piece_start < r.end_ns THEN r.event_id END AS runtime_id
   FROM unplaced l
   ASOF LEFT JOIN runtime_calls r

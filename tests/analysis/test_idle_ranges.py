@@ -20,7 +20,7 @@ import traceq
 from tests.conftest import SAMPLES, SHARED, Ingested
 from traceq.analysis.causes import HOST_UNATTRIBUTED, PYTHON_OVERHEAD
 from traceq.querying.engine import Session
-from traceq.render.reports import IN_NO_OP, sites_table
+from traceq.render.reports import BETWEEN, sites_table
 from traceq.store import Store
 
 KINETO = SAMPLES / "kineto_conformer_fp16_b4_2steps.json.gz"
@@ -137,7 +137,7 @@ def test_launching_in_no_op_is_charged_to_the_runtime_call_it_lies_in(nvfuser: P
         assert inside and max(inside)[2] == piece["name"]
     table = sites_table(traceq.run_report(run_id, store))
     launch = table.filter(pl.col("cause") == "launch_overhead")
-    assert IN_NO_OP not in launch["call"].to_list()
+    assert BETWEEN not in launch["call"].to_list()
     runtime_names = set(pieces["name"])
     named = launch.filter(pl.col("call").is_in(runtime_names))
     assert named.height > 0 and named["in op"].null_count() == named.height

@@ -18,7 +18,6 @@ from typing import Any, TextIO
 import polars as pl
 
 from traceq._utils.words import count, fixed, rounded
-from traceq.analysis.causes import LAUNCH_OVERHEAD
 from traceq.analysis.findings import WATERFALL_MIN_SHARE, Finding, Waterfall
 from traceq.analysis.replay.estimates import NOT_ESTIMATED
 from traceq.analysis.results import REST, REST_LABEL, Comparison, RunReport
@@ -206,10 +205,9 @@ def split_table(report: RunReport, estimated: bool = False) -> pl.DataFrame:
     ).sort("ms/step", descending=True)
 
 
-#: The sites table's call where no call is charged: the thread was between calls, or (launch overhead) in no
-#: op or annotation and in no runtime call found for it (``_idle_charges`` charges such a launch to the runtime
-#: call it lies in; one nested in another that ended before it finds none).
-BETWEEN, IN_NO_OP = "(between calls)", "(a runtime call in no op)"
+#: The sites table's call where no call is charged: the thread was between calls (a launch is charged to the
+#: runtime call it lies in where no op or range encloses it: ``_idle_charges``).
+BETWEEN = "(between calls)"
 
 
 def sites_table(report: RunReport) -> pl.DataFrame:
@@ -221,10 +219,7 @@ def sites_table(report: RunReport) -> pl.DataFrame:
         .head(TOP_SITES)
         .select(
             "cause",
-            # no site: Python's time between calls, or a launch whose runtime call was not found
-            pl.col("site")
-            .fill_null(pl.when(pl.col("cause") == LAUNCH_OVERHEAD.id).then(pl.lit(IN_NO_OP)).otherwise(pl.lit(BETWEEN)))
-            .alias("call"),
+            pl.col("site").fill_null(BETWEEN).alias("call"),
             pl.when(pl.col("top_op") != pl.col("site")).then(pl.col("top_op")).alias("in op"),
             "frame",
             pl.col("calls_per_step").round(2).alias("calls/step"),
