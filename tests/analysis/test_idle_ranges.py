@@ -115,8 +115,8 @@ def test_nvfusers_compile_is_named_where_its_idle_time_lies(nvfuser: Path, inges
 def test_launching_in_no_op_is_charged_to_the_runtime_call_it_lies_in(nvfuser: Path, ingested: Ingested) -> None:
     """Launch overhead in no op and no annotation is charged to the runtime call it lies in, and the sites
     table names that call: each such piece begins inside a CUDA runtime call of the export on its thread (read
-    with sqlite3), the last of them to begin, whose name is the site's (less the API version the reader
-    drops: ``cudaGetDeviceProperties_v2_v12000`` is ``cudaGetDeviceProperties_v2``)."""
+    with sqlite3); the outermost of them (the first to begin) has the site's name, less the API version the
+    reader drops (``cudaGetDeviceProperties_v2_v12000`` is ``cudaGetDeviceProperties_v2``)."""
     with sqlite3.connect(f"file:{nvfuser}?mode=ro", uri=True) as db:
         calls = db.execute(
             "SELECT r.globalTid / 16777216 % 16777216, r.globalTid % 16777216, r.start, r.end, s.value "
@@ -134,7 +134,7 @@ def test_launching_in_no_op_is_charged_to_the_runtime_call_it_lies_in(nvfuser: P
         by_thread.setdefault((pid, tid), []).append((start, end, re.sub(r"_v\d+$", "", name)))
     for piece in pieces.iter_rows(named=True):
         inside = [c for c in by_thread[(piece["pid"], piece["tid"])] if c[0] <= piece["piece_start"] < c[1]]
-        assert inside and max(inside)[2] == piece["name"]
+        assert inside and min(inside)[2] == piece["name"]
     table = sites_table(traceq.run_report(run_id, store))
     launch = table.filter(pl.col("cause") == "launch_overhead")
     assert BETWEEN not in launch["call"].to_list()
